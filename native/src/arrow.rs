@@ -1,0 +1,50 @@
+//! Views over Arrow `large_string` buffers handed over from PyArrow, so
+//! documents reach the core without becoming Python objects.
+
+/// The strings `start..start + n` of a large_string array given its raw
+/// offsets (little-endian i64) and data buffers.
+pub fn string_views<'a>(offsets: &[u8], data: &'a [u8], start: usize, n: usize) -> Result<Vec<&'a str>, String> {
+    let offset_at = |i: usize| -> Result<usize, String> {
+        let bytes = offsets
+            .get(i * 8..i * 8 + 8)
+            .ok_or_else(|| "offsets buffer too short".to_string())?;
+        Ok(i64::from_le_bytes(bytes.try_into().unwrap()) as usize)
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let (lo, hi) = (offset_at(start)?, offset_at(start + n)?);
+    let text = data.get(lo..hi).ok_or_else(|| "data buffer too short".to_string())?;
+    let text = std::str::from_utf8(text).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    let mut views = Vec::with_capacity(n);
+    let mut a = lo;
+    for i in start + 1..=start + n {
+        let b = offset_at(i)?;
+        let s = text
+            .get(a - lo..b - lo)
+            .ok_or_else(|| format!("offset {b} is not on a character boundary"))?;
+        views.push(s);
+        a = b;
+    }
+    Ok(views)
+}
+
+/// Little-endian bytes of a slice of plain integers.
+pub fn le_bytes<T: Copy, const N: usize>(values: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * N);
+    for &v in values {
+        out.extend_from_slice(&to(v));
+    }
+    out
+}
+
+/// Arrow offsets (i64, little-endian) for strings of the given lengths.
+pub fn offsets_from_lengths(lengths: impl Iterator<Item = usize>) -> Vec<u8> {
+    let mut out = vec![0u8; 8];
+    let mut total = 0i64;
+    for len in lengths {
+        total += len as i64;
+        out.extend_from_slice(&total.to_le_bytes());
+    }
+    out
+}

@@ -1,0 +1,190 @@
+//! Applying trained merges: each word's symbols are merged by rank, lowest
+//! first (the same result as replaying the merge list in order).
+
+use crate::pretok::PreTokenizer;
+use crate::train::Pair;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+
+/// How a word becomes base symbols.
+pub enum Alphabet {
+    /// UTF-8 bytes are tokens 0..=255.
+    Bytes,
+    /// Characters of the training corpus, then an end-of-word token; unseen
+    /// characters become `unk`.
+    Chars { ids: FxHashMap<char, u32>, end_of_word: u32, unk: u32 },
+}
+
+pub struct Encoder {
+    pretok: PreTokenizer,
+    alphabet: Alphabet,
+    /// (left, right) -> (rank, merged token id)
+    merges: FxHashMap<Pair, (u32, u32)>,
+    caches: Vec<Mutex<FxHashMap<Box<str>, Box<[u32]>>>>,
+}
+
+const CACHE_LIMIT: usize = 1 << 20;
+/// Words longer than this use the heap merge loop instead of rescanning.
+const SHORT_WORD: usize = 48;
+
+impl Encoder {
+    pub fn new(pretok: PreTokenizer, alphabet: Alphabet, merges: &[(Pair, u32)]) -> Self {
+        let merges = merges
+            .iter()
+            .enumerate()
+            .map(|(rank, &(pair, id))| (pair, (rank as u32, id)))
+            .collect();
+        let caches = (0..rayon::current_num_threads() + 1)
+            .map(|_| Mutex::new(FxHashMap::default()))
+            .collect();
+        Encoder { pretok, alphabet, merges, caches }
+    }
+
+    fn base_symbols(&self, word: &str) -> Vec<u32> {
+        match &self.alphabet {
+            Alphabet::Bytes => word.bytes().map(u32::from).collect(),
+            Alphabet::Chars { ids, end_of_word, unk } => word
+                .chars()
+                .map(|c| *ids.get(&c).unwrap_or(unk))
+                .chain(std::iter::once(*end_of_word))
+                .collect(),
+        }
+    }
+
+    /// The token ids of one pre-tokenized word.
+    pub fn encode_word(&self, word: &str) -> Vec<u32> {
+        let mut symbols = self.base_symbols(word);
+        if symbols.len() <= SHORT_WORD {
+            self.merge_short(&mut symbols);
+        } else {
+            symbols = self.merge_long(&symbols);
+        }
+        symbols
+    }
+
+    fn merge_short(&self, symbols: &mut Vec<u32>) {
+        loop {
+            let best = symbols
+                .windows(2)
+                .enumerate()
+                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(r, id)| (r, i, id)))
+                .min();
+            let Some((_, i, id)) = best else { return };
+            symbols[i] = id;
+            symbols.remove(i + 1);
+        }
+    }
+
+    /// O(n log n) merging over a linked list, for long words.
+    fn merge_long(&self, base: &[u32]) -> Vec<u32> {
+        let n = base.len();
+        let mut sym = base.to_vec();
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::new();
+        let rank_at = |sym: &[u32], i: usize, j: usize| self.merges.get(&(sym[i], sym[j])).copied();
+        for i in 0..n.saturating_sub(1) {
+            if let Some((r, _)) = rank_at(&sym, i, i + 1) {
+                heap.push(Reverse((r, i, sym[i], sym[i + 1])));
+            }
+        }
+        while let Some(Reverse((r, i, left, right))) = heap.pop() {
+            let j = next[i];
+            // Skip entries made stale by an earlier merge.
+            if !alive[i] || j >= n || sym[i] != left || sym[j] != right {
+                continue;
+            }
+            let (_, id) = self.merges[&(left, right)];
+            sym[i] = id;
+            alive[j] = false;
+            next[i] = next[j];
+            if next[j] < n {
+                prev[next[j]] = i;
+            }
+            let p = prev[i];
+            if p < n {
+                if let Some((r2, _)) = rank_at(&sym, p, i) {
+                    heap.push(Reverse((r2, p, sym[p], sym[i])));
+                }
+            }
+            if next[i] < n {
+                if let Some((r2, _)) = rank_at(&sym, i, next[i]) {
+                    heap.push(Reverse((r2, i, sym[i], sym[next[i]])));
+                }
+            }
+            let _ = r;
+        }
+        (0..n).filter(|&i| alive[i]).map(|i| sym[i]).collect()
+    }
+
+    fn encode_cached(&self, word: &str, cache: &mut FxHashMap<Box<str>, Box<[u32]>>, out: &mut Vec<u32>) {
+        if let Some(ids) = cache.get(word) {
+            out.extend_from_slice(ids);
+            return;
+        }
+        let ids = self.encode_word(word);
+        out.extend_from_slice(&ids);
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(word.into(), ids.into_boxed_slice());
+    }
+
+    /// Token ids of one document, with `eos` appended when given.
+    pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) {
+        let slot = rayon::current_thread_index().map_or(self.caches.len() - 1, |i| i.min(self.caches.len() - 2));
+        let mut cache = self.caches[slot].lock().unwrap();
+        self.pretok.for_each_word(text, |w| self.encode_cached(w, &mut cache, out));
+        if let Some(eos) = eos {
+            out.push(eos);
+        }
+    }
+
+    /// Encode documents in parallel; returns the flat ids and one length per document.
+    pub fn encode_batch(&self, texts: &[&str], eos: Option<u32>) -> (Vec<u32>, Vec<u32>) {
+        let chunk = texts.len().div_ceil(rayon::current_num_threads() * 8).max(1);
+        let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut ids = Vec::new();
+                let mut lens = Vec::with_capacity(part.len());
+                for t in part {
+                    let before = ids.len();
+                    self.encode_text(t, eos, &mut ids);
+                    lens.push((ids.len() - before) as u32);
+                }
+                (ids, lens)
+            })
+            .collect();
+        let total: usize = parts.iter().map(|p| p.0.len()).sum();
+        let mut ids = Vec::with_capacity(total);
+        let mut lens = Vec::with_capacity(texts.len());
+        for (i, l) in parts {
+            ids.extend(i);
+            lens.extend(l);
+        }
+        (ids, lens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_and_short_merge_loops_agree() {
+        // merges: (a,a)->3, (3,a)->4, (a,b)->5, (4,5)->6  with a=0,b=1
+        let merges = [((0, 0), 3), ((3, 0), 4), ((0, 1), 5), ((4, 5), 6)];
+        let enc = Encoder::new(PreTokenizer::whitespace(false), Alphabet::Bytes, &merges);
+        for n in 0..200 {
+            let base: Vec<u32> = (0..n).map(|i| if i % 7 == 6 { 1 } else { 0 }).collect();
+            let mut short = base.clone();
+            enc.merge_short(&mut short);
+            assert_eq!(enc.merge_long(&base), short, "n={n}");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Python bindings only; the logic lives in the other modules.
+
+mod arrow;
+pub mod count;
+pub mod encode;
+pub mod pretok;
+pub mod train;
+
+use encode::{Alphabet, Encoder as CoreEncoder};
+use pretok::PreTokenizer;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+fn bytes_of(buf: &PyBuffer<u8>) -> &[u8] {
+    // SAFETY: the buffer is C-contiguous bytes and stays alive (and is
+    // read-only to us) for as long as `buf` is borrowed.
+    unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) }
+}
+
+fn value_error(msg: String) -> PyErr {
+    PyValueError::new_err(msg)
+}
+
+fn pretokenizer(mode: &str, pattern: &str, lowercase: bool) -> PyResult<PreTokenizer> {
+    match mode {
+        "byte" => PreTokenizer::for_pattern(pattern).map_err(value_error),
+        "char" => Ok(PreTokenizer::whitespace(lowercase)),
+        other => Err(value_error(format!("unknown mode {other:?}"))),
+    }
+}
+
+/// The words of `text` as `mode` splits them (for tests and inspection).
+#[pyfunction]
+#[pyo3(signature = (text, mode="byte", pattern="cl100k", lowercase=false))]
+fn pretokenize(text: &str, mode: &str, pattern: &str, lowercase: bool) -> PyResult<Vec<String>> {
+    Ok(pretokenizer(mode, pattern, lowercase)?.words(text))
+}
+
+/// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
+#[pyfunction]
+fn preset_regex(name: &str) -> Option<&'static str> {
+    pretok::preset_regex(name)
+}
+
+/// Counts the words of one shard, batch by batch.
+#[pyclass]
+struct Counter {
+    pretok: PreTokenizer,
+    counter: Option<count::Counter>,
+}
+
+#[pymethods]
+impl Counter {
+    #[new]
+    #[pyo3(signature = (mode="byte", pattern="cl100k", lowercase=false))]
+    fn new(mode: &str, pattern: &str, lowercase: bool) -> PyResult<Self> {
+        Ok(Counter { pretok: pretokenizer(mode, pattern, lowercase)?, counter: Some(Default::default()) })
+    }
+
+    /// Add `n` documents of a large_string array (offsets, data buffers; `start` = array offset).
+    fn add(
+        &mut self,
+        py: Python<'_>,
+        offsets: PyBuffer<u8>,
+        data: PyBuffer<u8>,
+        start: usize,
+        n: usize,
+        first_row: u64,
+    ) -> PyResult<()> {
+        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+        let counter = self.counter.as_mut().ok_or_else(|| value_error("counter already finished".into()))?;
+        let pretok = &self.pretok;
+        py.detach(|| counter.add(pretok, &texts, first_row));
+        Ok(())
+    }
+
+    /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize)> {
+        let counter = self.counter.take().ok_or_else(|| value_error("counter already finished".into()))?;
+        let (offs, data, counts, firsts, n) = py.detach(|| {
+            let t = counter.finish();
+            let offs = arrow::offsets_from_lengths(t.words.iter().map(|w| w.len()));
+            let data: Vec<u8> = t.words.iter().flat_map(|w| w.bytes()).collect();
+            let counts = arrow::le_bytes(&t.counts, u64::to_le_bytes);
+            let firsts = arrow::le_bytes(&t.firsts, u64::to_le_bytes);
+            (offs, data, counts, firsts, t.words.len())
+        });
+        Ok((PyBytes::new(py, &offs), PyBytes::new(py, &data), PyBytes::new(py, &counts), PyBytes::new(py, &firsts), n))
+    }
+}
+
+/// Characters of the words, sorted, plus the end-of-word marker: char mode's base vocabulary.
+#[pyfunction]
+fn char_alphabet(py: Python<'_>, offsets: PyBuffer<u8>, data: PyBuffer<u8>, start: usize, n: usize) -> PyResult<Vec<String>> {
+    let words = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+    Ok(py.detach(|| train::char_alphabet(&words)))
+}
+
+/// Train merges on a word table (words in first-occurrence order).
+/// `alphabet` is None for byte mode. Returns the merges as (left, right) id pairs.
+#[pyfunction]
+#[pyo3(signature = (offsets, data, start, n, counts, alphabet, num_merges, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn train_merges(
+    py: Python<'_>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+    counts: PyBuffer<u8>,
+    alphabet: Option<Vec<String>>,
+    num_merges: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<(u32, u32)>> {
+    let words = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+    let counts: Vec<u64> = bytes_of(&counts)
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    if counts.len() != n {
+        return Err(value_error(format!("{} counts for {n} words", counts.len())));
+    }
+    let report = |k: usize| {
+        if let Some(cb) = &progress {
+            if k % 256 == 0 || k == num_merges {
+                Python::attach(|py| cb.call1(py, (k,)).map(|_| ()))
+            } else {
+                Ok(())
+            }
+        } else {
+            Ok(())
+        }
+    };
+    py.detach(|| {
+        let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref());
+        let mut failure = None;
+        let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
+            if failure.is_none() {
+                failure = report(k).err();
+            }
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(merges),
+        }
+    })
+}
+
+/// Applies a trained tokenizer to documents.
+#[pyclass(frozen)]
+struct Encoder {
+    inner: CoreEncoder,
+}
+
+#[pymethods]
+impl Encoder {
+    /// `merges` are (left, right, new id) in rank order; `alphabet`/`unk`/`end_of_word` only in char mode.
+    #[new]
+    #[pyo3(signature = (mode, pattern, lowercase, merges, alphabet=None, end_of_word=None, unk=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        mode: &str,
+        pattern: &str,
+        lowercase: bool,
+        merges: Vec<(u32, u32, u32)>,
+        alphabet: Option<Vec<String>>,
+        end_of_word: Option<u32>,
+        unk: Option<u32>,
+    ) -> PyResult<Self> {
+        let pretok = pretokenizer(mode, pattern, lowercase)?;
+        let alphabet = match (alphabet, end_of_word, unk) {
+            (None, _, _) => Alphabet::Bytes,
+            (Some(chars), Some(end_of_word), Some(unk)) => {
+                let ids = chars
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| {
+                        let mut it = s.chars();
+                        match (it.next(), it.next()) {
+                            (Some(c), None) => Some((c, i as u32)),
+                            _ => None,
+                        }
+                    })
+                    .collect();
+                Alphabet::Chars { ids, end_of_word, unk }
+            }
+            _ => return Err(value_error("char mode needs alphabet, end_of_word and unk".into())),
+        };
+        let merges: Vec<((u32, u32), u32)> = merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
+        Ok(Encoder { inner: CoreEncoder::new(pretok, alphabet, &merges) })
+    }
+
+    /// Token ids of one text.
+    #[pyo3(signature = (text, eos=None))]
+    fn encode(&self, py: Python<'_>, text: &str, eos: Option<u32>) -> Vec<u32> {
+        let mut out = Vec::new();
+        py.detach(|| self.inner.encode_text(text, eos, &mut out));
+        out
+    }
+
+    /// Encode `n` documents of a large_string array. Returns (ids as
+    /// little-endian u16 or u32 bytes, per-document token counts as u32 bytes).
+    #[pyo3(signature = (offsets, data, start, n, eos=None, wide=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_batch<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: PyBuffer<u8>,
+        data: PyBuffer<u8>,
+        start: usize,
+        n: usize,
+        eos: Option<u32>,
+        wide: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+        let (ids, lens) = py.detach(|| {
+            let (ids, lens) = self.inner.encode_batch(&texts, eos);
+            let ids = if wide {
+                arrow::le_bytes(&ids, u32::to_le_bytes)
+            } else {
+                arrow::le_bytes(&ids, |v| (v as u16).to_le_bytes())
+            };
+            (ids, arrow::le_bytes(&lens, u32::to_le_bytes))
+        });
+        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &lens)))
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
+    m.add_function(wrap_pyfunction!(train_merges, m)?)?;
+    m.add_class::<Counter>()?;
+    m.add_class::<Encoder>()?;
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! Character classification shared by the preset scanners.
+//!
+//! Every character is reduced to a small bit set describing the regex classes
+//! that the tiktoken patterns use. ASCII goes through a 128-entry table built
+//! at compile time; everything else goes through `unicode-general-category`
+//! (Unicode 16.0.0, the same Unicode version as the `regex-syntax` 0.8 tables
+//! that `fancy-regex` and therefore tiktoken use).
+
+use unicode_general_category::{get_general_category, GeneralCategory as Gc};
+
+/// `\p{L}`
+pub const LETTER: u8 = 1 << 0;
+/// `\p{N}`
+pub const NUMBER: u8 = 1 << 1;
+/// `\s` (the Unicode `White_Space` property)
+pub const SPACE: u8 = 1 << 2;
+/// `[\r\n]`
+pub const NEWLINE: u8 = 1 << 3;
+/// o200k's `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`
+pub const UPPER: u8 = 1 << 4;
+/// o200k's `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`
+pub const LOWER: u8 = 1 << 5;
+
+/// `[^\s\p{L}\p{N}]`: "other" (punctuation, symbols, marks, controls, ...).
+#[inline(always)]
+pub fn is_other(class: u8) -> bool {
+    class & (SPACE | LETTER | NUMBER) == 0
+}
+
+/// `[^\r\n\p{L}\p{N}]`: the optional one-character prefix of a word.
+#[inline(always)]
+pub fn is_prefix(class: u8) -> bool {
+    class & (NEWLINE | LETTER | NUMBER) == 0
+}
+
+const ASCII: [u8; 128] = build_ascii_table();
+
+const fn build_ascii_table() -> [u8; 128] {
+    let mut table = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        let b = i as u8;
+        table[i] = if b.is_ascii_uppercase() {
+            LETTER | UPPER
+        } else if b.is_ascii_lowercase() {
+            LETTER | LOWER
+        } else if b.is_ascii_digit() {
+            NUMBER
+        } else if b == b'\r' || b == b'\n' {
+            SPACE | NEWLINE
+        } else if (b >= b'\t' && b <= 0x0c) || b == b' ' {
+            // \t \n \v \f \r and space; 0x1c..=0x1f are *not* White_Space.
+            SPACE
+        } else {
+            0
+        };
+        i += 1;
+    }
+    table
+}
+
+/// Class of a non-ASCII code point.
+#[inline]
+fn classify_non_ascii(c: char) -> u8 {
+    match get_general_category(c) {
+        Gc::UppercaseLetter | Gc::TitlecaseLetter => LETTER | UPPER,
+        Gc::LowercaseLetter => LETTER | LOWER,
+        Gc::ModifierLetter | Gc::OtherLetter => LETTER | UPPER | LOWER,
+        Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark => UPPER | LOWER,
+        Gc::DecimalNumber | Gc::LetterNumber | Gc::OtherNumber => NUMBER,
+        // Every Zs/Zl/Zp character is White_Space, and U+0085 is the only
+        // non-ASCII White_Space character outside them (checked exhaustively
+        // against the regex crate in the tests).
+        Gc::SpaceSeparator | Gc::LineSeparator | Gc::ParagraphSeparator => SPACE,
+        Gc::Control if c == '\u{85}' => SPACE,
+        _ => 0,
+    }
+}
+
+/// Class of any character (used by the tests; the scanners use [`class_at`]).
+#[cfg(test)]
+pub fn classify(c: char) -> u8 {
+    if c.is_ascii() {
+        ASCII[c as usize]
+    } else {
+        classify_non_ascii(c)
+    }
+}
+
+/// Class and UTF-8 length of the character starting at byte `i` of `b`.
+///
+/// `b` must be the bytes of a `str` and `i` a character boundary inside it.
+#[inline(always)]
+pub fn class_at(b: &[u8], i: usize) -> (u8, usize) {
+    let b0 = b[i];
+    if b0 < 0x80 {
+        (ASCII[b0 as usize], 1)
+    } else {
+        class_at_non_ascii(b, i)
+    }
+}
+
+#[inline]
+fn class_at_non_ascii(b: &[u8], i: usize) -> (u8, usize) {
+    let b0 = b[i] as u32;
+    let cont = |k: usize| (b[i + k] & 0x3f) as u32;
+    let (cp, len) = if b0 < 0xe0 {
+        (((b0 & 0x1f) << 6) | cont(1), 2)
+    } else if b0 < 0xf0 {
+        (((b0 & 0x0f) << 12) | (cont(1) << 6) | cont(2), 3)
+    } else {
+        (
+            ((b0 & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3),
+            4,
+        )
+    };
+    // Valid UTF-8 never decodes to a surrogate or past U+10FFFF.
+    let class = char::from_u32(cp).map_or(0, classify_non_ascii);
+    (class, len)
+}
+
+/// End of the longest run of characters from `i` whose class satisfies `pred`.
+#[inline(always)]
+pub fn run_while(b: &[u8], mut i: usize, pred: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() {
+        let b0 = b[i];
+        if b0 < 0x80 {
+            if !pred(ASCII[b0 as usize]) {
+                break;
+            }
+            i += 1;
+        } else {
+            let (class, len) = class_at_non_ascii(b, i);
+            if !pred(class) {
+                break;
+            }
+            i += len;
+        }
+    }
+    i
+}
+
+/// End of the longest run of bytes from `i` that are in `set` (ASCII only).
+#[inline(always)]
+pub fn run_bytes(b: &[u8], mut i: usize, set: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() && set(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// A maximal run of `\s` characters.
+pub struct SpaceRun {
+    /// Byte offset just past the run.
+    pub end: usize,
+    /// Byte offset where the run's last character starts.
+    pub last_start: usize,
+    /// Byte offset just past the run's last `\r` or `\n`, if it has one.
+    pub past_last_newline: Option<usize>,
+}
+
+/// Scans the maximal run of whitespace starting at `i` (which must be `\s`).
+#[inline]
+pub fn space_run(b: &[u8], mut i: usize) -> SpaceRun {
+    let mut last_start = i;
+    let mut past_last_newline = None;
+    while i < b.len() {
+        let (class, len) = class_at(b, i);
+        if class & SPACE == 0 {
+            break;
+        }
+        last_start = i;
+        i += len;
+        if class & NEWLINE != 0 {
+            past_last_newline = Some(i);
+        }
+    }
+    SpaceRun {
+        end: i,
+        last_start,
+        past_last_newline,
+    }
+}
+
+/// `'(?i:[sdmt]|ll|ve|re)` after the apostrophe at `i - 1`: the end of the
+/// contraction, if one starts at `i`. Case-insensitive matching uses simple
+/// case folding, so `s` also matches U+017F LATIN SMALL LETTER LONG S.
+#[inline]
+pub fn contraction_ci(b: &[u8], i: usize) -> Option<usize> {
+    let lower = |k: usize| b.get(i + k).map(|c| c.to_ascii_lowercase());
+    match lower(0)? {
+        b's' | b'd' | b'm' | b't' => Some(i + 1),
+        b'l' if lower(1) == Some(b'l') => Some(i + 2),
+        b'v' | b'r' if lower(1) == Some(b'e') => Some(i + 2),
+        // "ſ" is C5 BF in UTF-8.
+        0xc5 if b.get(i + 1) == Some(&0xbf) => Some(i + 2),
+        _ => None,
+    }
+}
+
+/// `'(?:[sdmt]|ll|ve|re)` (case-sensitive) after the apostrophe at `i - 1`.
+#[inline]
+pub fn contraction_cs(b: &[u8], i: usize) -> Option<usize> {
+    let at = |k: usize| b.get(i + k).copied();
+    match at(0)? {
+        b's' | b'd' | b'm' | b't' => Some(i + 1),
+        b'l' if at(1) == Some(b'l') => Some(i + 2),
+        b'v' | b'r' if at(1) == Some(b'e') => Some(i + 2),
+        _ => None,
+    }
+}

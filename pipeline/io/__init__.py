@@ -1,0 +1,1 @@
+"""Reading input shards and writing outputs atomically."""
