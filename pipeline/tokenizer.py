@@ -293,9 +293,7 @@ class Tokenizer:
         return cls.from_dict(d, str(path))
 
 
-def word_table(
-    batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool
-) -> pa.Table:
+def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool) -> pa.Table:
     """Count the words of documents given as large_string batches.
 
     Columns: word, count, first (``row << 32 | position``: where the word was

@@ -3,7 +3,12 @@
 
 /// The strings `start..start + n` of a large_string array given its raw
 /// offsets (little-endian i64) and data buffers.
-pub fn string_views<'a>(offsets: &[u8], data: &'a [u8], start: usize, n: usize) -> Result<Vec<&'a str>, String> {
+pub fn string_views<'a>(
+    offsets: &[u8],
+    data: &'a [u8],
+    start: usize,
+    n: usize,
+) -> Result<Vec<&'a str>, String> {
     let offset_at = |i: usize| -> Result<usize, String> {
         let bytes = offsets
             .get(i * 8..i * 8 + 8)
@@ -14,7 +19,9 @@ pub fn string_views<'a>(offsets: &[u8], data: &'a [u8], start: usize, n: usize) 
         return Ok(Vec::new());
     }
     let (lo, hi) = (offset_at(start)?, offset_at(start + n)?);
-    let text = data.get(lo..hi).ok_or_else(|| "data buffer too short".to_string())?;
+    let text = data
+        .get(lo..hi)
+        .ok_or_else(|| "data buffer too short".to_string())?;
     let text = std::str::from_utf8(text).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let mut views = Vec::with_capacity(n);
     let mut a = lo;

@@ -57,9 +57,10 @@ fn count_chunk<'a>(
         for_each_word_borrowed(splitter, text, |w| {
             let key = first_key(row, pos);
             pos += 1;
-            map.entry(w)
-                .and_modify(|s| s.count += 1)
-                .or_insert(Seen { count: 1, first: key });
+            map.entry(w).and_modify(|s| s.count += 1).or_insert(Seen {
+                count: 1,
+                first: key,
+            });
         });
     }
     map
@@ -93,7 +94,8 @@ impl Counter {
             .enumerate()
             .map(|(ci, part)| {
                 let mut lowered = Vec::new();
-                let local = count_chunk(pretok, part, first_row + (ci * chunk) as u64, &mut lowered);
+                let local =
+                    count_chunk(pretok, part, first_row + (ci * chunk) as u64, &mut lowered);
                 local.into_iter().map(|(w, s)| (Box::from(w), s)).collect()
             })
             .collect();
@@ -140,6 +142,9 @@ mod tests {
         let words: Vec<&str> = t.words.iter().map(|w| &**w).collect();
         assert_eq!(words, ["b", "a", "c"]);
         assert_eq!(t.counts, [2, 2, 1]);
-        assert_eq!(t.firsts, [first_key(0, 0), first_key(0, 1), first_key(1, 1)]);
+        assert_eq!(
+            t.firsts,
+            [first_key(0, 0), first_key(0, 1), first_key(1, 1)]
+        );
     }
 }

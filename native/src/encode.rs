@@ -15,7 +15,11 @@ pub enum Alphabet {
     Bytes,
     /// Characters of the training corpus, then an end-of-word token; unseen
     /// characters become `unk`.
-    Chars { ids: FxHashMap<char, u32>, end_of_word: u32, unk: u32 },
+    Chars {
+        ids: FxHashMap<char, u32>,
+        end_of_word: u32,
+        unk: u32,
+    },
 }
 
 pub struct Encoder {
@@ -23,8 +27,11 @@ pub struct Encoder {
     alphabet: Alphabet,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
-    caches: Vec<Mutex<FxHashMap<Box<str>, Box<[u32]>>>>,
+    caches: Vec<Mutex<WordCache>>,
 }
+
+/// Word -> ids, one per worker thread.
+type WordCache = FxHashMap<Box<str>, Box<[u32]>>;
 
 const CACHE_LIMIT: usize = 1 << 20;
 /// Words longer than this use the heap merge loop instead of rescanning.
@@ -40,13 +47,22 @@ impl Encoder {
         let caches = (0..rayon::current_num_threads() + 1)
             .map(|_| Mutex::new(FxHashMap::default()))
             .collect();
-        Encoder { pretok, alphabet, merges, caches }
+        Encoder {
+            pretok,
+            alphabet,
+            merges,
+            caches,
+        }
     }
 
     fn base_symbols(&self, word: &str) -> Vec<u32> {
         match &self.alphabet {
             Alphabet::Bytes => word.bytes().map(u32::from).collect(),
-            Alphabet::Chars { ids, end_of_word, unk } => word
+            Alphabet::Chars {
+                ids,
+                end_of_word,
+                unk,
+            } => word
                 .chars()
                 .map(|c| *ids.get(&c).unwrap_or(unk))
                 .chain(std::iter::once(*end_of_word))
@@ -121,7 +137,7 @@ impl Encoder {
         (0..n).filter(|&i| alive[i]).map(|i| sym[i]).collect()
     }
 
-    fn encode_cached(&self, word: &str, cache: &mut FxHashMap<Box<str>, Box<[u32]>>, out: &mut Vec<u32>) {
+    fn encode_cached(&self, word: &str, cache: &mut WordCache, out: &mut Vec<u32>) {
         if let Some(ids) = cache.get(word) {
             out.extend_from_slice(ids);
             return;
@@ -136,9 +152,11 @@ impl Encoder {
 
     /// Token ids of one document, with `eos` appended when given.
     pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) {
-        let slot = rayon::current_thread_index().map_or(self.caches.len() - 1, |i| i.min(self.caches.len() - 2));
+        let slot = rayon::current_thread_index()
+            .map_or(self.caches.len() - 1, |i| i.min(self.caches.len() - 2));
         let mut cache = self.caches[slot].lock().unwrap();
-        self.pretok.for_each_word(text, |w| self.encode_cached(w, &mut cache, out));
+        self.pretok
+            .for_each_word(text, |w| self.encode_cached(w, &mut cache, out));
         if let Some(eos) = eos {
             out.push(eos);
         }
@@ -146,7 +164,10 @@ impl Encoder {
 
     /// Encode documents in parallel; returns the flat ids and one length per document.
     pub fn encode_batch(&self, texts: &[&str], eos: Option<u32>) -> (Vec<u32>, Vec<u32>) {
-        let chunk = texts.len().div_ceil(rayon::current_num_threads() * 8).max(1);
+        let chunk = texts
+            .len()
+            .div_ceil(rayon::current_num_threads() * 8)
+            .max(1);
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
             .map(|part| {

@@ -44,6 +44,15 @@ fn preset_regex(name: &str) -> Option<&'static str> {
     pretok::preset_regex(name)
 }
 
+/// (word offsets, word data, counts, first keys, number of words) as Arrow buffers.
+type CountedWords<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    usize,
+);
+
 /// Counts the words of one shard, batch by batch.
 #[pyclass]
 struct Counter {
@@ -56,7 +65,10 @@ impl Counter {
     #[new]
     #[pyo3(signature = (mode="byte", pattern="cl100k", lowercase=false))]
     fn new(mode: &str, pattern: &str, lowercase: bool) -> PyResult<Self> {
-        Ok(Counter { pretok: pretokenizer(mode, pattern, lowercase)?, counter: Some(Default::default()) })
+        Ok(Counter {
+            pretok: pretokenizer(mode, pattern, lowercase)?,
+            counter: Some(Default::default()),
+        })
     }
 
     /// Add `n` documents of a large_string array (offsets, data buffers; `start` = array offset).
@@ -69,16 +81,23 @@ impl Counter {
         n: usize,
         first_row: u64,
     ) -> PyResult<()> {
-        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
-        let counter = self.counter.as_mut().ok_or_else(|| value_error("counter already finished".into()))?;
+        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
+            .map_err(value_error)?;
+        let counter = self
+            .counter
+            .as_mut()
+            .ok_or_else(|| value_error("counter already finished".into()))?;
         let pretok = &self.pretok;
         py.detach(|| counter.add(pretok, &texts, first_row));
         Ok(())
     }
 
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize)> {
-        let counter = self.counter.take().ok_or_else(|| value_error("counter already finished".into()))?;
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<CountedWords<'py>> {
+        let counter = self
+            .counter
+            .take()
+            .ok_or_else(|| value_error("counter already finished".into()))?;
         let (offs, data, counts, firsts, n) = py.detach(|| {
             let t = counter.finish();
             let offs = arrow::offsets_from_lengths(t.words.iter().map(|w| w.len()));
@@ -87,14 +106,27 @@ impl Counter {
             let firsts = arrow::le_bytes(&t.firsts, u64::to_le_bytes);
             (offs, data, counts, firsts, t.words.len())
         });
-        Ok((PyBytes::new(py, &offs), PyBytes::new(py, &data), PyBytes::new(py, &counts), PyBytes::new(py, &firsts), n))
+        Ok((
+            PyBytes::new(py, &offs),
+            PyBytes::new(py, &data),
+            PyBytes::new(py, &counts),
+            PyBytes::new(py, &firsts),
+            n,
+        ))
     }
 }
 
 /// Characters of the words, sorted, plus the end-of-word marker: char mode's base vocabulary.
 #[pyfunction]
-fn char_alphabet(py: Python<'_>, offsets: PyBuffer<u8>, data: PyBuffer<u8>, start: usize, n: usize) -> PyResult<Vec<String>> {
-    let words = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+fn char_alphabet(
+    py: Python<'_>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+) -> PyResult<Vec<String>> {
+    let words =
+        arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
     Ok(py.detach(|| train::char_alphabet(&words)))
 }
 
@@ -114,17 +146,21 @@ fn train_merges(
     num_merges: usize,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<(u32, u32)>> {
-    let words = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+    let words =
+        arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
     let counts: Vec<u64> = bytes_of(&counts)
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     if counts.len() != n {
-        return Err(value_error(format!("{} counts for {n} words", counts.len())));
+        return Err(value_error(format!(
+            "{} counts for {n} words",
+            counts.len()
+        )));
     }
     let report = |k: usize| {
         if let Some(cb) = &progress {
-            if k % 256 == 0 || k == num_merges {
+            if k.is_multiple_of(256) || k == num_merges {
                 Python::attach(|py| cb.call1(py, (k,)).map(|_| ()))
             } else {
                 Ok(())
@@ -184,12 +220,23 @@ impl Encoder {
                         }
                     })
                     .collect();
-                Alphabet::Chars { ids, end_of_word, unk }
+                Alphabet::Chars {
+                    ids,
+                    end_of_word,
+                    unk,
+                }
             }
-            _ => return Err(value_error("char mode needs alphabet, end_of_word and unk".into())),
+            _ => {
+                return Err(value_error(
+                    "char mode needs alphabet, end_of_word and unk".into(),
+                ))
+            }
         };
-        let merges: Vec<((u32, u32), u32)> = merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
-        Ok(Encoder { inner: CoreEncoder::new(pretok, alphabet, &merges) })
+        let merges: Vec<((u32, u32), u32)> =
+            merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
+        Ok(Encoder {
+            inner: CoreEncoder::new(pretok, alphabet, &merges),
+        })
     }
 
     /// Token ids of one text.
@@ -214,7 +261,8 @@ impl Encoder {
         eos: Option<u32>,
         wide: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
+            .map_err(value_error)?;
         let (ids, lens) = py.detach(|| {
             let (ids, lens) = self.inner.encode_batch(&texts, eos);
             let ids = if wide {

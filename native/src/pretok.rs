@@ -6,7 +6,8 @@
 
 use fancy_regex::Regex;
 
-pub const GPT2: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
+pub const GPT2: &str =
+    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
 pub const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 pub const O200K: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
@@ -55,26 +56,29 @@ impl PreTokenizer {
     pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str)) {
         match self {
             PreTokenizer::Regex(re) => {
-                for m in re.find_iter(text) {
-                    // The presets cannot fail to match (their last branch is `\s`
-                    // and everything else is covered), except on backtrack limits.
-                    if let Ok(m) = m {
-                        f(m.as_str());
-                    }
+                // The presets always match (their last branch is `\s`); errors
+                // could only be backtrack limits.
+                for m in re.find_iter(text).flatten() {
+                    f(m.as_str());
                 }
             }
             PreTokenizer::Whitespace { lowercase } => {
                 if *lowercase {
                     let lowered = text.to_lowercase();
-                    lowered.split(is_python_space).filter(|w| !w.is_empty()).for_each(f);
+                    lowered
+                        .split(is_python_space)
+                        .filter(|w| !w.is_empty())
+                        .for_each(f);
                 } else {
-                    text.split(is_python_space).filter(|w| !w.is_empty()).for_each(f);
+                    text.split(is_python_space)
+                        .filter(|w| !w.is_empty())
+                        .for_each(f);
                 }
             }
         }
     }
 
-    pub fn words<'a>(&self, text: &'a str) -> Vec<String> {
+    pub fn words(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
         self.for_each_word(text, |w| out.push(w.to_string()));
         out

@@ -83,7 +83,12 @@ impl Trainer {
     pub fn new(words: Vec<Word>, base_size: u32) -> Self {
         let token_len = vec![1; base_size as usize];
         let stats = initial_stats(&words);
-        let mut trainer = Trainer { words, token_len, stats, heap: BinaryHeap::new() };
+        let mut trainer = Trainer {
+            words,
+            token_len,
+            stats,
+            heap: BinaryHeap::new(),
+        };
         let pairs: Vec<Pair> = trainer.stats.keys().copied().collect();
         for pair in pairs {
             trainer.push(pair);
@@ -95,7 +100,8 @@ impl Trainer {
     fn push(&mut self, pair: Pair) {
         if let Some(first) = self.first_occurrence(pair) {
             let count = self.stats[&pair].count;
-            self.heap.push((count, Reverse(first.0), Reverse(first.1), Reverse(pair)));
+            self.heap
+                .push((count, Reverse(first.0), Reverse(first.1), Reverse(pair)));
         }
     }
 
@@ -199,7 +205,12 @@ impl Trainer {
 
 /// Merge every occurrence of `pair`, left to right without overlap, reporting
 /// each adjacent-pair change as `(pair, +1 | -1)`.
-pub fn merge_word(symbols: &mut Vec<u32>, pair: Pair, new_id: u32, mut change: impl FnMut(Pair, i64)) {
+pub fn merge_word(
+    symbols: &mut Vec<u32>,
+    pair: Pair,
+    new_id: u32,
+    mut change: impl FnMut(Pair, i64),
+) {
     let (a, b) = pair;
     let n = symbols.len();
     let is_match = |s: &[u32], i: usize| i + 1 < n && s[i] == a && s[i + 1] == b;
@@ -240,7 +251,10 @@ pub fn merge_word(symbols: &mut Vec<u32>, pair: Pair, new_id: u32, mut change: i
 }
 
 fn initial_stats(words: &[Word]) -> FxHashMap<Pair, PairStats> {
-    let chunk = words.len().div_ceil(rayon::current_num_threads() * 4).max(1024);
+    let chunk = words
+        .len()
+        .div_ceil(rayon::current_num_threads() * 4)
+        .max(1024);
     let parts: Vec<FxHashMap<Pair, PairStats>> = words
         .par_chunks(chunk)
         .enumerate()
@@ -270,6 +284,54 @@ fn initial_stats(words: &[Word]) -> FxHashMap<Pair, PairStats> {
         }
     }
     stats
+}
+
+/// Char mode's base vocabulary: every character seen, plus the end-of-word
+/// marker, sorted as strings (code point order).
+pub fn char_alphabet(words: &[&str]) -> Vec<String> {
+    let chars: FxHashSet<char> = words.par_iter().flat_map_iter(|w| w.chars()).collect();
+    let mut alphabet: Vec<String> = chars.into_iter().map(String::from).collect();
+    alphabet.push(END_OF_WORD.to_string());
+    alphabet.sort_unstable();
+    alphabet
+}
+
+/// Words as base-symbol sequences: their bytes (`alphabet` None) or their
+/// characters plus end-of-word. Returns the words and the number of base tokens.
+pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) -> (Vec<Word>, u32) {
+    match alphabet {
+        None => {
+            let table = words
+                .par_iter()
+                .zip(counts)
+                .map(|(w, &count)| Word {
+                    symbols: w.bytes().map(u32::from).collect(),
+                    count,
+                })
+                .collect();
+            (table, 256)
+        }
+        Some(alphabet) => {
+            let ids: FxHashMap<&str, u32> = alphabet
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.as_str(), i as u32))
+                .collect();
+            let end_of_word = ids[END_OF_WORD];
+            let mut buf = [0u8; 4];
+            let table = words
+                .iter()
+                .zip(counts)
+                .map(|(w, &count)| {
+                    let mut symbols: Vec<u32> =
+                        w.chars().map(|c| ids[&*c.encode_utf8(&mut buf)]).collect();
+                    symbols.push(end_of_word);
+                    Word { symbols, count }
+                })
+                .collect();
+            (table, alphabet.len() as u32)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -310,50 +372,16 @@ mod tests {
     fn ties_go_to_first_met_pair() {
         // "ab" then "cd", equal counts: (a,b) is met first.
         let words = vec![
-            Word { symbols: vec![0, 1], count: 1 },
-            Word { symbols: vec![2, 3], count: 1 },
+            Word {
+                symbols: vec![0, 1],
+                count: 1,
+            },
+            Word {
+                symbols: vec![2, 3],
+                count: 1,
+            },
         ];
         let merges = Trainer::new(words, 4).train(10, |_| {});
         assert_eq!(merges, vec![(0, 1), (2, 3)]);
-    }
-}
-
-/// Char mode's base vocabulary: every character seen, plus the end-of-word
-/// marker, sorted as strings (code point order).
-pub fn char_alphabet(words: &[&str]) -> Vec<String> {
-    let chars: FxHashSet<char> = words.par_iter().flat_map_iter(|w| w.chars()).collect();
-    let mut alphabet: Vec<String> = chars.into_iter().map(String::from).collect();
-    alphabet.push(END_OF_WORD.to_string());
-    alphabet.sort_unstable();
-    alphabet
-}
-
-/// Words as base-symbol sequences: their bytes (`alphabet` None) or their
-/// characters plus end-of-word. Returns the words and the number of base tokens.
-pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) -> (Vec<Word>, u32) {
-    match alphabet {
-        None => {
-            let table = words
-                .par_iter()
-                .zip(counts)
-                .map(|(w, &count)| Word { symbols: w.bytes().map(u32::from).collect(), count })
-                .collect();
-            (table, 256)
-        }
-        Some(alphabet) => {
-            let ids: FxHashMap<&str, u32> = alphabet.iter().enumerate().map(|(i, s)| (s.as_str(), i as u32)).collect();
-            let end_of_word = ids[END_OF_WORD];
-            let mut buf = [0u8; 4];
-            let table = words
-                .iter()
-                .zip(counts)
-                .map(|(w, &count)| {
-                    let mut symbols: Vec<u32> = w.chars().map(|c| ids[&*c.encode_utf8(&mut buf)]).collect();
-                    symbols.push(end_of_word);
-                    Word { symbols, count }
-                })
-                .collect();
-            (table, alphabet.len() as u32)
-        }
     }
 }

@@ -84,8 +84,11 @@ def _one_line(e: BaseException) -> str:
 def _as_large_string(arr: pa.Array, path: Path, column: str, first_row: int) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
-            or pa.types.is_string_view(arr.type)):
+    if not (
+        pa.types.is_string(arr.type)
+        or pa.types.is_large_string(arr.type)
+        or pa.types.is_string_view(arr.type)
+    ):
         raise TokenmillError(f"{path}: column {column!r} holds {arr.type}, not text")
     if arr.null_count:
         bad = pc.index(pc.is_null(arr), True).as_py()

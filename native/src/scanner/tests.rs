@@ -415,7 +415,7 @@ fn random_char(rng: &mut Rng, out: &mut String) {
             out.push(char::from(b' ' + rng.below(95) as u8));
         }
         4..=6 => out.push(*rng.pick(SPACES)),
-        7 => out.push_str(rng.pick(SNIPPETS)),
+        7 => out.push_str(*rng.pick(SNIPPETS)),
         8..=12 => {
             let &(lo, hi) = rng.pick(RANGES);
             let cp = lo + rng.below((hi - lo + 1) as usize) as u32;

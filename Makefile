@@ -1,0 +1,48 @@
+# Two commands set up and run everything on a fresh machine:
+#   make tokenize   # whole pipeline on sample_data/ (DATA=dir OUT=dir to change)
+#   make test       # the test suite
+# Both create .venv and build the Rust core (release) when missing or stale.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= sample_data
+OUT ?= out
+ARGS ?=
+CORPUS ?= /tmp/corpus
+STAMP := $(VENV)/.installed
+SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
+
+.PHONY: install tokenize test lint fmt bench clean
+
+install: $(STAMP)
+
+$(STAMP): $(SOURCES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+tokenize: $(STAMP)
+	$(BIN)/tokenmill run $(DATA) $(OUT) $(ARGS)
+
+test: $(STAMP)
+	cd native && cargo test --lib --quiet
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check pipeline tests bench
+	$(BIN)/ruff format --check pipeline tests bench
+	cd native && cargo fmt --check && cargo clippy --quiet --all-targets -- -D warnings
+
+fmt: $(STAMP)
+	$(BIN)/ruff check --fix pipeline tests bench
+	$(BIN)/ruff format pipeline tests bench
+	cd native && cargo fmt
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python bench/run.py $(CORPUS)
+
+clean:
+	rm -rf $(VENV) native/target $(OUT)

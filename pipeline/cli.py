@@ -1,0 +1,238 @@
+"""The `tokenmill` command: one subcommand per stage, plus `run` for all."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+import pyarrow.parquet as pq
+
+from pipeline.config import Config
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer import MODES, PATTERNS, Tokenizer
+
+EXISTING = click.Path(exists=False, path_type=Path)
+
+
+def mode_options(f):
+    f = click.option(
+        "--lowercase", is_flag=True, help="char mode: lowercase text before splitting."
+    )(f)
+    f = click.option(
+        "--pattern",
+        type=click.Choice(PATTERNS),
+        default="cl100k",
+        show_default=True,
+        help="byte mode: pre-tokenization regex (tiktoken's, per encoding).",
+    )(f)
+    f = click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default="byte",
+        show_default=True,
+        help="byte: byte-level BPE (GPT-2 style, lossless); "
+        "char: classic BPE on whitespace-split words with </w>.",
+    )(f)
+    return f
+
+
+def input_options(f):
+    f = click.option(
+        "--workers",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Parallel shard tasks (0: one per core).",
+    )(f)
+    f = click.option(
+        "--text-column",
+        default="text",
+        show_default=True,
+        help="Parquet column / JSON field holding the document text.",
+    )(f)
+    return f
+
+
+def vocab_option(f):
+    return click.option(
+        "--vocab-size",
+        type=click.IntRange(min=1),
+        default=32768,
+        show_default=True,
+        help="Total vocabulary: base tokens + merges + special tokens.",
+    )(f)
+
+
+def eos_option(f):
+    return click.option(
+        "--eos/--no-eos",
+        default=True,
+        show_default=True,
+        help="Append <|endoftext|> after each document.",
+    )(f)
+
+
+def user_errors(f):
+    """Print a user-caused error on one line and exit non-zero."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TokenmillError as e:
+            raise click.ClickException(str(e)) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def echo_summary(summary: dict) -> None:
+    stage = summary["stage"]
+    parts = [f"{k}={_fmt(v)}" for k, v in summary.items() if k not in ("stage", "shards")]
+    click.echo(f"{stage}: " + " ".join(parts), err=True)
+
+
+def _fmt(v) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tokenmill")
+def main():
+    """tokenmill: turn text corpora into token-ID Parquet shards with BPE.
+
+    Inputs are a file or a folder of shards (*.parquet, *.jsonl[.gz], *.txt[.gz]),
+    read in sorted path order. `tokenmill run DATA OUT` does everything.
+    """
+
+
+@main.command()
+@click.argument("data", type=EXISTING)
+@click.argument("counts_dir", type=EXISTING)
+@mode_options
+@input_options
+@user_errors
+def count(data, counts_dir, mode, pattern, lowercase, text_column, workers):
+    """Pre-tokenize every shard of DATA and write one word-frequency table per
+    shard into COUNTS_DIR (columns word, count, first)."""
+    from pipeline.stages.count import run_count
+
+    config = Config(
+        mode=mode, pattern=pattern, lowercase=lowercase, text_column=text_column, workers=workers
+    )
+    echo_summary(run_count(data, counts_dir, config))
+
+
+@main.command()
+@click.argument("counts_dir", type=EXISTING)
+@click.argument("counts_file", type=EXISTING)
+@click.option(
+    "--min-count",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Drop words seen fewer times than this.",
+)
+@user_errors
+def merge(counts_dir, counts_file, min_count):
+    """Sum the per-shard tables of COUNTS_DIR into COUNTS_FILE, in first-occurrence
+    order (lazy and streaming: the tables need not fit in memory)."""
+    from pipeline.stages.merge import run_merge
+
+    echo_summary(run_merge(counts_dir, counts_file, min_count))
+
+
+@main.command()
+@click.argument("counts_file", type=EXISTING)
+@click.argument("tokenizer_file", type=EXISTING)
+@mode_options
+@vocab_option
+@user_errors
+def train(counts_file, tokenizer_file, mode, pattern, lowercase, vocab_size):
+    """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
+    as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count."""
+    from pipeline.stages.train import run_train
+
+    config = Config(mode=mode, pattern=pattern, lowercase=lowercase, vocab_size=vocab_size)
+    echo_summary(run_train(counts_file, tokenizer_file, config))
+
+
+@main.command()
+@click.argument("data", type=EXISTING)
+@click.argument("tokens_dir", type=EXISTING)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    type=EXISTING,
+    required=True,
+    help="Tokenizer file written by `tokenmill train`.",
+)
+@input_options
+@eos_option
+@user_errors
+def encode(data, tokens_dir, tokenizer_file, text_column, workers, eos):
+    """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
+    (columns row, ids, n_tokens)."""
+    from pipeline.stages.encode import run_encode
+
+    config = Config(text_column=text_column, workers=workers, eos=eos)
+    echo_summary(run_encode(data, tokens_dir, tokenizer_file, config))
+
+
+@main.command()
+@click.argument("data", type=EXISTING)
+@click.argument("out", type=EXISTING)
+@mode_options
+@input_options
+@vocab_option
+@click.option(
+    "--min-count",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Drop words seen fewer times than this before training.",
+)
+@eos_option
+@user_errors
+def run(data, out, mode, pattern, lowercase, text_column, workers, vocab_size, min_count, eos):
+    """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
+    tokenizer.json, tokens/ and manifest.json."""
+    from pipeline.stages.run import run_all
+
+    config = Config(
+        mode=mode,
+        pattern=pattern,
+        lowercase=lowercase,
+        text_column=text_column,
+        workers=workers,
+        vocab_size=vocab_size,
+        min_count=min_count,
+        eos=eos,
+    )
+    echo_summary(run_all(data, out, config, on_stage=echo_summary))
+
+
+@main.command()
+@click.option("--tokenizer", "tokenizer_file", type=EXISTING, required=True, help="Tokenizer file.")
+@click.option("--shard", type=EXISTING, help="A token shard written by encode.")
+@click.option("--row", type=int, help="With --shard: the row (document) to decode.")
+@click.argument("ids", nargs=-1, type=int)
+@user_errors
+def decode(tokenizer_file, shard, row, ids):
+    """Print the text of token IDS, or of row ROW of a token --shard."""
+    tok = Tokenizer.load(tokenizer_file)
+    if shard is not None:
+        if row is None:
+            raise TokenmillError("--shard needs --row")
+        try:
+            table = pq.read_table(shard, columns=["row", "ids"])
+        except (OSError, ValueError) as e:
+            raise TokenmillError(f"{shard}: cannot read token shard ({e})") from None
+        if not 0 <= row < table.num_rows:
+            raise TokenmillError(f"--row {row} is out of range: {shard} has {table.num_rows} rows")
+        ids = table["ids"][row].as_py()
+    click.echo(tok.decode(ids))

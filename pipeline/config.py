@@ -1,0 +1,32 @@
+"""The options every stage shares, resolved once and recorded in the manifest."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from pipeline.executors import default_workers
+from pipeline.tokenizer import check_options
+
+
+@dataclass(frozen=True)
+class Config:
+    mode: str = "byte"
+    pattern: str = "cl100k"
+    lowercase: bool = False
+    text_column: str = "text"
+    vocab_size: int = 32768
+    min_count: int = 1
+    eos: bool = True
+    workers: int = 0  # 0: one per core
+
+    def __post_init__(self) -> None:
+        check_options(self.mode, self.pattern)
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or default_workers()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["workers"] = self.n_workers
+        return d

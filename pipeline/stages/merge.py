@@ -1,0 +1,64 @@
+"""merge: the per-shard word tables summed into one, in first-occurrence order.
+
+Polars does it lazily with the streaming engine, so the tables need not fit
+in memory together. A word's first occurrence is the smallest
+(shard ordinal, first key) over the shards; shards are ordered by source path.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.errors import TokenmillError
+from pipeline.io.writers import atomic_path
+from pipeline.stages.count import shard_source
+
+
+def count_files(counts_dir: Path) -> list[Path]:
+    """The count tables of `counts_dir`, in the order of their source shards."""
+    counts_dir = Path(counts_dir)
+    if not counts_dir.is_dir():
+        raise TokenmillError(f"{counts_dir}: no such directory")
+    files = [p for p in counts_dir.glob("*.parquet") if not p.name.startswith(".")]
+    if not files:
+        raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
+    return sorted(files, key=shard_source)
+
+
+def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
+    frames = [
+        pl.scan_parquet(f).with_columns(shard=pl.lit(i, dtype=pl.UInt32))
+        for i, f in enumerate(files)
+    ]
+    return (
+        pl.concat(frames)
+        .group_by("word")
+        .agg(
+            pl.col("count").sum(),
+            pl.col("shard").min(),
+            pl.col("first").sort_by("shard", "first").first(),
+        )
+        .filter(pl.col("count") >= min_count)
+        .sort("shard", "first")
+    )
+
+
+def run_merge(counts_dir: Path, counts_file: Path, min_count: int = 1) -> dict:
+    start = time.monotonic()
+    if min_count < 1:
+        raise TokenmillError(f"--min-count must be at least 1, not {min_count}")
+    files = count_files(counts_dir)
+    with atomic_path(Path(counts_file)) as tmp:
+        merged_counts(files, min_count).sink_parquet(tmp)
+    words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
+    n_words, n_total = words.row(0)
+    return {
+        "stage": "merge",
+        "tables": len(files),
+        "words": n_words,
+        "occurrences": n_total or 0,
+        "seconds": time.monotonic() - start,
+    }

@@ -1,0 +1,47 @@
+"""train: a BPE tokenizer from the merged word table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from pipeline.config import Config
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer import Tokenizer
+
+
+def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
+    start = time.monotonic()
+    counts_file = Path(counts_file)
+    try:
+        table = pq.read_table(counts_file, columns=["word", "count"])
+    except (OSError, ValueError) as e:
+        raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
+    if table.num_rows == 0:
+        raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
+    with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
+
+        def progress(k: int) -> None:
+            bar.update(k - bar.n)
+
+        tok = Tokenizer.train_from_word_arrays(
+            table["word"],
+            table["count"],
+            mode=config.mode,
+            pattern=config.pattern,
+            lowercase=config.lowercase,
+            vocab_size=config.vocab_size,
+            progress=progress,
+        )
+    tok.save(tokenizer_file)
+    return {
+        "stage": "train",
+        "words": table.num_rows,
+        "merges": len(tok.merges),
+        "vocab_size": tok.vocab_size,
+        "sha256": tok.sha256,
+        "seconds": time.monotonic() - start,
+    }

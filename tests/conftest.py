@@ -1,0 +1,87 @@
+"""Shared fixtures: small corpora written in every input format, and a CLI runner."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+
+WORDS = (
+    "the cat sat on a mat while dog runs eats drinks barks meows wolf "
+    "καλημέρα κόσμε привіт світ 東京 naïve café def return self.x = 42; "
+    "print('hello') if x >= 10: 3.14159 don't we'll I'M"
+).split()
+
+
+def make_documents(n: int, seed: int = 0) -> list[str]:
+    """Deterministic documents mixing scripts, code-like text, odd spacing."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        words = rng.choices(WORDS, k=rng.randint(0, 60))
+        seps = rng.choices([" ", " ", " ", "  ", "\n", "\t", "\r\n", ""], k=len(words))
+        docs.append("".join(w + s for w, s in zip(words, seps, strict=True)))
+        if i % 17 == 0:
+            docs[-1] += " " * 3
+    return docs
+
+
+def write_shard(path: Path, docs: list[str]) -> Path:
+    """Write documents in the format the file name implies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    name = path.name
+    if name.endswith(".parquet"):
+        pq.write_table(
+            pa.table({"text": docs, "source": ["test"] * len(docs)}),
+            path,
+            row_group_size=max(1, len(docs) // 3),
+        )
+    elif name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
+        lines = "".join(json.dumps({"text": d}) + "\n" for d in docs).encode()
+        path.write_bytes(gzip.compress(lines, mtime=0) if name.endswith(".gz") else lines)
+    elif name.endswith(".txt") or name.endswith(".txt.gz"):
+        if any("\n" in d or "\r" in d for d in docs):
+            raise ValueError("text shards hold one document per line")
+        data = "".join(d + "\n" for d in docs).encode()
+        path.write_bytes(gzip.compress(data, mtime=0) if name.endswith(".gz") else data)
+    else:
+        raise ValueError(name)
+    return path
+
+
+def one_line(docs: list[str]) -> list[str]:
+    return [" ".join(d.split()) for d in docs]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A folder with one shard in each input format."""
+    data = tmp_path / "data"
+    docs = make_documents(120)
+    write_shard(data / "a.parquet", docs[:40])
+    write_shard(data / "b.jsonl", docs[40:70])
+    write_shard(data / "c.jsonl.gz", docs[70:90])
+    write_shard(data / "sub" / "d.txt", one_line(docs[90:105]))
+    write_shard(data / "sub" / "e.txt.gz", one_line(docs[105:]))
+    return data
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args: str, ok: bool = True):
+        result = runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+        if ok:
+            assert result.exit_code == 0, result.output
+        return result
+
+    return invoke

@@ -1,0 +1,148 @@
+"""The whole pipeline end to end: outputs, decoding and determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import make_documents, write_shard
+
+from pipeline.io.readers import list_shards, read_documents
+from pipeline.tokenizer import Tokenizer
+
+RUN = ("--vocab-size", "600", "--workers")
+
+
+def all_documents(data: Path) -> list[str]:
+    return [d for p in list_shards(data) for b in read_documents(p) for d in b.to_pylist()]
+
+
+def token_rows(out: Path) -> list[list[int]]:
+    rows = []
+    for shard in sorted((out / "tokens").glob("*.parquet")):
+        rows.extend(pq.read_table(shard)["ids"].to_pylist())
+    return rows
+
+
+def test_run_writes_every_output_and_ids_decode_to_the_documents(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN, "2")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "counts",
+        "counts.parquet",
+        "manifest.json",
+        "tokenizer.json",
+        "tokens",
+    ]
+    tok = Tokenizer.load(out / "tokenizer.json")
+    docs = all_documents(corpus)
+    rows = token_rows(out)
+    assert len(rows) == len(docs)
+    for doc, ids in zip(docs, rows, strict=True):
+        assert ids[-1] == tok.eos_id
+        assert tok.decode(ids[:-1]) == doc
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["documents"] == len(docs)
+    assert manifest["tokens"] == sum(map(len, rows))
+    assert manifest["tokenizer_sha256"] == tok.sha256
+    assert [o["shard"] for o in manifest["outputs"]] == [
+        "a.parquet",
+        "b.jsonl",
+        "c.jsonl.gz",
+        "sub/d.txt",
+        "sub/e.txt.gz",
+    ]
+
+
+def test_token_shards_hold_row_keys_and_16_bit_ids(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN, "1")
+    table = pq.read_table(out / "tokens" / "a.parquet.parquet")
+    assert str(table.schema.field("ids").type.value_type) == "uint16"
+    assert table["row"].to_pylist() == list(range(40))
+    assert table["n_tokens"].to_pylist() == [len(r) for r in table["ids"].to_pylist()]
+    meta = table.schema.metadata
+    assert (
+        meta[b"tokenmill.tokenizer_sha256"].decode()
+        == Tokenizer.load(out / "tokenizer.json").sha256
+    )
+
+
+def test_decode_command_prints_a_documents_text(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN, "1")
+    result = cli(
+        "decode",
+        "--tokenizer",
+        out / "tokenizer.json",
+        "--shard",
+        out / "tokens" / "b.jsonl.parquet",
+        "--row",
+        "3",
+    )
+    expected = all_documents(corpus / "b.jsonl")[3] + "<|endoftext|>\n"
+    assert result.stdout_bytes == expected.encode()
+
+
+def test_no_eos(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN, "1", "--no-eos")
+    tok = Tokenizer.load(out / "tokenizer.json")
+    assert all(tok.eos_id not in ids for ids in token_rows(out))
+
+
+def files_bytes(out: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+@pytest.mark.parametrize("mode", ["byte", "char"])
+def test_outputs_are_byte_identical_with_one_or_two_workers(corpus, cli, tmp_path, mode):
+    outs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}"
+        cli("run", corpus, out, *RUN, workers, "--mode", mode)
+        outs.append(files_bytes(out))
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("mode", ["byte", "char"])
+def test_same_corpus_in_different_shards_gives_same_merges_and_ids(cli, tmp_path, mode):
+    docs = make_documents(200, seed=7)
+    one = write_shard(tmp_path / "one" / "all.jsonl", docs)
+    cuts = [0, 13, 14, 90, 200]
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        write_shard(tmp_path / "many" / f"part-{i:02d}.parquet", docs[a:b])
+    results = []
+    for data in (one.parent, tmp_path / "many"):
+        out = tmp_path / f"out-{data.name}"
+        cli("run", data, out, "--vocab-size", "500", "--mode", mode)
+        results.append((Tokenizer.load(out / "tokenizer.json").merges, token_rows(out)))
+    assert results[0][0] == results[1][0]
+    assert results[0][1] == results[1][1]
+
+
+def test_stages_one_by_one_equal_run(corpus, cli, tmp_path):
+    s = tmp_path / "stages"
+    cli("count", corpus, s / "counts", "--workers", "2")
+    cli("merge", s / "counts", s / "counts.parquet")
+    cli("train", s / "counts.parquet", s / "tokenizer.json", "--vocab-size", "600")
+    cli("encode", corpus, s / "tokens", "--tokenizer", s / "tokenizer.json")
+    cli("run", corpus, tmp_path / "run", *RUN, "2")
+    assert files_bytes(s) == files_bytes(tmp_path / "run")
+
+
+def test_min_count_drops_rare_words(corpus, cli, tmp_path):
+    cli("count", corpus, tmp_path / "counts")
+    cli("merge", tmp_path / "counts", tmp_path / "all.parquet")
+    cli("merge", tmp_path / "counts", tmp_path / "common.parquet", "--min-count", "5")
+    every = pq.read_table(tmp_path / "all.parquet").to_pydict()
+    common = pq.read_table(tmp_path / "common.parquet").to_pydict()
+    expected = [w for w, c in zip(every["word"], every["count"], strict=True) if c >= 5]
+    assert common["word"] == expected
+    assert 0 < len(expected) < len(every["word"])

@@ -1,0 +1,89 @@
+"""Byte mode is lossless: decode(encode(t)) == t for every Unicode string."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from conftest import make_documents
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module", params=["gpt2", "cl100k", "o200k"])
+def tok(request) -> Tokenizer:
+    return Tokenizer.train(make_documents(300), pattern=request.param, vocab_size=700)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text())
+def test_round_trip_arbitrary_unicode(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+
+
+@settings(max_examples=50, deadline=None)
+@given(docs=st.lists(st.text(), max_size=20))
+def test_batch_encoding_equals_one_by_one_and_round_trips(tok, docs):
+    ids, n_tokens = tok.encode_arrow(pa.array(docs, pa.large_string()))
+    rows = ids.to_pylist()
+    assert rows == [tok.encode(d, eos=True) for d in docs]
+    assert n_tokens.to_pylist() == [len(r) for r in rows]
+    assert [tok.decode(r[:-1]) for r in rows] == docs
+
+
+def test_empty_documents(tok):
+    assert tok.encode("") == []
+    ids, n_tokens = tok.encode_arrow(pa.array(["", "", "x"], pa.large_string()))
+    assert ids.to_pylist()[:2] == [[tok.eos_id], [tok.eos_id]]
+    assert n_tokens.to_pylist()[:2] == [1, 1]
+
+
+def replay_merges(tok: Tokenizer, word: str) -> list[int]:
+    """The textbook encoder: apply each merge, in order, left to right."""
+    symbols = list(word.encode())
+    for k, (a, b) in enumerate(tok.merges):
+        out, i = [], 0
+        while i < len(symbols):
+            if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+                out.append(256 + k)
+                i += 2
+            else:
+                out.append(symbols[i])
+                i += 1
+        symbols = out
+    return symbols
+
+
+@pytest.mark.parametrize("unit", ["a", "the", "καλημέρα", "ab", "δog"])
+def test_long_words_match_replaying_the_merges(tok, unit):
+    word = (unit * 4000)[:4000]
+    assert tok.encode(word) == replay_merges(tok, word)
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "a" * 1_000_000,
+        "the" * 300_000,
+        "καλημέρα" * 100_000,
+        "".join(chr(0x4E00 + i % 500) for i in range(300_000)),
+    ],
+)
+def test_single_very_long_word_round_trips(tok, word):
+    assert tok.decode(tok.encode(word)) == word
+
+
+def test_char_mode_unseen_character_is_unk():
+    tok = Tokenizer.train(["low lower lowest"], mode="char", num_merges=5)
+    assert tok.tokens("ž") == ["<unk>", "</w>"]
+    assert tok.encode("žž") == [tok.special_id("<unk>")] * 2 + [tok.alphabet.index("</w>")]
+
+
+def test_save_load_round_trip(tok, tmp_path):
+    path = tmp_path / "t.json"
+    tok.save(path)
+    again = Tokenizer.load(path)
+    assert again == tok
+    assert again.sha256 == tok.sha256
+    assert path.read_text() == tok.to_json()
