@@ -91,13 +91,25 @@ def user_errors(f):
 
 
 def echo_summary(summary: dict) -> None:
-    stage = summary["stage"]
-    parts = [f"{k}={_fmt(v)}" for k, v in summary.items() if k not in ("stage", "shards")]
-    click.echo(f"{stage}: " + " ".join(parts), err=True)
+    """One line per finished stage: what it did, how much, how fast."""
+    click.echo(describe(summary), err=True)
 
 
-def _fmt(v) -> str:
-    return f"{v:.2f}" if isinstance(v, float) else str(v)
+def describe(s: dict) -> str:
+    secs = s["seconds"]
+    rate = f", {s['bytes'] / 1e6 / secs:.1f} MB/s" if s.get("bytes") and secs > 0 else ""
+    size = f", {s['bytes'] / 1e6:.1f} MB" if "bytes" in s else ""
+    if s["stage"] == "count":
+        what = f"{len(s['shards'])} shards, {s['documents']} documents{size}"
+    elif s["stage"] == "merge":
+        what = f"{s['tables']} tables, {s['words']} distinct words, {s['occurrences']} in all"
+    elif s["stage"] == "train":
+        what = f"{s['merges']} merges, vocabulary {s['vocab_size']}, from {s['words']} words"
+    elif s["stage"] == "encode":
+        what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}"
+    else:
+        what = f"{s['documents']} documents, {s['tokens']} tokens -> {s['manifest']}"
+    return f"{s['stage']}: {what} in {secs:.2f} s{rate}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pipeline.executors import default_workers
-from pipeline.tokenizer import check_options
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer import check_options, default_special_tokens
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,12 @@ class Config:
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
+        # Byte mode's base is known up front, so a hopeless size fails before any work.
+        if self.mode == "byte" and self.vocab_size < 256 + len(default_special_tokens("byte")):
+            raise TokenmillError(
+                f"--vocab-size {self.vocab_size} is below the base vocabulary: 256 byte tokens "
+                f"+ {len(default_special_tokens('byte'))} special token"
+            )
 
     @property
     def n_workers(self) -> int:
