@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pipeline.executors import default_workers
 from pipeline.errors import TokenmillError
+from pipeline.executors import default_workers
 from pipeline.tokenizer import check_options, default_special_tokens
 
 
