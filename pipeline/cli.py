@@ -40,6 +40,12 @@ def mode_options(f):
 
 def input_options(f):
     f = click.option(
+        "--glob",
+        default="**/*",
+        show_default=True,
+        help="Which files under DATA are inputs, e.g. '*.parquet' (only known formats are read).",
+    )(f)
+    f = click.option(
         "--workers",
         type=click.IntRange(min=0),
         default=0,
@@ -128,13 +134,18 @@ def main():
 @mode_options
 @input_options
 @user_errors
-def count(data, counts_dir, mode, pattern, lowercase, text_column, workers):
+def count(data, counts_dir, mode, pattern, lowercase, glob, text_column, workers):
     """Pre-tokenize every shard of DATA and write one word-frequency table per
     shard into COUNTS_DIR (columns word, count, first)."""
     from pipeline.stages.count import run_count
 
     config = Config(
-        mode=mode, pattern=pattern, lowercase=lowercase, text_column=text_column, workers=workers
+        mode=mode,
+        pattern=pattern,
+        lowercase=lowercase,
+        text_column=text_column,
+        workers=workers,
+        glob=glob,
     )
     echo_summary(run_count(data, counts_dir, config))
 
@@ -186,12 +197,12 @@ def train(counts_file, tokenizer_file, mode, pattern, lowercase, vocab_size):
 @input_options
 @eos_option
 @user_errors
-def encode(data, tokens_dir, tokenizer_file, text_column, workers, eos):
+def encode(data, tokens_dir, tokenizer_file, glob, text_column, workers, eos):
     """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
     (columns row, ids, n_tokens)."""
     from pipeline.stages.encode import run_encode
 
-    config = Config(text_column=text_column, workers=workers, eos=eos)
+    config = Config(text_column=text_column, workers=workers, eos=eos, glob=glob)
     echo_summary(run_encode(data, tokens_dir, tokenizer_file, config))
 
 
@@ -210,7 +221,9 @@ def encode(data, tokens_dir, tokenizer_file, text_column, workers, eos):
 )
 @eos_option
 @user_errors
-def run(data, out, mode, pattern, lowercase, text_column, workers, vocab_size, min_count, eos):
+def run(
+    data, out, mode, pattern, lowercase, glob, text_column, workers, vocab_size, min_count, eos
+):
     """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
     tokenizer.json, tokens/ and manifest.json."""
     from pipeline.stages.run import run_all
@@ -224,6 +237,7 @@ def run(data, out, mode, pattern, lowercase, text_column, workers, vocab_size, m
         vocab_size=vocab_size,
         min_count=min_count,
         eos=eos,
+        glob=glob,
     )
     echo_summary(run_all(data, out, config, on_stage=echo_summary))
 

@@ -15,6 +15,7 @@ class Config:
     pattern: str = "cl100k"
     lowercase: bool = False
     text_column: str = "text"
+    glob: str = "**/*"  # which files under DATA are inputs
     vocab_size: int = 32768
     min_count: int = 1
     eos: bool = True

@@ -33,8 +33,8 @@ def shard_format(path: Path) -> str | None:
     return None
 
 
-def list_shards(data: Path) -> list[Path]:
-    """Input shards under `data` (or `data` itself), in sorted path order."""
+def list_shards(data: Path, glob: str = "**/*") -> list[Path]:
+    """Input shards under `data` (or `data` itself) matching `glob`, in sorted path order."""
     data = Path(data)
     if data.is_file():
         if shard_format(data) is None:
@@ -44,11 +44,11 @@ def list_shards(data: Path) -> list[Path]:
         raise TokenmillError(f"{data}: no such file or directory")
     shards = [
         p
-        for p in data.rglob("*")
+        for p in data.glob(glob)
         if p.is_file() and not p.name.startswith(".") and shard_format(p) is not None
     ]
     if not shards:
-        raise TokenmillError(f"{data}: no input shards ({', '.join(FORMATS)})")
+        raise TokenmillError(f"{data}: no input shards matching {glob!r} ({', '.join(FORMATS)})")
     return sorted(shards, key=lambda p: shard_name(p, data))
 
 

@@ -50,7 +50,7 @@ def count_shard(task: CountTask) -> dict:
 
 def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
     start = time.monotonic()
-    shards = list_shards(data)
+    shards = list_shards(data, config.glob)
     tasks = [
         CountTask(
             p, shard_name(p, data), Path(counts_dir) / output_name(shard_name(p, data)), config

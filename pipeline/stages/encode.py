@@ -69,7 +69,7 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer_file: Path, config: Confi
             Path(tokenizer_file),
             config,
         )
-        for p in list_shards(data)
+        for p in list_shards(data, config.glob)
     ]
     results = run_tasks(encode_shard, tasks, workers=config.n_workers, desc="encode")
     return {

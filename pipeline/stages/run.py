@@ -39,7 +39,7 @@ def run_all(data: Path, out: Path, config: Config, on_stage=None) -> dict:
     """The whole pipeline; `on_stage(summary)` is called as each stage ends."""
     start = time.monotonic()
     paths = output_paths(out)
-    shards = list_shards(data)
+    shards = list_shards(data, config.glob)
     stages = []
     for step in (
         lambda: run_count(data, paths["counts_dir"], config),
