@@ -11,8 +11,9 @@ use std::sync::Mutex;
 
 /// How a word becomes base symbols.
 pub enum Alphabet {
-    /// UTF-8 bytes are tokens 0..=255.
-    Bytes,
+    /// Each UTF-8 byte is a token: `ids[byte]` (the identity for tokenmill's
+    /// own vocabularies; imported ones such as GPT-2's order bytes otherwise).
+    Bytes { ids: Box<[u32; 256]> },
     /// Characters of the training corpus, then an end-of-word token; unseen
     /// characters become `unk`.
     Chars {
@@ -22,9 +23,19 @@ pub enum Alphabet {
     },
 }
 
+impl Alphabet {
+    pub fn identity_bytes() -> Self {
+        Alphabet::Bytes {
+            ids: Box::new(std::array::from_fn(|b| b as u32)),
+        }
+    }
+}
+
 pub struct Encoder {
     pretok: PreTokenizer,
     alphabet: Alphabet,
+    /// Words that are whole tokens skip merging (Hugging Face's `ignore_merges`).
+    whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
     caches: Vec<Mutex<WordCache>>,
@@ -38,7 +49,12 @@ const CACHE_LIMIT: usize = 1 << 20;
 const SHORT_WORD: usize = 48;
 
 impl Encoder {
-    pub fn new(pretok: PreTokenizer, alphabet: Alphabet, merges: &[(Pair, u32)]) -> Self {
+    pub fn new(
+        pretok: PreTokenizer,
+        alphabet: Alphabet,
+        merges: &[(Pair, u32)],
+        whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
+    ) -> Self {
         let merges = merges
             .iter()
             .enumerate()
@@ -50,6 +66,7 @@ impl Encoder {
         Encoder {
             pretok,
             alphabet,
+            whole_words,
             merges,
             caches,
         }
@@ -57,7 +74,7 @@ impl Encoder {
 
     fn base_symbols(&self, word: &str) -> Vec<u32> {
         match &self.alphabet {
-            Alphabet::Bytes => word.bytes().map(u32::from).collect(),
+            Alphabet::Bytes { ids } => word.bytes().map(|b| ids[b as usize]).collect(),
             Alphabet::Chars {
                 ids,
                 end_of_word,
@@ -72,6 +89,13 @@ impl Encoder {
 
     /// The token ids of one pre-tokenized word.
     pub fn encode_word(&self, word: &str) -> Vec<u32> {
+        if let Some(&id) = self
+            .whole_words
+            .as_ref()
+            .and_then(|w| w.get(word.as_bytes()))
+        {
+            return vec![id];
+        }
         let mut symbols = self.base_symbols(word);
         if symbols.len() <= SHORT_WORD {
             self.merge_short(&mut symbols);
@@ -200,7 +224,12 @@ mod tests {
     fn long_and_short_merge_loops_agree() {
         // merges: (a,a)->3, (3,a)->4, (a,b)->5, (4,5)->6  with a=0,b=1
         let merges = [((0, 0), 3), ((3, 0), 4), ((0, 1), 5), ((4, 5), 6)];
-        let enc = Encoder::new(PreTokenizer::whitespace(false), Alphabet::Bytes, &merges);
+        let enc = Encoder::new(
+            PreTokenizer::whitespace(false),
+            Alphabet::identity_bytes(),
+            &merges,
+            None,
+        );
         for n in 0..200 {
             let base: Vec<u32> = (0..n).map(|i| if i % 7 == 6 { 1 } else { 0 }).collect();
             let mut short = base.clone();

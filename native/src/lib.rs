@@ -192,9 +192,12 @@ struct Encoder {
 
 #[pymethods]
 impl Encoder {
-    /// `merges` are (left, right, new id) in rank order; `alphabet`/`unk`/`end_of_word` only in char mode.
+    /// `merges` are (left, right, new id) in rank order. Byte mode: `byte_ids`
+    /// maps each byte to its id (default: the byte value), `whole_words` lists
+    /// tokens (bytes, id) that a whole word maps to directly. Char mode:
+    /// `alphabet`, `end_of_word` and `unk`.
     #[new]
-    #[pyo3(signature = (mode, pattern, lowercase, merges, alphabet=None, end_of_word=None, unk=None))]
+    #[pyo3(signature = (mode, pattern, lowercase, merges, alphabet=None, end_of_word=None, unk=None, byte_ids=None, whole_words=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         mode: &str,
@@ -204,10 +207,20 @@ impl Encoder {
         alphabet: Option<Vec<String>>,
         end_of_word: Option<u32>,
         unk: Option<u32>,
+        byte_ids: Option<Vec<u32>>,
+        whole_words: Option<Vec<(Vec<u8>, u32)>>,
     ) -> PyResult<Self> {
         let pretok = pretokenizer(mode, pattern, lowercase)?;
         let alphabet = match (alphabet, end_of_word, unk) {
-            (None, _, _) => Alphabet::Bytes,
+            (None, _, _) => match byte_ids {
+                None => Alphabet::identity_bytes(),
+                Some(ids) => {
+                    let ids: [u32; 256] = ids.try_into().map_err(|v: Vec<u32>| {
+                        value_error(format!("byte_ids has {} entries, not 256", v.len()))
+                    })?;
+                    Alphabet::Bytes { ids: Box::new(ids) }
+                }
+            },
             (Some(chars), Some(end_of_word), Some(unk)) => {
                 let ids = chars
                     .iter()
@@ -234,8 +247,13 @@ impl Encoder {
         };
         let merges: Vec<((u32, u32), u32)> =
             merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
+        let whole_words = whole_words.map(|w| {
+            w.into_iter()
+                .map(|(b, id)| (b.into_boxed_slice(), id))
+                .collect()
+        });
         Ok(Encoder {
-            inner: CoreEncoder::new(pretok, alphabet, &merges),
+            inner: CoreEncoder::new(pretok, alphabet, &merges, whole_words),
         })
     }
 
