@@ -44,17 +44,12 @@ fn count_chunk<'a>(
         }
         _ => &[],
     };
-    let plain = PreTokenizer::whitespace(false);
     let mut map: FxHashMap<&'a str, Seen> = FxHashMap::default();
     for (i, text) in texts.iter().enumerate() {
-        let (splitter, text): (&PreTokenizer, &'a str) = if sources.is_empty() {
-            (pretok, text)
-        } else {
-            (&plain, sources[i].as_str())
-        };
+        let text: &'a str = sources.get(i).map_or(text, |s| s.as_str());
         let row = first_row + i as u64;
         let mut pos = 0u64;
-        for_each_word_borrowed(splitter, text, |w| {
+        pretok.for_each_word_in(text, |w| {
             let key = first_key(row, pos);
             pos += 1;
             map.entry(w).and_modify(|s| s.count += 1).or_insert(Seen {
@@ -64,24 +59,6 @@ fn count_chunk<'a>(
         });
     }
     map
-}
-
-/// Like `PreTokenizer::for_each_word` but with words borrowed from `text`
-/// for its whole lifetime (lowercasing is done by the caller).
-fn for_each_word_borrowed<'a>(pretok: &PreTokenizer, text: &'a str, mut f: impl FnMut(&'a str)) {
-    match pretok {
-        PreTokenizer::Whitespace { .. } => text
-            .split(crate::pretok::is_python_space)
-            .filter(|w| !w.is_empty())
-            .for_each(f),
-        PreTokenizer::Regex(_) => {
-            let base = text.as_ptr() as usize;
-            pretok.for_each_word(text, |w| {
-                let start = w.as_ptr() as usize - base;
-                f(&text[start..start + w.len()]);
-            })
-        }
-    }
 }
 
 impl Counter {

@@ -4,6 +4,7 @@ mod arrow;
 pub mod count;
 pub mod encode;
 pub mod pretok;
+pub mod scanner;
 pub mod train;
 
 use encode::{Alphabet, Encoder as CoreEncoder};

@@ -3,8 +3,7 @@
 //! ` ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 
 use super::classes::{
-    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_while, space_run, LETTER,
-    NUMBER,
+    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_while, space_run, LETTER, NUMBER,
 };
 
 /// End of at most three `\p{N}` characters starting at `s` (which is one).

@@ -98,11 +98,7 @@ pub const O200K_PATTERN: &str = concat!(
 );
 
 #[inline(always)]
-fn drive<'a>(
-    text: &'a str,
-    next_end: impl Fn(&[u8], usize) -> usize,
-    mut f: impl FnMut(&'a str),
-) {
+fn drive<'a>(text: &'a str, next_end: impl Fn(&[u8], usize) -> usize, mut f: impl FnMut(&'a str)) {
     let bytes = text.as_bytes();
     let mut start = 0;
     while start < bytes.len() {

@@ -71,11 +71,11 @@ fn contraction_suffix(b: &[u8], i: usize) -> usize {
 fn word(b: &[u8], s: usize, class: u8, s1: usize) -> Option<usize> {
     let prefixed = is_prefix(class) && s1 < b.len();
     let word_start = class & (UPPER | LOWER) != 0;
-    let end = None
-        .or_else(|| prefixed.then(|| word_body_1(b, s1)).flatten())
-        .or_else(|| word_start.then(|| word_body_1(b, s)).flatten())
-        .or_else(|| prefixed.then(|| word_body_2(b, s1)).flatten())
-        .or_else(|| word_start.then(|| word_body_2(b, s)).flatten())?;
+    let attempt = |body: fn(&[u8], usize) -> Option<usize>| {
+        let with_prefix = if prefixed { body(b, s1) } else { None };
+        with_prefix.or_else(|| if word_start { body(b, s) } else { None })
+    };
+    let end = attempt(word_body_1).or_else(|| attempt(word_body_2))?;
     Some(contraction_suffix(b, end))
 }
 

@@ -46,9 +46,10 @@ fn all_chars() -> impl Iterator<Item = char> {
 #[test]
 fn classes_match_regex_crate_exhaustively() {
     let chars: Vec<char> = all_chars().collect();
+    let ours: Vec<u8> = chars.iter().map(|&c| classify(c)).collect();
     let text: String = chars.iter().collect();
-    let mut offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-    offsets.push(text.len());
+    let offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let index_of = |offset: usize| offsets.partition_point(|&o| o < offset);
     let classes = [
         (r"\p{L}+", LETTER),
         (r"\p{N}+", NUMBER),
@@ -57,21 +58,25 @@ fn classes_match_regex_crate_exhaustively() {
         (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", LOWER),
     ];
     for (pattern, bit) in classes {
-        let mut expected = vec![false; chars.len()];
+        // Walk the matches and the gaps between them in order.
+        let mut next = 0;
+        let mut expect = |end: usize, want: bool| {
+            for i in next..end {
+                assert_eq!(
+                    ours[i] & bit != 0,
+                    want,
+                    "{pattern} on U+{:04X}",
+                    chars[i] as u32
+                );
+            }
+            next = end;
+        };
         for m in Regex::new(pattern).unwrap().find_iter(&text) {
             let m = m.unwrap();
-            let first = offsets.binary_search(&m.start()).unwrap();
-            let last = offsets.binary_search(&m.end()).unwrap();
-            expected[first..last].iter_mut().for_each(|e| *e = true);
+            expect(index_of(m.start()), false);
+            expect(index_of(m.end()), true);
         }
-        for (c, want) in chars.iter().zip(expected) {
-            assert_eq!(
-                classify(*c) & bit != 0,
-                want,
-                "{pattern} on U+{:04X}",
-                *c as u32
-            );
-        }
+        expect(chars.len(), false);
     }
 }
 
@@ -102,22 +107,42 @@ fn known_splits() {
     assert_eq!(
         pieces(Preset::Gpt2, text),
         [
-            "Hello", " world", "'s", " ", " HelloWorld", "'", "S", " 12345", "\r\n\n ", " x",
+            "Hello",
+            " world",
+            "'s",
+            " ",
+            " HelloWorld",
+            "'",
+            "S",
+            " 12345",
+            "\r\n\n ",
+            " x",
             " "
         ]
     );
     assert_eq!(
         pieces(Preset::Cl100k, text),
         [
-            "Hello", " world", "'s", " ", " HelloWorld", "'S", " ", "123", "45", "\r\n\n",
-            " ", " x", " "
+            "Hello",
+            " world",
+            "'s",
+            " ",
+            " HelloWorld",
+            "'S",
+            " ",
+            "123",
+            "45",
+            "\r\n\n",
+            " ",
+            " x",
+            " "
         ]
     );
     assert_eq!(
         pieces(Preset::O200k, text),
         [
-            "Hello", " world's", " ", " Hello", "World'S", " ", "123", "45", "\r\n\n", " ",
-            " x", " "
+            "Hello", " world's", " ", " Hello", "World'S", " ", "123", "45", "\r\n\n", " ", " x",
+            " "
         ]
     );
     // A leading combining mark: o200k's first alternative wins without the
@@ -302,12 +327,12 @@ fn long_runs() {
     }
 }
 
-/// One representative of every class combination that matters, plus the
-/// characters the patterns name literally.
+/// Representatives of every class combination the scanners distinguish, in
+/// 1- to 4-byte encodings, plus the characters the patterns name literally
+/// (the exhaustive table test covers the other members of each class).
 const ALPHABET: &[char] = &[
-    'a', 'Z', 'ǅ', 'ʰ', '中', '\u{301}', 'ः', '\u{20dd}', '7', 'Ⅻ', '½', ' ', '\t', '\n', '\r',
-    '\u{b}', '\u{a0}', '\u{3000}', '\u{2028}', '\u{85}', '\u{1c}', '\'', 's', 'S', 'ſ', 'l', 'L',
-    'e', 'v', 'R', 't', 'd', 'M', '.', '/', '😀', '\u{200d}', 'é',
+    'a', 'Z', 'ǅ', 'ʰ', '中', '\u{301}', '7', '½', ' ', '\t', '\n', '\r', '\u{a0}', '\u{3000}',
+    '\u{1c}', '\'', 's', 'S', 'ſ', 'l', 'L', 'e', 'v', 'R', 't', 'd', 'M', '.', '/', '😀',
 ];
 
 /// Every string of up to three characters over [`ALPHABET`], and of four
@@ -326,7 +351,7 @@ fn all_short_strings() {
             check_all(&buf[..a.len_utf8()]);
         }
     }
-    const SMALL: &[char] = &['a', 'Z', 'ʰ', '\u{301}', '1', ' ', '\n', '\r', '\'', 's', '.', '/'];
+    const SMALL: &[char] = &['a', 'Z', 'ʰ', '\u{301}', '1', ' ', '\n', '\'', 's', '/'];
     for &a in SMALL {
         for &b in SMALL {
             for &c in SMALL {
@@ -399,8 +424,32 @@ const RANGES: &[(u32, u32)] = &[
 
 /// Multi-character snippets that exercise the literal parts of the patterns.
 const SNIPPETS: &[&str] = &[
-    "'s", "'S", "'t", "'T", "'re", "'RE", "'rE", "'ve", "'Ve", "'m", "'M", "'ll", "'LL", "'Ll",
-    "'d", "'D", "'ſ", "\r\n", "\r\n\r\n", " \n", "\n ", "  ", "   ", "//", " /", "\u{301}\u{301}",
+    "'s",
+    "'S",
+    "'t",
+    "'T",
+    "'re",
+    "'RE",
+    "'rE",
+    "'ve",
+    "'Ve",
+    "'m",
+    "'M",
+    "'ll",
+    "'LL",
+    "'Ll",
+    "'d",
+    "'D",
+    "'ſ",
+    "\r\n",
+    "\r\n\r\n",
+    " \n",
+    "\n ",
+    "  ",
+    "   ",
+    "//",
+    " /",
+    "\u{301}\u{301}",
 ];
 
 const SPACES: &[char] = &[
@@ -415,7 +464,7 @@ fn random_char(rng: &mut Rng, out: &mut String) {
             out.push(char::from(b' ' + rng.below(95) as u8));
         }
         4..=6 => out.push(*rng.pick(SPACES)),
-        7 => out.push_str(*rng.pick(SNIPPETS)),
+        7 => out.push_str(SNIPPETS[rng.below(SNIPPETS.len())]),
         8..=12 => {
             let &(lo, hi) = rng.pick(RANGES);
             let cp = lo + rng.below((hi - lo + 1) as usize) as u32;
@@ -437,7 +486,7 @@ fn random_char(rng: &mut Rng, out: &mut String) {
 
 #[test]
 fn fuzz_against_fancy_regex() {
-    let mut rng = Rng(0x5eed_0f_70c3_u64);
+    let mut rng = Rng(0x5eed_f00d_70c3);
     let mut text = String::new();
     for _ in 0..6000 {
         text.clear();
@@ -456,9 +505,7 @@ fn fuzz_small_alphabets() {
     let mut rng = Rng(42);
     let mut text = String::new();
     for _ in 0..3000 {
-        let alphabet: Vec<char> = (0..2 + rng.below(4))
-            .map(|_| *rng.pick(ALPHABET))
-            .collect();
+        let alphabet: Vec<char> = (0..2 + rng.below(4)).map(|_| *rng.pick(ALPHABET)).collect();
         text.clear();
         for _ in 0..rng.below(40) {
             text.push(*rng.pick(&alphabet));
