@@ -3,8 +3,8 @@
 //! is what makes training ties independent of sharding and worker count.
 
 use crate::pretok::PreTokenizer;
+use crate::wordmap::WordMap;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 /// `row << 32 | word position in the row`: orders words by document, then by
 /// position, within one shard.
@@ -18,9 +18,16 @@ struct Seen {
     first: u64,
 }
 
+impl Seen {
+    fn absorb(&mut self, other: Seen) {
+        self.count += other.count;
+        self.first = self.first.min(other.first);
+    }
+}
+
 #[derive(Default)]
 pub struct Counter {
-    words: FxHashMap<Box<str>, Seen>,
+    words: WordMap<Box<str>, Seen>,
 }
 
 /// Words of a shard sorted by first occurrence.
@@ -32,30 +39,17 @@ pub struct CountTable {
 
 fn count_chunk<'a>(
     pretok: &PreTokenizer,
-    texts: &'a [&'a str],
+    texts: &[&'a str],
     first_row: u64,
-    lowered: &'a mut Vec<String>,
-) -> FxHashMap<&'a str, Seen> {
-    // Char mode lowercases whole documents; the owned copies must outlive the map.
-    let sources: &'a [String] = match pretok {
-        PreTokenizer::Whitespace { lowercase: true } => {
-            *lowered = texts.iter().map(|t| t.to_lowercase()).collect();
-            lowered
-        }
-        _ => &[],
-    };
-    let mut map: FxHashMap<&'a str, Seen> = FxHashMap::default();
-    for (i, text) in texts.iter().enumerate() {
-        let text: &'a str = sources.get(i).map_or(text, |s| s.as_str());
+) -> WordMap<&'a str, Seen> {
+    let mut map: WordMap<&'a str, Seen> = WordMap::default();
+    for (i, &text) in texts.iter().enumerate() {
         let row = first_row + i as u64;
         let mut pos = 0u64;
         pretok.for_each_word_in(text, |w| {
-            let key = first_key(row, pos);
+            let first = first_key(row, pos);
             pos += 1;
-            map.entry(w).and_modify(|s| s.count += 1).or_insert(Seen {
-                count: 1,
-                first: key,
-            });
+            map.upsert(w, |w| w, |s| s.count += 1, || Seen { count: 1, first });
         });
     }
     map
@@ -64,33 +58,34 @@ fn count_chunk<'a>(
 impl Counter {
     /// Count the words of a batch of documents whose first row is `first_row`.
     pub fn add(&mut self, pretok: &PreTokenizer, texts: &[&str], first_row: u64) {
-        let n_chunks = (rayon::current_num_threads() * 4).max(1);
-        let chunk = texts.len().div_ceil(n_chunks).max(64);
-        let maps: Vec<FxHashMap<Box<str>, Seen>> = texts
+        // Char mode lowercases whole documents first (word boundaries are
+        // unchanged, and final sigma needs the context).
+        let lowered: Vec<String>;
+        let texts: Vec<&str> = match pretok {
+            PreTokenizer::Whitespace { lowercase: true } => {
+                lowered = texts.par_iter().map(|t| t.to_lowercase()).collect();
+                lowered.iter().map(String::as_str).collect()
+            }
+            _ => texts.to_vec(),
+        };
+        let chunk = texts
+            .len()
+            .div_ceil(rayon::current_num_threads() * 2)
+            .max(16);
+        let maps: Vec<WordMap<&str, Seen>> = texts
             .par_chunks(chunk)
             .enumerate()
-            .map(|(ci, part)| {
-                let mut lowered = Vec::new();
-                let local =
-                    count_chunk(pretok, part, first_row + (ci * chunk) as u64, &mut lowered);
-                local.into_iter().map(|(w, s)| (Box::from(w), s)).collect()
-            })
+            .map(|(ci, part)| count_chunk(pretok, part, first_row + (ci * chunk) as u64))
             .collect();
         for map in maps {
-            for (w, s) in map {
-                self.words
-                    .entry(w)
-                    .and_modify(|t| {
-                        t.count += s.count;
-                        t.first = t.first.min(s.first);
-                    })
-                    .or_insert(s);
-            }
+            map.drain_into(|w, s| self.words.upsert(w, Box::from, |t| t.absorb(s), || s));
         }
     }
 
     pub fn finish(self) -> CountTable {
-        let mut entries: Vec<(Box<str>, Seen)> = self.words.into_iter().collect();
+        let mut entries: Vec<(Box<str>, Seen)> = Vec::with_capacity(self.words.len());
+        self.words
+            .drain_into(|w, s| entries.push((Box::from(w), s)));
         entries.sort_unstable_by_key(|(_, s)| s.first);
         let mut table = CountTable {
             words: Vec::with_capacity(entries.len()),

@@ -3,6 +3,7 @@
 
 use crate::pretok::PreTokenizer;
 use crate::train::Pair;
+use crate::wordmap::WordMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -41,10 +42,16 @@ pub struct Encoder {
     caches: Vec<Mutex<WordCache>>,
 }
 
-/// Word -> ids, one per worker thread.
-type WordCache = FxHashMap<Box<str>, Box<[u32]>>;
+/// Word -> ids, one per worker thread; ids live in one arena.
+#[derive(Default)]
+struct WordCache {
+    spans: WordMap<Box<str>, (u32, u32)>,
+    ids: Vec<u32>,
+}
 
 const CACHE_LIMIT: usize = 1 << 20;
+/// Longer words are rare and would bloat the cache.
+const CACHE_WORD_BYTES: usize = 256;
 /// Words longer than this use the heap merge loop instead of rescanning.
 const SHORT_WORD: usize = 48;
 
@@ -61,7 +68,7 @@ impl Encoder {
             .map(|(rank, &(pair, id))| (pair, (rank as u32, id)))
             .collect();
         let caches = (0..rayon::current_num_threads() + 1)
-            .map(|_| Mutex::new(FxHashMap::default()))
+            .map(|_| Mutex::new(WordCache::default()))
             .collect();
         Encoder {
             pretok,
@@ -162,16 +169,24 @@ impl Encoder {
     }
 
     fn encode_cached(&self, word: &str, cache: &mut WordCache, out: &mut Vec<u32>) {
-        if let Some(ids) = cache.get(word) {
-            out.extend_from_slice(ids);
+        if let Some(&(start, len)) = cache.spans.get(word) {
+            out.extend_from_slice(&cache.ids[start as usize..(start + len) as usize]);
             return;
         }
         let ids = self.encode_word(word);
         out.extend_from_slice(&ids);
-        if cache.len() >= CACHE_LIMIT {
-            cache.clear();
+        if word.len() > CACHE_WORD_BYTES {
+            return;
         }
-        cache.insert(word.into(), ids.into_boxed_slice());
+        if cache.spans.len() >= CACHE_LIMIT {
+            cache.spans.clear();
+            cache.ids.clear();
+        }
+        let start = cache.ids.len() as u32;
+        cache.ids.extend_from_slice(&ids);
+        cache
+            .spans
+            .upsert(word, Box::from, |_| {}, || (start, ids.len() as u32));
     }
 
     /// Token ids of one document, with `eos` appended when given.

@@ -6,6 +6,7 @@ pub mod encode;
 pub mod pretok;
 pub mod scanner;
 pub mod train;
+pub mod wordmap;
 
 use encode::{Alphabet, Encoder as CoreEncoder};
 use pretok::PreTokenizer;
