@@ -161,50 +161,47 @@ impl Trainer {
     }
 
     fn apply_merge(&mut self, pair: Pair, new_id: u32) {
-        let mut stats = self.stats.remove(&pair).unwrap_or_default();
-        let words = std::mem::take(&mut stats.words);
-        let mut deltas: FxHashMap<Pair, i64> = FxHashMap::default();
-        let mut created: FxHashSet<Pair> = FxHashSet::default();
-        let mut sorted_words = words;
-        sorted_words.sort_unstable();
-        sorted_words.dedup();
-        for &w in &sorted_words {
+        let mut words = self
+            .stats
+            .remove(&pair)
+            .map(|s| s.words)
+            .unwrap_or_default();
+        words.sort_unstable();
+        words.dedup();
+        let mut created = Vec::new();
+        let stats = &mut self.stats;
+        for &w in &words {
             let word = &mut self.words[w as usize];
             let weight = word.count as i64;
-            let mut touched = Vec::new();
             merge_word(&mut word.symbols, pair, new_id, |p, d| {
-                *deltas.entry(p).or_default() += d * weight;
+                if p == pair {
+                    return;
+                }
                 if d > 0 {
-                    touched.push(p);
+                    let st = stats.entry(p).or_default();
+                    st.count += weight;
+                    st.note_word(w);
+                    created.push(p);
+                } else if let Some(st) = stats.get_mut(&p) {
+                    st.count -= weight;
+                    // A pair that has lost every occurrence can never come
+                    // back: new adjacencies always involve the new token.
+                    if st.count <= 0 {
+                        stats.remove(&p);
+                    }
                 }
             });
-            for p in touched {
-                created.insert(p);
-                self.stats.entry(p).or_default().note_word(w);
-            }
         }
-        for (p, d) in deltas {
-            if p == pair {
-                continue;
-            }
-            let st = self.stats.entry(p).or_default();
-            st.count += d;
-            // A pair that has lost every occurrence can never come back: new
-            // adjacencies always involve the new token.
-            if st.count <= 0 {
-                self.stats.remove(&p);
-            }
-        }
-        let mut created: Vec<Pair> = created.into_iter().collect();
         created.sort_unstable();
+        created.dedup();
         for p in created {
             self.push(p);
         }
     }
 }
 
-/// Merge every occurrence of `pair`, left to right without overlap, reporting
-/// each adjacent-pair change as `(pair, +1 | -1)`.
+/// Merge every occurrence of `pair` in place, left to right without overlap,
+/// reporting each adjacent-pair change as `(pair, +1 | -1)`.
 pub fn merge_word(
     symbols: &mut Vec<u32>,
     pair: Pair,
@@ -214,16 +211,15 @@ pub fn merge_word(
     let (a, b) = pair;
     let n = symbols.len();
     let is_match = |s: &[u32], i: usize| i + 1 < n && s[i] == a && s[i + 1] == b;
-    if !(0..n).any(|i| is_match(symbols, i)) {
-        return;
-    }
-    let mut out = Vec::with_capacity(n);
+    // Reads run ahead of writes (`o <= i`), so lookahead sees original symbols.
+    let mut o = 0;
     let mut last_was_merge = false;
     let mut i = 0;
     while i < n {
         if is_match(symbols, i) {
             change(pair, -1);
-            if let Some(&left) = out.last() {
+            if o > 0 {
+                let left = symbols[o - 1];
                 if last_was_merge {
                     // (b, a) was already removed as the previous merge's right side.
                     change((new_id, new_id), 1);
@@ -238,16 +234,17 @@ pub fn merge_word(
                     change((new_id, symbols[i + 2]), 1);
                 }
             }
-            out.push(new_id);
+            symbols[o] = new_id;
             last_was_merge = true;
             i += 2;
         } else {
-            out.push(symbols[i]);
+            symbols[o] = symbols[i];
             last_was_merge = false;
             i += 1;
         }
+        o += 1;
     }
-    *symbols = out;
+    symbols.truncate(o);
 }
 
 fn initial_stats(words: &[Word]) -> FxHashMap<Pair, PairStats> {
