@@ -32,6 +32,33 @@ impl Alphabet {
     }
 }
 
+/// Positions waiting to merge, by rank; pops the lowest rank's positions sorted.
+#[derive(Default)]
+struct RankQueue {
+    buckets: FxHashMap<u32, Vec<u32>>,
+    ranks: BinaryHeap<Reverse<u32>>,
+}
+
+impl RankQueue {
+    fn push(&mut self, rank: u32, pos: u32) {
+        let ranks = &mut self.ranks;
+        self.buckets
+            .entry(rank)
+            .or_insert_with(|| {
+                ranks.push(Reverse(rank));
+                Vec::new()
+            })
+            .push(pos);
+    }
+
+    fn pop(&mut self) -> Option<(u32, Vec<u32>)> {
+        let Reverse(rank) = self.ranks.pop()?;
+        let mut positions = self.buckets.remove(&rank).unwrap_or_default();
+        positions.sort_unstable();
+        Some((rank, positions))
+    }
+}
+
 pub struct Encoder {
     pretok: PreTokenizer,
     alphabet: Alphabet,
@@ -125,45 +152,51 @@ impl Encoder {
         }
     }
 
-    /// O(n log n) merging over a linked list, for long words.
+    /// Merging for long words, over a linked list, in near-linear time.
+    ///
+    /// Positions wait in one bucket per rank. All merges of the lowest rank
+    /// are applied left to right before any higher rank (pairs made by a merge
+    /// never have a lower rank than it in a BPE merge list), which is what
+    /// repeatedly merging the lowest-ranked, leftmost pair does.
     fn merge_long(&self, base: &[u32]) -> Vec<u32> {
+        const NONE: usize = usize::MAX;
         let n = base.len();
         let mut sym = base.to_vec();
         let mut next: Vec<usize> = (1..=n).collect();
         let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut alive = vec![true; n];
-        let mut heap = BinaryHeap::new();
-        let rank_at = |sym: &[u32], i: usize, j: usize| self.merges.get(&(sym[i], sym[j])).copied();
+        let mut queue = RankQueue::default();
+        let enqueue = |queue: &mut RankQueue, sym: &[u32], i: usize, j: usize| {
+            if let Some(&(rank, _)) = self.merges.get(&(sym[i], sym[j])) {
+                queue.push(rank, i as u32);
+            }
+        };
         for i in 0..n.saturating_sub(1) {
-            if let Some((r, _)) = rank_at(&sym, i, i + 1) {
-                heap.push(Reverse((r, i, sym[i], sym[i + 1])));
-            }
+            enqueue(&mut queue, &sym, i, i + 1);
         }
-        while let Some(Reverse((r, i, left, right))) = heap.pop() {
-            let j = next[i];
-            // Skip entries made stale by an earlier merge.
-            if !alive[i] || j >= n || sym[i] != left || sym[j] != right {
-                continue;
-            }
-            let (_, id) = self.merges[&(left, right)];
-            sym[i] = id;
-            alive[j] = false;
-            next[i] = next[j];
-            if next[j] < n {
-                prev[next[j]] = i;
-            }
-            let p = prev[i];
-            if p < n {
-                if let Some((r2, _)) = rank_at(&sym, p, i) {
-                    heap.push(Reverse((r2, p, sym[p], sym[i])));
+        while let Some((rank, positions)) = queue.pop() {
+            for i in positions {
+                let i = i as usize;
+                let j = next[i];
+                if !alive[i] || j >= n {
+                    continue;
+                }
+                // Skip positions whose pair changed since they were queued.
+                let id = match self.merges.get(&(sym[i], sym[j])) {
+                    Some(&(r, id)) if r == rank => id,
+                    _ => continue,
+                };
+                sym[i] = id;
+                alive[j] = false;
+                next[i] = next[j];
+                if next[i] < n {
+                    prev[next[i]] = i;
+                    enqueue(&mut queue, &sym, i, next[i]);
+                }
+                if prev[i] != NONE {
+                    enqueue(&mut queue, &sym, prev[i], i);
                 }
             }
-            if next[i] < n {
-                if let Some((r2, _)) = rank_at(&sym, i, next[i]) {
-                    heap.push(Reverse((r2, i, sym[i], sym[next[i]])));
-                }
-            }
-            let _ = r;
         }
         (0..n).filter(|&i| alive[i]).map(|i| sym[i]).collect()
     }
@@ -234,6 +267,54 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::{Trainer, Word};
+
+    /// Deterministic pseudo-random symbols from a small alphabet.
+    fn random_symbols(seed: &mut u64, len: usize, alphabet: u64) -> Vec<u32> {
+        (0..len)
+            .map(|_| {
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((*seed >> 33) % alphabet) as u32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_loop_agrees_with_short_loop_on_trained_merges() {
+        let mut seed = 7;
+        for alphabet in [2, 3, 5] {
+            let words = (0..200)
+                .map(|i| Word {
+                    symbols: random_symbols(&mut seed, 2 + i % 9, alphabet),
+                    count: 1 + i as u64 % 4,
+                })
+                .collect();
+            let pairs = Trainer::new(words, 256).train(60, |_| {});
+            let merges: Vec<(Pair, u32)> = pairs
+                .iter()
+                .enumerate()
+                .map(|(k, &p)| (p, 256 + k as u32))
+                .collect();
+            let enc = Encoder::new(
+                PreTokenizer::whitespace(false),
+                Alphabet::identity_bytes(),
+                &merges,
+                None,
+            );
+            for len in [2, 3, 10, 49, 100, 500, 2000] {
+                let base = random_symbols(&mut seed, len, alphabet);
+                let mut short = base.clone();
+                enc.merge_short(&mut short);
+                assert_eq!(
+                    enc.merge_long(&base),
+                    short,
+                    "alphabet {alphabet}, len {len}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn long_and_short_merge_loops_agree() {
