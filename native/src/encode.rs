@@ -94,7 +94,7 @@ impl Encoder {
             .enumerate()
             .map(|(rank, &(pair, id))| (pair, (rank as u32, id)))
             .collect();
-        let caches = (0..rayon::current_num_threads() + 1)
+        let caches = (0..crate::pool::default_threads() + 1)
             .map(|_| Mutex::new(WordCache::default()))
             .collect();
         Encoder {
@@ -224,8 +224,9 @@ impl Encoder {
 
     /// Token ids of one document, with `eos` appended when given.
     pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) {
-        let slot = rayon::current_thread_index()
-            .map_or(self.caches.len() - 1, |i| i.min(self.caches.len() - 2));
+        // One cache per pool thread; the last one for callers outside the pool.
+        let shared = self.caches.len() - 1;
+        let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
         let mut cache = self.caches[slot].lock().unwrap();
         self.pretok
             .for_each_word(text, |w| self.encode_cached(w, &mut cache, out));

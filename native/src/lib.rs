@@ -3,6 +3,7 @@
 mod arrow;
 pub mod count;
 pub mod encode;
+pub mod pool;
 pub mod pretok;
 pub mod scanner;
 pub mod train;
@@ -55,6 +56,12 @@ type CountedWords<'py> = (
     usize,
 );
 
+/// Run the hot loops on `threads` worker threads (0: one per core).
+#[pyfunction]
+fn set_threads(threads: usize) {
+    pool::set_threads(threads)
+}
+
 /// Counts the words of one shard, batch by batch.
 #[pyclass]
 struct Counter {
@@ -90,7 +97,7 @@ impl Counter {
             .as_mut()
             .ok_or_else(|| value_error("counter already finished".into()))?;
         let pretok = &self.pretok;
-        py.detach(|| counter.add(pretok, &texts, first_row));
+        py.detach(|| pool::install(|| counter.add(pretok, &texts, first_row)));
         Ok(())
     }
 
@@ -129,7 +136,7 @@ fn char_alphabet(
 ) -> PyResult<Vec<String>> {
     let words =
         arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
-    Ok(py.detach(|| train::char_alphabet(&words)))
+    Ok(py.detach(|| pool::install(|| train::char_alphabet(&words))))
 }
 
 /// Train merges on a word table (words in first-occurrence order).
@@ -172,17 +179,19 @@ fn train_merges(
         }
     };
     py.detach(|| {
-        let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref());
-        let mut failure = None;
-        let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
-            if failure.is_none() {
-                failure = report(k).err();
+        pool::install(|| {
+            let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref());
+            let mut failure = None;
+            let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
+                if failure.is_none() {
+                    failure = report(k).err();
+                }
+            });
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(merges),
             }
-        });
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(merges),
-        }
+        })
     })
 }
 
@@ -284,7 +293,7 @@ impl Encoder {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
         let (ids, lens) = py.detach(|| {
-            let (ids, lens) = self.inner.encode_batch(&texts, eos);
+            let (ids, lens) = pool::install(|| self.inner.encode_batch(&texts, eos));
             let ids = if wide {
                 arrow::le_bytes(&ids, u32::to_le_bytes)
             } else {
@@ -300,6 +309,7 @@ impl Encoder {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(train_merges, m)?)?;
     m.add_class::<Counter>()?;
