@@ -1,8 +1,13 @@
-"""The Tokenizer: a trained BPE vocabulary with encode, decode, save and load.
+"""The Tokenizer: a BPE vocabulary with encode, decode, save and load.
 
-Ids: byte mode has the 256 byte values as base tokens; char mode has the
-characters seen in training plus `</w>`, sorted. Merge k gets id
-base + k. Special tokens follow the merges.
+Ids of a tokenizer trained by tokenmill: byte mode has the 256 byte values as
+base tokens; char mode has the characters seen in training plus `</w>`,
+sorted. Merge k gets id base + k. Special tokens follow the merges.
+
+Byte-level vocabularies imported from other tools (see `pipeline.formats`)
+number their tokens otherwise, so a byte-mode Tokenizer may carry an explicit
+`vocab` (the bytes of every id) and `special_ids`; a merge (a, b) then yields
+the id whose bytes are those of a followed by those of b.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
@@ -27,6 +32,7 @@ END_OF_WORD = "</w>"
 MODES = ("byte", "char")
 PATTERNS = ("gpt2", "cl100k", "o200k")
 FORMAT = "tokenmill"
+NORMALIZATIONS = ("", "NFC")
 
 
 def default_special_tokens(mode: str) -> list[str]:
@@ -36,11 +42,21 @@ def default_special_tokens(mode: str) -> list[str]:
 @dataclass
 class Tokenizer:
     mode: str = "byte"
-    pattern: str = "cl100k"
+    pattern: str = "cl100k"  # byte mode: a preset name or a regex (fancy-regex syntax)
     lowercase: bool = False
     alphabet: list[str] = field(default_factory=list)  # char mode's base vocabulary
-    merges: list[tuple[int, int]] = field(default_factory=list)
+    merges: list[tuple[int, int]] = field(default_factory=list)  # (left, right) ids, rank order
     special_tokens: list[str] = field(default_factory=list)
+    # Imported byte-level vocabularies only (None for tokenmill's own numbering):
+    # vocab[i] is the bytes of id i (None where the id is a special token or unused);
+    # special_ids[k] is the id of special_tokens[k].
+    vocab: list[bytes | None] | None = None
+    special_ids: list[int] | None = None
+    # A pre-token that is itself a token maps straight to its id (Hugging Face's
+    # ignore_merges; tiktoken always does this).
+    whole_words: bool = False
+    # Unicode normalization applied to the text before splitting ("" or "NFC").
+    normalization: str = ""
 
     # ---- construction -------------------------------------------------
 
@@ -141,13 +157,23 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return self.base_size + len(self.merges) + len(self.special_tokens)
+        if self.vocab is None:
+            return self.base_size + len(self.merges) + len(self.special_tokens)
+        return max([len(self.vocab), *(i + 1 for i in self.special_ids or [])])
 
     def special_id(self, token: str) -> int:
         try:
-            return self.base_size + len(self.merges) + self.special_tokens.index(token)
+            k = self.special_tokens.index(token)
         except ValueError:
             raise TokenmillError(f"tokenizer has no special token {token!r}") from None
+        if self.special_ids is not None:
+            return self.special_ids[k]
+        return self.base_size + len(self.merges) + k
+
+    @property
+    def special_map(self) -> dict[str, int]:
+        """Special token -> id."""
+        return {t: self.special_id(t) for t in self.special_tokens}
 
     @property
     def eos_id(self) -> int:
@@ -155,9 +181,17 @@ class Tokenizer:
 
     @cached_property
     def token_values(self) -> list[bytes] | list[str]:
-        """Each id's bytes (byte mode) or string (char mode), specials as their text."""
+        """Each id's bytes (byte mode) or string (char mode), specials as their text.
+
+        An id that is no token (a gap in an imported vocabulary) has None.
+        """
+        if self.vocab is not None:
+            values: list = list(self.vocab) + [None] * (self.vocab_size - len(self.vocab))
+            for token, i in self.special_map.items():
+                values[i] = token.encode()
+            return values
         if self.mode == "char":
-            values: list = list(self.alphabet)
+            values = list(self.alphabet)
         else:
             values = [bytes([b]) for b in range(256)]
         for a, b in self.merges:
@@ -165,6 +199,88 @@ class Tokenizer:
         for token in self.special_tokens:
             values.append(token if self.mode == "char" else token.encode())
         return values
+
+    @cached_property
+    def byte_vocab(self) -> list[bytes | None]:
+        """Byte mode: the bytes of every non-special id (None for gaps)."""
+        if self.vocab is not None:
+            return list(self.vocab)
+        return self.token_values[: self.base_size + len(self.merges)]
+
+    @cached_property
+    def merge_ids(self) -> list[int]:
+        """The id each merge yields, in rank order."""
+        if self.vocab is None:
+            return [self.base_size + k for k in range(len(self.merges))]
+        index, vocab, n = self._vocab_index, self.vocab, len(self.vocab)
+        ids = []
+        for k, (a, b) in enumerate(self.merges):
+            left = vocab[a] if 0 <= a < n else None
+            right = vocab[b] if 0 <= b < n else None
+            merged = index.get(left + right) if left and right else None
+            if merged is None:
+                raise TokenmillError(
+                    f"merge {k} ({a}, {b}) does not join two tokens into a token of the vocabulary"
+                )
+            ids.append(merged)
+        return ids
+
+    @cached_property
+    def _vocab_index(self) -> dict[bytes, int]:
+        index: dict[bytes, int] = {}
+        for i, v in enumerate(self.vocab or []):
+            if v is not None:
+                if v in index:
+                    raise TokenmillError(f"ids {index[v]} and {i} have the same bytes {v!r}")
+                index[v] = i
+        return index
+
+    @cached_property
+    def byte_ids(self) -> list[int]:
+        """Byte mode: the id of each of the 256 bytes."""
+        if self.vocab is None:
+            return list(range(256))
+        index = self._vocab_index
+        missing = [b for b in range(256) if bytes([b]) not in index]
+        if missing:
+            raise TokenmillError(
+                f"the vocabulary has no token for byte 0x{missing[0]:02x} "
+                f"({len(missing)} bytes missing)"
+            )
+        return [index[bytes([b])] for b in range(256)]
+
+    def validate(self) -> Tokenizer:
+        """Check that the tables are consistent; raise TokenmillError if not."""
+        if self.mode not in MODES:
+            raise TokenmillError(f"unknown mode {self.mode!r}")
+        if self.special_ids is not None and len(self.special_ids) != len(self.special_tokens):
+            raise TokenmillError("special_ids and special_tokens differ in length")
+        if len(set(self.special_tokens)) != len(self.special_tokens):
+            raise TokenmillError("a special token is listed twice")
+        if self.normalization not in NORMALIZATIONS:
+            raise TokenmillError(f"unknown normalization {self.normalization!r}")
+        if self.vocab is not None:
+            if self.mode != "byte":
+                raise TokenmillError("an explicit vocab needs byte mode")
+            self.byte_ids  # noqa: B018  (raises when a byte is missing)
+            self.merge_ids  # noqa: B018  (raises when a merge yields no token)
+            taken = {i for i, v in enumerate(self.vocab) if v is not None}
+            ids = self.special_ids or []
+            clash = [i for i in ids if i in taken or i < 0]
+            if clash or len(set(ids)) != len(ids):
+                raise TokenmillError(f"special token id {(clash or ids)[0]} is taken")
+        else:
+            n = self.base_size + len(self.merges)
+            for k, (a, b) in enumerate(self.merges):
+                if not (0 <= a < self.base_size + k and 0 <= b < self.base_size + k):
+                    raise TokenmillError(f"merge {k} ({a}, {b}) refers to an id not yet made")
+            if self.special_ids is not None and self.special_ids != list(
+                range(n, n + len(self.special_tokens))
+            ):
+                raise TokenmillError("special token ids must follow the merges")
+            if self.mode == "char" and END_OF_WORD not in self.alphabet:
+                raise TokenmillError(f"char mode's alphabet lacks {END_OF_WORD}")
+        return self
 
     def merge_pairs(self) -> list[tuple]:
         """Merges as pairs of token values, in rank order."""
@@ -175,8 +291,7 @@ class Tokenizer:
 
     @cached_property
     def _encoder(self) -> _native.Encoder:
-        base = self.base_size
-        merges = [(a, b, base + k) for k, (a, b) in enumerate(self.merges)]
+        merges = [(a, b, i) for (a, b), i in zip(self.merges, self.merge_ids, strict=True)]
         if self.mode == "char":
             return _native.Encoder(
                 "char",
@@ -187,7 +302,25 @@ class Tokenizer:
                 self.alphabet.index(END_OF_WORD),
                 self.special_id(UNK),
             )
-        return _native.Encoder("byte", self.pattern, False, merges)
+        whole_words = None
+        if self.whole_words:
+            whole_words = [(v, i) for i, v in enumerate(self.byte_vocab) if v is not None]
+        try:
+            return _native.Encoder(
+                "byte",
+                self.pattern,
+                False,
+                merges,
+                byte_ids=None if self.vocab is None else self.byte_ids,
+                whole_words=whole_words,
+            )
+        except ValueError as e:
+            raise TokenmillError(str(e)) from None
+
+    def _normalize(self, docs: pa.Array) -> pa.Array:
+        if self.normalization:
+            return pc.utf8_normalize(docs, self.normalization).cast(pa.large_string())
+        return docs
 
     @property
     def wide_ids(self) -> bool:
@@ -195,6 +328,8 @@ class Tokenizer:
         return self.vocab_size > 1 << 16
 
     def encode(self, text: str, *, eos: bool = False) -> list[int]:
+        if self.normalization:
+            text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
         return self._encoder.encode(text, self.eos_id if eos else None)
 
     def encode_arrow(self, docs: pa.Array, *, eos: bool = True) -> tuple[pa.Array, pa.Array]:
@@ -204,7 +339,7 @@ class Tokenizer:
         if n == 0:
             return pa.array([], pa.list_(id_type)), pa.array([], pa.uint32())
         ids, lens = self._encoder.encode_batch(
-            *arrow_buffers(docs), self.eos_id if eos else None, self.wide_ids
+            *arrow_buffers(self._normalize(docs)), self.eos_id if eos else None, self.wide_ids
         )
         n_tokens = pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(lens)])
         flat = pa.Array.from_buffers(
@@ -227,6 +362,8 @@ class Tokenizer:
             parts = [values[i] for i in ids]
         except IndexError:
             raise TokenmillError(f"id out of range for a vocabulary of {self.vocab_size}") from None
+        if self.vocab is not None and None in parts:
+            raise TokenmillError(f"id {list(ids)[parts.index(None)]} is no token")
         if self.mode == "char":
             return "".join(parts).replace(END_OF_WORD, " ").rstrip(" ")
         return b"".join(parts).decode("utf-8", errors="replace")
@@ -239,14 +376,23 @@ class Tokenizer:
             "version": 1,
             "mode": self.mode,
             "vocab_size": self.vocab_size,
-            "special_tokens": {t: self.special_id(t) for t in self.special_tokens},
+            "special_tokens": self.special_map,
         }
         if self.mode == "byte":
             d["pattern"] = self.pattern
-            d["pattern_regex"] = _native.preset_regex(self.pattern)
+            d["pattern_regex"] = _native.preset_regex(self.pattern) or self.pattern
         else:
             d["lowercase"] = self.lowercase
             d["alphabet"] = self.alphabet
+        if self.normalization:
+            d["normalization"] = self.normalization
+        if self.whole_words:
+            d["whole_words"] = True
+        if self.vocab is not None:
+            from pipeline.formats.bytelevel import to_byte_level
+
+            # Token bytes in GPT-2's byte-to-unicode alphabet, as in tokenizer.json files.
+            d["vocab"] = [None if v is None else to_byte_level(v) for v in self.vocab]
         d["merges"] = [list(m) for m in self.merges]
         return d
 
@@ -263,10 +409,15 @@ class Tokenizer:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "tokenizer") -> Tokenizer:
-        if d.get("format") != FORMAT:
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise TokenmillError(f"{source}: not a tokenmill tokenizer file")
         try:
             specials = sorted(d["special_tokens"], key=d["special_tokens"].get)
+            vocab = None
+            if d.get("vocab") is not None:
+                from pipeline.formats.bytelevel import from_byte_level
+
+                vocab = [None if v is None else from_byte_level(v) for v in d["vocab"]]
             tok = cls(
                 mode=d["mode"],
                 pattern=d.get("pattern", ""),
@@ -274,11 +425,20 @@ class Tokenizer:
                 alphabet=list(d.get("alphabet", [])),
                 merges=[(int(a), int(b)) for a, b in d["merges"]],
                 special_tokens=specials,
+                vocab=vocab,
+                special_ids=[int(d["special_tokens"][t]) for t in specials] if vocab else None,
+                whole_words=bool(d.get("whole_words", False)),
+                normalization=d.get("normalization", ""),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
         if tok.mode not in MODES:
             raise TokenmillError(f"{source}: unknown mode {tok.mode!r}")
+        if vocab is not None:
+            try:
+                tok.validate()
+            except TokenmillError as e:
+                raise TokenmillError(f"{source}: {e}") from None
         return tok
 
     @classmethod
@@ -291,6 +451,14 @@ class Tokenizer:
         except (ValueError, UnicodeDecodeError) as e:
             raise TokenmillError(f"{path}: not valid JSON ({e})") from None
         return cls.from_dict(d, str(path))
+
+    # ---- pickling (to worker processes): tables only, no native state --
+
+    def __getstate__(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
 
 def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool) -> pa.Table:

@@ -15,11 +15,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
+from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
+from pipeline.formats import load_any
 from pipeline.io.readers import list_shards, read_documents, shard_name
 from pipeline.io.writers import atomic_path
 from pipeline.stages.count import output_name
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
 
 def token_schema(tok: Tokenizer, source: str) -> pa.Schema:
@@ -39,12 +41,12 @@ class EncodeTask:
     shard: Path
     name: str
     out: Path
-    tokenizer_file: Path
+    tokenizer: Tokenizer
     config: Config
 
 
 def encode_shard(task: EncodeTask) -> dict:
-    tok = Tokenizer.load(task.tokenizer_file)
+    tok = task.tokenizer
     schema = token_schema(tok, task.name)
     documents = tokens = n_bytes = 0
     with atomic_path(task.out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
@@ -58,15 +60,21 @@ def encode_shard(task: EncodeTask) -> dict:
     return {"shard": task.name, "documents": documents, "tokens": tokens, "bytes": n_bytes}
 
 
-def run_encode(data: Path, tokens_dir: Path, tokenizer_file: Path, config: Config) -> dict:
+def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config) -> dict:
+    """`tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads."""
     start = time.monotonic()
-    Tokenizer.load(tokenizer_file)  # fail early on a bad tokenizer file
+    tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_any(tokenizer)
+    if config.eos and ENDOFTEXT not in tok.special_tokens:
+        raise TokenmillError(
+            f"{tokenizer if isinstance(tokenizer, Path) else 'the tokenizer'} has no "
+            f"{ENDOFTEXT} special token to end each document with (use --no-eos)"
+        )
     tasks = [
         EncodeTask(
             p,
             shard_name(p, data),
             Path(tokens_dir) / output_name(shard_name(p, data)),
-            Path(tokenizer_file),
+            tok,
             config,
         )
         for p in list_shards(data, config.glob)

@@ -1,0 +1,98 @@
+"""Tokenizer files of other tools <-> Tokenizer objects.
+
+| format      | file                                   | module          |
+| ----------- | -------------------------------------- | --------------- |
+| `tokenmill` | tokenmill's own JSON                   | `pipeline.tokenizer` |
+| `hf`        | Hugging Face tokenizer.json            | `hf`            |
+| `tiktoken`  | .tiktoken ranks (+ `.tiktoken.json`)   | `tiktoken`      |
+
+`load_any` tells the format from the file; `export` writes one. Both convert
+between files and Tokenizer objects only: they read or write the paths they
+are given (and a ranks file's JSON beside it), nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer import FORMAT, Tokenizer
+
+FORMATS = ("hf", "tiktoken")
+
+
+def detect(path: Path) -> tuple[str, object]:
+    """(format, parsed JSON or None) of a tokenizer file."""
+    path = Path(path)
+    if path.name.endswith(".tiktoken"):
+        return "tiktoken", None
+    try:
+        head = path.read_bytes()
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read tokenizer ({e.strerror})") from None
+    if head.lstrip()[:1] == b"{":
+        try:
+            d = json.loads(head.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TokenmillError(f"{path}: not valid JSON ({e})") from None
+        if isinstance(d, dict):
+            if d.get("format") == FORMAT:
+                return "tokenmill", d
+            if "model" in d:
+                return "hf", d
+            if "pat_str" in d:
+                return "tiktoken-settings", d
+        raise TokenmillError(
+            f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
+            ".tiktoken ranks or their .tiktoken.json)"
+        )
+    first = head.split(b"\n", 1)[0].split()
+    if len(first) == 2 and first[1].isdigit():
+        return "tiktoken", None
+    raise TokenmillError(
+        f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
+        ".tiktoken ranks or their .tiktoken.json)"
+    )
+
+
+def load_any(
+    path: Path,
+    *,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+) -> Tokenizer:
+    """Load a tokenizer file of any supported format.
+
+    `pattern` and `special_tokens` apply to .tiktoken ranks files only (which
+    hold neither); the other formats carry their own, and giving them is an
+    error rather than silently ignored.
+    """
+    from pipeline.formats import hf, tiktoken
+
+    path = Path(path)
+    kind, d = detect(path)
+    if kind == "tiktoken-settings":
+        path, kind = path.with_name(path.name.removesuffix(".json")), "tiktoken"
+    if kind == "tiktoken":
+        return tiktoken.load(path, pattern, special_tokens)
+    if pattern is not None or special_tokens is not None:
+        raise TokenmillError(
+            f"{path}: --pattern and --special-token apply to .tiktoken files only; "
+            "this file has its own"
+        )
+    if kind == "hf":
+        return hf.from_dict(d, str(path))
+    return Tokenizer.from_dict(d, str(path))
+
+
+def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:
+    """Write `tok` as `fmt` (hf, tiktoken); returns the files written."""
+    from pipeline.formats import hf, tiktoken
+
+    if fmt == "hf":
+        hf.save(tok, path)
+        return [Path(path)]
+    if fmt == "tiktoken":
+        return tiktoken.save(tok, path)
+    raise TokenmillError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")

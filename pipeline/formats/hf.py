@@ -1,0 +1,369 @@
+"""Hugging Face tokenizer.json <-> Tokenizer.
+
+Export writes a file that `tokenizers.Tokenizer.from_file` and
+`transformers.PreTrainedTokenizerFast(tokenizer_file=...)` load and that
+encodes to exactly tokenmill's ids (with special tokens off:
+`add_special_tokens=False`, and text holding no special token's text):
+
+* byte mode: a BPE model whose vocab and merges are written in GPT-2's
+  byte-to-unicode alphabet; a Split pre-tokenizer with the pattern (rewritten
+  for Oniguruma, see `regex.py`; behavior "isolated") followed by ByteLevel
+  without its own regex; a ByteLevel decoder; special tokens as added tokens.
+* char mode: a BPE model with unk token `<unk>` and a WhitespaceSplit
+  pre-tokenizer, behind normalizers that make Hugging Face split and
+  lowercase exactly as tokenmill does (see `char_normalizers`). tokenmill's
+  end-of-word `</w>` is a symbol of its own, which BPE may or may not merge
+  with the word's last character; Hugging Face's `end_of_word_suffix` instead
+  glues the suffix to the last character before any merge, so it cannot give
+  the same ids. The export therefore marks each word's end with one character,
+  U+001F, that a normalizer appends to every word: it plays the part of
+  `</w>` (token strings show it where tokenmill shows `</w>`), and a
+  BPEDecoder with that suffix turns it back into spaces.
+
+Import reads byte-level BPE files (GPT-2, Llama 3, Qwen 2 style): a ByteLevel
+pre-tokenizer with its regex, or a Split with any regex followed by ByteLevel
+without one; optional `ignore_merges`; an optional NFC normalizer. Anything
+tokenmill cannot reproduce exactly (WordPiece, Unigram, other normalizers or
+pre-tokenizers, dropout, byte fallback, added tokens that are not special)
+raises TokenmillError naming the file and the unsupported part.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.errors import TokenmillError
+from pipeline.formats import regex
+from pipeline.formats.bytelevel import from_byte_level, to_byte_level
+from pipeline.io.writers import atomic_path
+from pipeline.tokenizer import END_OF_WORD, UNK, Tokenizer
+
+# Stands for `</w>` in char-mode exports (see the module docstring). Python's
+# str.split() splits at it but Hugging Face's WhitespaceSplit does not, and a
+# normalizer turns every U+001C..U+001F of the text into a space first, so in
+# the text that BPE sees it only ever marks a word's end.
+WORD_END = "\x1f"
+
+# Unicode White_Space: what Rust's char::is_whitespace (Hugging Face's
+# WhitespaceSplit) splits at. Python's str.split() also splits at U+001C..U+001F.
+WHITE_SPACE = (
+    r"\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}"
+    r"\x{205F}\x{3000}"
+)
+
+# Greek capital sigma lowercases to final sigma at a word's end (Unicode's
+# Final_Sigma rule, which tokenmill's lowercasing and Python's str.lower()
+# follow); Hugging Face's Lowercase maps characters one by one. This rewrite,
+# put before Lowercase, applies the rule: the first character before that is
+# not case-ignorable is cased, and the first one after that is not
+# case-ignorable is not cased.
+FINAL_SIGMA = (
+    r"[\p{Cased}&&\P{Case_Ignorable}]\p{Case_Ignorable}*\KΣ"
+    r"(?!\p{Case_Ignorable}*+[\p{Cased}&&\P{Case_Ignorable}])"
+)
+
+# The regex of ByteLevel(use_regex=true) (tokenizers' byte_level.rs), for import.
+BYTE_LEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+FILE_FORMAT_NOTE = "Hugging Face tokenizer.json"
+
+
+# ---- export -------------------------------------------------------------
+
+
+def to_dict(tok: Tokenizer) -> dict:
+    """The tokenizer.json of `tok`."""
+    if tok.mode == "byte":
+        return _byte_level_dict(tok)
+    return _char_dict(tok)
+
+
+def to_json(tok: Tokenizer) -> str:
+    return json.dumps(to_dict(tok), ensure_ascii=False, indent=1) + "\n"
+
+
+def save(tok: Tokenizer, path: Path) -> None:
+    text = to_json(tok)
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _added_tokens(tok: Tokenizer) -> list[dict]:
+    return [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for t, i in sorted(tok.special_map.items(), key=lambda item: item[1])
+    ]
+
+
+def _bpe_model(vocab: dict[str, int], merges: list[str], **options) -> dict:
+    return {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": False,
+        **options,
+        "vocab": vocab,
+        "merges": merges,
+    }
+
+
+def _unique(strings: list[str | None], what: str) -> dict[str, int]:
+    vocab: dict[str, int] = {}
+    for i, s in enumerate(strings):
+        if s is None:
+            continue
+        if s in vocab:
+            raise TokenmillError(
+                f"ids {vocab[s]} and {i} are the same {what} {s!r}: a tokenizer.json "
+                "vocabulary cannot hold both"
+            )
+        vocab[s] = i
+    return vocab
+
+
+def _byte_level_dict(tok: Tokenizer) -> dict:
+    strings = [None if v is None else to_byte_level(v) for v in tok.byte_vocab]
+    vocab = _unique(strings, "token")
+    merges = [f"{strings[a]} {strings[b]}" for a, b in tok.merges]
+    pattern = regex.fancy_to_onig(_pattern_regex(tok))
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": _added_tokens(tok),
+        "normalizer": {"type": "NFC"} if tok.normalization == "NFC" else None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": pattern},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {
+                    "type": "ByteLevel",
+                    "add_prefix_space": False,
+                    "trim_offsets": False,
+                    "use_regex": False,
+                },
+            ],
+        },
+        "post_processor": None,
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
+        "model": _bpe_model(vocab, merges, ignore_merges=tok.whole_words),
+    }
+
+
+def char_normalizers(lowercase: bool) -> list[dict]:
+    """Normalizers that make Hugging Face see words as tokenmill's char mode does:
+    U+001C..U+001F become spaces (str.split() splits there, WhitespaceSplit
+    does not); lowercasing with the final-sigma rule; then WORD_END after
+    every word."""
+
+    def replace(pattern: str, content: str) -> dict:
+        return {"type": "Replace", "pattern": {"Regex": pattern}, "content": content}
+
+    steps = [replace(r"[\x{1C}-\x{1F}]", " ")]
+    if lowercase:
+        steps += [replace(FINAL_SIGMA, "ς"), {"type": "Lowercase"}]
+    steps.append(replace(rf"(?<=[^{WHITE_SPACE}])(?![^{WHITE_SPACE}])", WORD_END))
+    return steps
+
+
+def _char_dict(tok: Tokenizer) -> dict:
+    if tok.special_ids is not None or tok.vocab is not None:
+        raise TokenmillError("char mode tokenizers number their ids themselves")
+    strings: list[str] = [WORD_END if c == END_OF_WORD else c for c in tok.alphabet]
+    for a, b in tok.merges:
+        strings.append(strings[a] + strings[b])
+    vocab = _unique(strings, "token")
+    vocab[UNK] = tok.special_id(UNK)
+    merges = [f"{strings[a]} {strings[b]}" for a, b in tok.merges]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": _added_tokens(tok),
+        "normalizer": {"type": "Sequence", "normalizers": char_normalizers(tok.lowercase)},
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": {"type": "BPEDecoder", "suffix": WORD_END},
+        "model": _bpe_model(vocab, merges, unk_token=UNK),
+    }
+
+
+def _pattern_regex(tok: Tokenizer) -> str:
+    from pipeline import _native
+
+    return _native.preset_regex(tok.pattern) or tok.pattern
+
+
+# ---- import -------------------------------------------------------------
+
+
+def load(path: Path) -> Tokenizer:
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read tokenizer ({e.strerror})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid JSON ({e})") from None
+    return from_dict(d, str(path))
+
+
+def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
+    """A Tokenizer from a parsed tokenizer.json; TokenmillError if tokenmill
+    cannot reproduce its ids exactly."""
+
+    def unsupported(what: str) -> TokenmillError:
+        return TokenmillError(f"{source}: unsupported {FILE_FORMAT_NOTE}: {what}")
+
+    try:
+        model = d["model"]
+        kind = model.get("type", "BPE" if "merges" in model else None)
+        if kind != "BPE":
+            return _raise(unsupported(f"model type {kind} (only byte-level BPE is supported)"))
+        _check_model(model, unsupported)
+        try:
+            pattern = _pre_tokenizer_pattern(d.get("pre_tokenizer"), unsupported)
+        except TokenmillError as e:
+            if str(e).startswith(source):
+                raise
+            raise unsupported(str(e)) from None
+        normalization = _normalization(d.get("normalizer"), unsupported)
+        specials: dict[str, int] = {}
+        for added in d.get("added_tokens") or []:
+            if not added.get("special", False):
+                raise unsupported(
+                    f"added token {added['content']!r} (id {added['id']}) is not special: "
+                    "Hugging Face finds it inside text before BPE, which tokenmill does not do"
+                )
+            specials[added["content"]] = int(added["id"])
+        special_ids = set(specials.values())
+        vocab: list[bytes | None] = [None] * (max(model["vocab"].values(), default=-1) + 1)
+        for text, i in model["vocab"].items():
+            if i in special_ids:
+                continue
+            if i < 0 or vocab[i] is not None:
+                raise TokenmillError(f"{source}: malformed tokenizer file (id {i} twice)")
+            try:
+                vocab[i] = from_byte_level(text)
+            except ValueError:
+                raise unsupported(
+                    f"vocabulary token {text!r} is not written in the byte-level alphabet"
+                ) from None
+        index = {text: i for text, i in model["vocab"].items()}
+        merges = []
+        for k, merge in enumerate(model.get("merges", [])):
+            left, right = merge.split(" ") if isinstance(merge, str) else merge
+            if left not in index or right not in index:
+                raise TokenmillError(
+                    f"{source}: malformed tokenizer file (merge {k} {merge!r} names a token "
+                    "not in the vocabulary)"
+                )
+            merges.append((index[left], index[right]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
+    order = sorted(specials, key=specials.get)
+    tok = Tokenizer(
+        mode="byte",
+        pattern=pattern,
+        merges=merges,
+        special_tokens=order,
+        vocab=vocab,
+        special_ids=[specials[t] for t in order],
+        whole_words=bool(model.get("ignore_merges", False)),
+        normalization=normalization,
+    )
+    try:
+        tok.validate()
+        tok._encoder  # noqa: B018  (compiles the pattern)
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}") from None
+    return tok
+
+
+def _raise(e: Exception):
+    raise e
+
+
+def _check_model(model: dict, unsupported) -> None:
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise unsupported(f"BPE dropout {model['dropout']} (not deterministic)")
+    if model.get("byte_fallback"):
+        raise unsupported("BPE byte_fallback (SentencePiece-style BPE)")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise unsupported(f"BPE {key} {model[key]!r} (not byte-level BPE)")
+
+
+def _normalization(normalizer: dict | None, unsupported) -> str:
+    if normalizer is None:
+        return ""
+    kind = normalizer.get("type")
+    if kind == "Sequence":
+        forms = [_normalization(n, unsupported) for n in normalizer.get("normalizers", [])]
+        forms = [f for f in forms if f]
+        if len(forms) > 1:
+            raise unsupported(f"normalizers {forms}")
+        return forms[0] if forms else ""
+    if kind == "NFC":
+        return "NFC"
+    raise unsupported(f"normalizer {kind}")
+
+
+def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:
+    """The fancy-regex pattern whose matches are the pre-tokenizer's pieces."""
+    if pre is None:
+        raise unsupported("no pre-tokenizer (byte-level BPE needs ByteLevel)")
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [s.get("type") for s in steps]
+    if not steps or kinds[-1] != "ByteLevel":
+        raise unsupported(f"pre-tokenizer {' + '.join(map(str, kinds))} (not byte-level)")
+    byte_level = steps[-1]
+    if byte_level.get("add_prefix_space", False):
+        raise unsupported("ByteLevel add_prefix_space=true")
+    use_regex = byte_level.get("use_regex", True)
+    if len(steps) == 1:
+        if not use_regex:
+            raise unsupported("ByteLevel without a regex and no Split (no pre-tokenization)")
+        return regex.onig_to_fancy(BYTE_LEVEL_REGEX)
+    if len(steps) > 2 or kinds[0] != "Split" or use_regex:
+        raise unsupported(f"pre-tokenizer {' + '.join(map(str, kinds))}")
+    split = steps[0]
+    if split.get("behavior", "").lower() != "isolated" or split.get("invert", False):
+        raise unsupported(
+            f"Split behavior {split.get('behavior')!r} invert={split.get('invert')} "
+            "(only Isolated, not inverted)"
+        )
+    pattern = split["pattern"]
+    if "Regex" in pattern:
+        source = regex.onig_to_fancy(pattern["Regex"])
+    else:
+        source = regex.literal(pattern["String"])
+    preset = regex.preset_name(source)
+    if preset:  # the presets match every character: no unmatched text to keep
+        return preset
+    if regex.matches_empty(source):
+        raise unsupported(f"Split pattern {source!r} matches the empty string")
+    return regex.covering(source)

@@ -1,0 +1,269 @@
+"""tiktoken's .tiktoken ranks files <-> Tokenizer.
+
+A .tiktoken file lists every token's bytes (base64) and rank, one a line; the
+rank is the token's id. It holds neither the pre-tokenization pattern nor the
+special tokens: they are given on import (`--pattern`, `--special-token`),
+or read from the small JSON that export writes beside the ranks file
+(`OUT.json`: tiktoken.Encoding's own arguments `name`, `pat_str`,
+`special_tokens`), so that
+
+    tiktoken.Encoding(**json.load(open("tok.tiktoken.json")), mergeable_ranks=...)
+
+rebuilds the encoding.
+
+tiktoken merges, in each pre-token, the adjacent pair whose *concatenation*
+has the lowest rank, and maps a pre-token that is itself a token straight to
+it. tokenmill (like Hugging Face) merges the adjacent pair of lowest *merge*
+rank. Import derives one merge per token as the ecosystem's converters do:
+the two parts that BPE over the lower ranks splits the token into
+(`bpe(token, max_rank=rank)`), with the token's rank as the merge's priority,
+and turns on whole-word lookup; for such merges the two rules give the same
+ids (tests/test_interop.py checks it on real text). Export writes the ranks of
+a tokenizer for which this holds, and refuses one for which it does not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from pathlib import Path
+
+from pipeline import _native
+from pipeline.errors import TokenmillError
+from pipeline.formats import regex
+from pipeline.io.writers import atomic_path
+from pipeline.tokenizer import Tokenizer
+
+SUFFIX = ".tiktoken"
+
+# The special tokens of tiktoken's public encodings, by pattern preset and
+# number of ranks: used when importing such a file without --special-token.
+KNOWN_SPECIALS: dict[tuple[str, int], dict[str, int]] = {
+    ("gpt2", 50256): {"<|endoftext|>": 50256},
+    ("cl100k", 100256): {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
+    ("o200k", 199998): {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+
+
+def sidecar_path(path: Path) -> Path:
+    """The JSON beside a ranks file: pattern and special tokens."""
+    return Path(path).with_name(Path(path).name + ".json")
+
+
+# ---- import -------------------------------------------------------------
+
+
+def read_ranks(path: Path) -> dict[bytes, int]:
+    """A .tiktoken file as {token bytes: rank}."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
+    ranks: dict[bytes, int] = {}
+    seen: set[int] = set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            value, rank = base64.b64decode(token, validate=True), int(rank)
+        except (ValueError, binascii.Error):
+            raise TokenmillError(
+                f"{path}:{n}: malformed .tiktoken line (want base64 token, space, rank): "
+                f"{line[:60]!r}"
+            ) from None
+        if not value or rank < 0 or value in ranks or rank in seen:
+            raise TokenmillError(f"{path}:{n}: empty, negative or repeated token or rank")
+        ranks[value] = rank
+        seen.add(rank)
+    if not ranks:
+        raise TokenmillError(f"{path}: no tokens in ranks file")
+    return ranks
+
+
+def bpe(ranks: dict[bytes, int], token: bytes, max_rank: int | None = None) -> list[bytes]:
+    """tiktoken's merging of `token`'s bytes, using only ranks below `max_rank`."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and (best is None or rank < best):
+                best, at = rank, i
+        if best is None or (max_rank is not None and best >= max_rank):
+            break
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+def derive_merges(ranks: dict[bytes, int]) -> list[tuple[int, int]]:
+    """One merge per multi-byte token, in rank order: the pair of tokens that BPE
+    over lower ranks splits it into. Tokens that split otherwise get no merge
+    (whole-word lookup still reaches them)."""
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) > 1:
+            parts = bpe(ranks, token, max_rank=rank)
+            if len(parts) == 2:
+                merges.append((ranks[parts[0]], ranks[parts[1]]))
+    return merges
+
+
+def from_ranks(
+    ranks: dict[bytes, int],
+    pattern: str,
+    special_tokens: dict[str, int] | None = None,
+    source: str = "ranks",
+) -> Tokenizer:
+    vocab: list[bytes | None] = [None] * (max(ranks.values()) + 1)
+    for value, rank in ranks.items():
+        vocab[rank] = value
+    specials = dict(special_tokens or {})
+    order = sorted(specials, key=specials.get)
+    tok = Tokenizer(
+        mode="byte",
+        pattern=pattern,
+        merges=derive_merges(ranks),
+        special_tokens=order,
+        vocab=vocab,
+        special_ids=[specials[t] for t in order],
+        whole_words=True,
+    )
+    try:
+        tok.validate()
+        tok._encoder  # noqa: B018  (compiles the pattern)
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}") from None
+    return tok
+
+
+def load(
+    path: Path,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+) -> Tokenizer:
+    """Import a .tiktoken ranks file. `pattern` (a preset name or a regex) and
+    `special_tokens` default to the JSON beside the file, if any; without
+    either, `pattern` is required and special tokens default to those of
+    tiktoken's public encoding of that preset and size, else none."""
+    path = Path(path)
+    side = sidecar_path(path)
+    if side.is_file() and (pattern is None or special_tokens is None):
+        meta = read_sidecar(side)
+        pattern = pattern if pattern is not None else meta["pat_str"]
+        if special_tokens is None:
+            special_tokens = meta.get("special_tokens", {})
+    if pattern is None:
+        raise TokenmillError(
+            f"{path}: a .tiktoken file holds no pre-tokenization pattern: give --pattern "
+            "(gpt2, cl100k, o200k or a regex)"
+        )
+    pattern = regex.preset_name(pattern) or pattern
+    ranks = read_ranks(path)
+    if special_tokens is None:
+        special_tokens = KNOWN_SPECIALS.get((pattern, len(ranks)), {})
+    return from_ranks(ranks, pattern, special_tokens, str(path))
+
+
+def read_sidecar(path: Path) -> dict:
+    try:
+        meta = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(meta.get("pat_str"), str):
+            raise ValueError("no pat_str")
+        specials = meta.get("special_tokens", {})
+        if not all(isinstance(k, str) and isinstance(v, int) for k, v in specials.items()):
+            raise ValueError("special_tokens must map strings to ids")
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read ({e.strerror})") from None
+    except (ValueError, AttributeError) as e:
+        raise TokenmillError(f"{path}: malformed tiktoken settings file ({e})") from None
+    return meta
+
+
+# ---- export -------------------------------------------------------------
+
+
+def ranks_of(tok: Tokenizer) -> dict[bytes, int]:
+    """The ranks (= ids) of `tok`, checked to give tok's ids under tiktoken's rule."""
+    if tok.mode != "byte":
+        raise TokenmillError("tiktoken holds byte-level vocabularies only: this is char mode")
+    if tok.normalization:
+        raise TokenmillError(f"tiktoken cannot apply the {tok.normalization} normalization")
+    ranks: dict[bytes, int] = {}
+    for i, value in enumerate(tok.byte_vocab):
+        if value is None:
+            continue
+        if value in ranks:
+            raise TokenmillError(
+                f"ids {ranks[value]} and {i} have the same bytes {value!r}: "
+                "a .tiktoken file cannot hold both"
+            )
+        ranks[value] = i
+    # tiktoken merges by the rank of the result and maps whole pre-tokens to
+    # tokens; that is tok's rule when its merges are the derived ones, in the
+    # order of the ids they yield, and (without whole-word lookup) every
+    # multi-byte token is made by a merge.
+    ids = tok.merge_ids
+    if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+        raise TokenmillError(
+            "merge priorities do not follow the ids the merges yield: tiktoken, which "
+            "merges by rank (= id), would give other ids"
+        )
+    derived = derive_merges(ranks)
+    if list(tok.merges) != derived:
+        pairs = zip(tok.merges, derived, strict=False)
+        k = next((k for k, (m, d) in enumerate(pairs) if m != d), None)
+        k = min(len(derived), len(tok.merges)) if k is None else k
+        raise TokenmillError(
+            f"merge {k} is not the one tiktoken's rule implies for the ranks: "
+            "tiktoken would give other ids"
+        )
+    multi_byte = sum(1 for v in ranks if len(v) > 1)
+    if not tok.whole_words and len(derived) != multi_byte:
+        raise TokenmillError(
+            "some tokens are made by no merge: tiktoken would reach them as whole pre-tokens"
+        )
+    return ranks
+
+
+def settings(tok: Tokenizer, name: str) -> dict:
+    """tiktoken.Encoding's arguments besides mergeable_ranks."""
+    return {
+        "name": name,
+        "pat_str": _native.preset_regex(tok.pattern) or tok.pattern,
+        "special_tokens": tok.special_map,
+    }
+
+
+def save(tok: Tokenizer, path: Path) -> list[Path]:
+    """Write the ranks file and its JSON beside it; returns both paths."""
+    path = Path(path)
+    ranks = ranks_of(tok)
+    lines = b"".join(
+        base64.b64encode(v) + b" " + str(r).encode() + b"\n"
+        for v, r in sorted(ranks.items(), key=lambda item: item[1])
+    )
+    side = sidecar_path(path)
+    meta = settings(tok, path.name.removesuffix(SUFFIX))
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(lines)
+    with atomic_path(side) as tmp:
+        tmp.write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return [path, side]
+
+
+def encoding(path: Path):
+    """The tiktoken.Encoding of an exported ranks file (needs tiktoken)."""
+    import tiktoken
+
+    path = Path(path)
+    meta = read_sidecar(sidecar_path(path))
+    return tiktoken.Encoding(**meta, mergeable_ranks=read_ranks(path))
