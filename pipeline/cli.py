@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
-from pipeline.tokenizer import MODES, PATTERNS, Tokenizer
+from pipeline.formats import FORMATS
+from pipeline.tokenizer import MODES, PATTERNS
 
 EXISTING = click.Path(exists=False, path_type=Path)
 
@@ -78,6 +79,50 @@ def eos_option(f):
         show_default=True,
         help="Append <|endoftext|> after each document.",
     )(f)
+
+
+def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
+    """--special-token NAME=ID, repeatable."""
+    if not values:
+        return None
+    specials = {}
+    for value in values:
+        name, sep, number = value.rpartition("=")
+        if not sep or not name or not number.isdigit():
+            raise click.BadParameter(f"{value!r} is not NAME=ID", ctx, param)
+        specials[name] = int(number)
+    return specials
+
+
+def tokenizer_options(help_text: str):
+    """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
+
+    def decorate(f):
+        f = click.option(
+            "--special-token",
+            "special_tokens",
+            multiple=True,
+            callback=parse_special_tokens,
+            metavar="NAME=ID",
+            help=".tiktoken files: a special token and its id (repeatable). Default: the "
+            "JSON beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, "
+            "o200k), else none.",
+        )(f)
+        f = click.option(
+            "--pattern",
+            default=None,
+            help=".tiktoken files: the pre-tokenization pattern, a preset (gpt2, cl100k, "
+            "o200k) or a regex. Default: the JSON beside the file.",
+        )(f)
+        return click.option(
+            "--tokenizer",
+            "tokenizer_file",
+            type=EXISTING,
+            required=True,
+            help=help_text,
+        )(f)
+
+    return decorate
 
 
 def user_errors(f):
@@ -187,23 +232,24 @@ def train(counts_file, tokenizer_file, mode, pattern, lowercase, vocab_size):
 @main.command()
 @click.argument("data", type=EXISTING)
 @click.argument("tokens_dir", type=EXISTING)
-@click.option(
-    "--tokenizer",
-    "tokenizer_file",
-    type=EXISTING,
-    required=True,
-    help="Tokenizer file written by `tokenmill train`.",
+@tokenizer_options(
+    "Tokenizer file: tokenmill's (from `tokenmill train`), a Hugging Face tokenizer.json "
+    "(byte-level BPE) or a .tiktoken ranks file."
 )
 @input_options
 @eos_option
 @user_errors
-def encode(data, tokens_dir, tokenizer_file, glob, text_column, workers, eos):
+def encode(
+    data, tokens_dir, tokenizer_file, pattern, special_tokens, glob, text_column, workers, eos
+):
     """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
     (columns row, ids, n_tokens)."""
+    from pipeline.formats import load_any
     from pipeline.stages.encode import run_encode
 
     config = Config(text_column=text_column, workers=workers, eos=eos, glob=glob)
-    echo_summary(run_encode(data, tokens_dir, tokenizer_file, config))
+    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
+    echo_summary(run_encode(data, tokens_dir, tok, config))
 
 
 @main.command()
@@ -243,14 +289,16 @@ def run(
 
 
 @main.command()
-@click.option("--tokenizer", "tokenizer_file", type=EXISTING, required=True, help="Tokenizer file.")
+@tokenizer_options("Tokenizer file (any format `encode` reads).")
 @click.option("--shard", type=EXISTING, help="A token shard written by encode.")
 @click.option("--row", type=int, help="With --shard: the row (document) to decode.")
 @click.argument("ids", nargs=-1, type=int)
 @user_errors
-def decode(tokenizer_file, shard, row, ids):
+def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     """Print the text of token IDS, or of row ROW of a token --shard."""
-    tok = Tokenizer.load(tokenizer_file)
+    from pipeline.formats import load_any
+
+    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
     if shard is not None:
         if row is None:
             raise TokenmillError("--shard needs --row")
@@ -262,3 +310,36 @@ def decode(tokenizer_file, shard, row, ids):
             raise TokenmillError(f"--row {row} is out of range: {shard} has {table.num_rows} rows")
         ids = table["ids"][row].as_py()
     click.echo(tok.decode(ids))
+
+
+@main.command()
+@click.argument("tokenizer_file", type=EXISTING)
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    required=True,
+    help="hf: a Hugging Face tokenizer.json (tokenizers, transformers); tiktoken: a "
+    ".tiktoken ranks file OUT plus OUT.json with the pattern and special tokens "
+    "(byte mode only).",
+)
+@click.option("--pattern", default=None, help="TOKENIZER_FILE is a .tiktoken file: its pattern.")
+@click.option(
+    "--special-token",
+    "special_tokens",
+    multiple=True,
+    callback=parse_special_tokens,
+    metavar="NAME=ID",
+    help="TOKENIZER_FILE is a .tiktoken file: a special token and its id (repeatable).",
+)
+@user_errors
+def export(tokenizer_file, out, fmt, pattern, special_tokens):
+    """Write TOKENIZER_FILE (any format `encode` reads) as OUT in another tool's
+    format, giving exactly the same ids."""
+    from pipeline.formats import export as export_tokenizer
+    from pipeline.formats import load_any
+
+    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
+    for path in export_tokenizer(tok, out, fmt):
+        click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)
