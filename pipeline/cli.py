@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
+from pipeline.executors import EXECUTORS
 from pipeline.formats import FORMATS
 from pipeline.tokenizer import MODES, PATTERNS
 
@@ -40,6 +41,13 @@ def mode_options(f):
 
 
 def input_options(f):
+    f = click.option(
+        "--executor",
+        type=click.Choice(EXECUTORS),
+        default="threads",
+        show_default=True,
+        help="Run shard tasks on threads of this process, or in worker processes.",
+    )(f)
     f = click.option(
         "--glob",
         default="**/*",
@@ -179,20 +187,12 @@ def main():
 @mode_options
 @input_options
 @user_errors
-def count(data, counts_dir, mode, pattern, lowercase, glob, text_column, workers):
+def count(data, counts_dir, **options):
     """Pre-tokenize every shard of DATA and write one word-frequency table per
     shard into COUNTS_DIR (columns word, count, first)."""
     from pipeline.stages.count import run_count
 
-    config = Config(
-        mode=mode,
-        pattern=pattern,
-        lowercase=lowercase,
-        text_column=text_column,
-        workers=workers,
-        glob=glob,
-    )
-    echo_summary(run_count(data, counts_dir, config))
+    echo_summary(run_count(data, counts_dir, Config(**options)))
 
 
 @main.command()
@@ -220,13 +220,12 @@ def merge(counts_dir, counts_file, min_count):
 @mode_options
 @vocab_option
 @user_errors
-def train(counts_file, tokenizer_file, mode, pattern, lowercase, vocab_size):
+def train(counts_file, tokenizer_file, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
     as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count."""
     from pipeline.stages.train import run_train
 
-    config = Config(mode=mode, pattern=pattern, lowercase=lowercase, vocab_size=vocab_size)
-    echo_summary(run_train(counts_file, tokenizer_file, config))
+    echo_summary(run_train(counts_file, tokenizer_file, Config(**options)))
 
 
 @main.command()
@@ -239,17 +238,14 @@ def train(counts_file, tokenizer_file, mode, pattern, lowercase, vocab_size):
 @input_options
 @eos_option
 @user_errors
-def encode(
-    data, tokens_dir, tokenizer_file, pattern, special_tokens, glob, text_column, workers, eos
-):
+def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options):
     """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
     (columns row, ids, n_tokens)."""
     from pipeline.formats import load_any
     from pipeline.stages.encode import run_encode
 
-    config = Config(text_column=text_column, workers=workers, eos=eos, glob=glob)
     tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
-    echo_summary(run_encode(data, tokens_dir, tok, config))
+    echo_summary(run_encode(data, tokens_dir, tok, Config(**options)))
 
 
 @main.command()
@@ -267,25 +263,12 @@ def encode(
 )
 @eos_option
 @user_errors
-def run(
-    data, out, mode, pattern, lowercase, glob, text_column, workers, vocab_size, min_count, eos
-):
+def run(data, out, **options):
     """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
     tokenizer.json, tokens/ and manifest.json."""
     from pipeline.stages.run import run_all
 
-    config = Config(
-        mode=mode,
-        pattern=pattern,
-        lowercase=lowercase,
-        text_column=text_column,
-        workers=workers,
-        vocab_size=vocab_size,
-        min_count=min_count,
-        eos=eos,
-        glob=glob,
-    )
-    echo_summary(run_all(data, out, config, on_stage=echo_summary))
+    echo_summary(run_all(data, out, Config(**options), on_stage=echo_summary))
 
 
 @main.command()

@@ -20,6 +20,7 @@ class Config:
     min_count: int = 1
     eos: bool = True
     workers: int = 0  # 0: one per core
+    executor: str = "threads"
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)

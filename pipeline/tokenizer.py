@@ -399,8 +399,9 @@ class Tokenizer:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
 
-    @property
+    @cached_property
     def sha256(self) -> str:
+        """Of the saved file's bytes; computed once (a tokenizer is not changed after creation)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def save(self, path: Path) -> None:

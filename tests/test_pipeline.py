@@ -102,13 +102,13 @@ def files_bytes(out: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("mode", ["byte", "char"])
-def test_outputs_are_byte_identical_with_one_or_two_workers(corpus, cli, tmp_path, mode):
+def test_outputs_are_byte_identical_whatever_the_workers_or_executor(corpus, cli, tmp_path, mode):
     outs = []
-    for workers in ("1", "2"):
-        out = tmp_path / f"out{workers}"
-        cli("run", corpus, out, *RUN, workers, "--mode", mode)
+    for workers, executor in (("1", "threads"), ("2", "threads"), ("2", "processes")):
+        out = tmp_path / f"out-{workers}-{executor}"
+        cli("run", corpus, out, *RUN, workers, "--executor", executor, "--mode", mode)
         outs.append(files_bytes(out))
-    assert outs[0] == outs[1]
+    assert outs[0] == outs[1] == outs[2]
 
 
 @pytest.mark.parametrize("mode", ["byte", "char"])

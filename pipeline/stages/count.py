@@ -57,7 +57,9 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
         )
         for p in shards
     ]
-    results = run_tasks(count_shard, tasks, workers=config.n_workers, desc="count")
+    results = run_tasks(
+        count_shard, tasks, workers=config.n_workers, executor=config.executor, desc="count"
+    )
     return {
         "stage": "count",
         "shards": results,
