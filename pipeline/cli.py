@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import click
-import pyarrow.parquet as pq
 
-from pipeline.config import Config
+from pipeline.config import OUTPUT_FORMATS, Config
 from pipeline.errors import TokenmillError
 from pipeline.executors import EXECUTORS
 from pipeline.formats import FORMATS
@@ -89,6 +88,45 @@ def eos_option(f):
     )(f)
 
 
+def train_special_option(f):
+    return click.option(
+        "--special-token",
+        "special_tokens",
+        multiple=True,
+        metavar="NAME",
+        help="Reserve a special token (repeatable), e.g. '<|pad|>'. Ids follow the merges: "
+        "<|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then these "
+        "in the order given.",
+    )(f)
+
+
+def output_format_options(f):
+    """--pack, --bos and --format: pretraining-ready outputs besides the token shards."""
+    f = click.option(
+        "--format",
+        type=click.Choice(OUTPUT_FORMATS),
+        default="parquet",
+        show_default=True,
+        help="bin: also write each token shard as a flat array of uint16 (uint32 above "
+        "65536 ids) in OUT/bin/<shard>.bin, with document offsets in <shard>.idx.npy.",
+    )(f)
+    f = click.option(
+        "--bos/--no-bos",
+        default=False,
+        show_default=True,
+        help="--pack: put <|bos|> before each document (train reserves it as a special token).",
+    )(f)
+    return click.option(
+        "--pack",
+        type=click.IntRange(min=0),
+        default=0,
+        metavar="SEQ_LEN",
+        help="Also write OUT/packed/: the documents, each ending in <|endoftext|>, "
+        "concatenated in order and cut into rows of exactly SEQ_LEN ids (the remainder of "
+        "a shard starts the next shard's first row; only the very last row may be shorter).",
+    )(f)
+
+
 def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
     """--special-token NAME=ID, repeatable."""
     if not values:
@@ -102,7 +140,7 @@ def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
     return specials
 
 
-def tokenizer_options(help_text: str):
+def tokenizer_options(help_text: str, required: bool = True):
     """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
 
     def decorate(f):
@@ -126,7 +164,7 @@ def tokenizer_options(help_text: str):
             "--tokenizer",
             "tokenizer_file",
             type=EXISTING,
-            required=True,
+            required=required,
             help=help_text,
         )(f)
 
@@ -166,6 +204,13 @@ def describe(s: dict) -> str:
         what = f"{s['merges']} merges, vocabulary {s['vocab_size']}, from {s['words']} words"
     elif s["stage"] == "encode":
         what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}"
+    elif s["stage"] == "pack":
+        what = (
+            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens -> "
+            f"{s['sequences']} sequences of {s['seq_len']} (last: {s['last_row']})"
+        )
+    elif s["stage"] == "bin":
+        what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} {s['dtype']}"
     else:
         what = f"{s['documents']} documents, {s['tokens']} tokens -> {s['manifest']}"
     return f"{s['stage']}: {what} in {secs:.2f} s{rate}"
@@ -219,6 +264,7 @@ def merge(counts_dir, counts_file, min_count):
 @click.argument("tokenizer_file", type=EXISTING)
 @mode_options
 @vocab_option
+@train_special_option
 @user_errors
 def train(counts_file, tokenizer_file, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
@@ -262,6 +308,8 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     help="Drop words seen fewer times than this before training.",
 )
 @eos_option
+@train_special_option
+@output_format_options
 @user_errors
 def run(data, out, **options):
     """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
@@ -272,7 +320,12 @@ def run(data, out, **options):
 
 
 @main.command()
-@tokenizer_options("Tokenizer file (any format `encode` reads).")
+@tokenizer_options(
+    "Tokenizer file (any format `encode` reads). With --shard, default: the tokenizer.json "
+    "of the `run` output folder holding the shard; either way it must be the one the shard "
+    "was encoded with (its sha256 is in the shard's metadata).",
+    required=False,
+)
 @click.option("--shard", type=EXISTING, help="A token shard written by encode.")
 @click.option("--row", type=int, help="With --shard: the row (document) to decode.")
 @click.argument("ids", nargs=-1, type=int)
@@ -280,19 +333,75 @@ def run(data, out, **options):
 def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     """Print the text of token IDS, or of row ROW of a token --shard."""
     from pipeline.formats import load_any
+    from pipeline.stages.tokens import open_token_shard, read_row, shard_tokenizer
 
-    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
+    options = {"pattern": pattern, "special_tokens": special_tokens}
     if shard is not None:
         if row is None:
             raise TokenmillError("--shard needs --row")
-        try:
-            table = pq.read_table(shard, columns=["row", "ids"])
-        except (OSError, ValueError) as e:
-            raise TokenmillError(f"{shard}: cannot read token shard ({e})") from None
-        if not 0 <= row < table.num_rows:
-            raise TokenmillError(f"--row {row} is out of range: {shard} has {table.num_rows} rows")
-        ids = table["ids"][row].as_py()
+        token_shard = open_token_shard(shard)
+        tok = shard_tokenizer(token_shard, tokenizer_file, **options)
+        ids = read_row(token_shard, row)
+    elif tokenizer_file is None:
+        raise TokenmillError("give --tokenizer (or --shard and --row)")
+    else:
+        tok = load_any(tokenizer_file, **options)
     click.echo(tok.decode(ids))
+
+
+@main.command()
+@click.argument("tokens_dir", type=EXISTING)
+@click.argument("packed_dir", type=EXISTING)
+@click.option(
+    "--seq-len",
+    type=click.IntRange(min=1),
+    required=True,
+    help="Ids per row; only the very last row of the last shard may be shorter.",
+)
+@click.option(
+    "--bos/--no-bos",
+    default=False,
+    show_default=True,
+    help="Put <|bos|> before each document (the tokenizer must have it).",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    type=EXISTING,
+    default=None,
+    help="The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR.",
+)
+@user_errors
+def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
+    """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
+    PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
+    documents). Documents are concatenated in input order, each ending with
+    <|endoftext|>; what is left after a shard's last full row starts the next
+    shard's first row."""
+    from pipeline.stages.pack import run_pack
+
+    echo_summary(run_pack(tokens_dir, packed_dir, seq_len, bos=bos, tokenizer=tokenizer_file))
+
+
+@main.command("bin")
+@click.argument("tokens_dir", type=EXISTING)
+@click.argument("bin_dir", type=EXISTING)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Parallel shard tasks (0: one per core).",
+)
+@user_errors
+def bin_command(tokens_dir, bin_dir, workers):
+    """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
+    nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
+    <shard>.idx.npy (document offsets) and index.json."""
+    from pipeline.executors import default_workers
+    from pipeline.stages.binfmt import run_bin
+
+    echo_summary(run_bin(tokens_dir, bin_dir, workers=workers or default_workers()))
 
 
 @main.command()

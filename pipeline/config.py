@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass
 
 from pipeline.errors import TokenmillError
 from pipeline.executors import default_workers
-from pipeline.tokenizer import check_options, default_special_tokens
+from pipeline.tokenizer import BOS, check_options, training_special_tokens
+
+OUTPUT_FORMATS = ("parquet", "bin")
 
 
 @dataclass(frozen=True)
@@ -21,15 +23,32 @@ class Config:
     eos: bool = True
     workers: int = 0  # 0: one per core
     executor: str = "threads"
+    special_tokens: tuple[str, ...] = ()  # train: extra special tokens, ids after the merges
+    pack: int = 0  # > 0: also write sequences of exactly this many ids (stages/pack.py)
+    bos: bool = False  # pack: put <|bos|> before each document (train reserves it)
+    format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
+        specials = len(self.train_special_tokens)
         # Byte mode's base is known up front, so a hopeless size fails before any work.
-        if self.mode == "byte" and self.vocab_size < 256 + len(default_special_tokens("byte")):
+        if self.mode == "byte" and self.vocab_size < 256 + specials:
             raise TokenmillError(
                 f"--vocab-size {self.vocab_size} is below the base vocabulary: 256 byte tokens "
-                f"+ {len(default_special_tokens('byte'))} special token"
+                f"+ {specials} special token{'s' if specials > 1 else ''}"
             )
+        if self.format not in OUTPUT_FORMATS:
+            raise TokenmillError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}")
+        if self.pack < 0:
+            raise TokenmillError(f"--pack must be a positive sequence length, not {self.pack}")
+
+    @property
+    def train_special_tokens(self) -> list[str]:
+        """The special tokens `train` reserves, in id order (see training_special_tokens)."""
+        extra = list(self.special_tokens)
+        if self.bos and BOS not in extra:
+            extra.append(BOS)
+        return training_special_tokens(self.mode, extra)
 
     @property
     def n_workers(self) -> int:

@@ -27,6 +27,7 @@ from pipeline.errors import TokenmillError
 from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
 
 ENDOFTEXT = "<|endoftext|>"
+BOS = "<|bos|>"  # the token `--bos` puts before each document of packed sequences
 UNK = "<unk>"
 END_OF_WORD = "</w>"
 MODES = ("byte", "char")
@@ -37,6 +38,19 @@ NORMALIZATIONS = ("", "NFC")
 
 def default_special_tokens(mode: str) -> list[str]:
     return [UNK, ENDOFTEXT] if mode == "char" else [ENDOFTEXT]
+
+
+def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
+    """The special tokens of a tokenizer trained with `extra` (train's --special-token),
+    in id order: the mode's required tokens not listed in `extra` first, then `extra`
+    as given. Their ids follow the merges."""
+    extra = list(extra)
+    for name in extra:
+        if not name or name.strip() != name:
+            raise TokenmillError(f"--special-token {name!r}: a special token needs a name")
+        if extra.count(name) > 1:
+            raise TokenmillError(f"--special-token {name!r} is given twice")
+    return [t for t in default_special_tokens(mode) if t not in extra] + extra
 
 
 @dataclass

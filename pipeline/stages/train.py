@@ -34,6 +34,7 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
             pattern=config.pattern,
             lowercase=config.lowercase,
             vocab_size=config.vocab_size,
+            special_tokens=config.train_special_tokens,
             progress=progress,
         )
     tok.save(tokenizer_file)

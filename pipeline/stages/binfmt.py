@@ -1,0 +1,99 @@
+"""bin: every token shard as a flat array of ids, nanoGPT style.
+
+For each token shard ``<name>.parquet`` of TOKENS_DIR, BIN_DIR gets:
+
+- ``<name>.bin``: the ids of all its rows end to end (each row ends with the
+  ``<|endoftext|>`` that `encode` put there), raw little-endian uint16 when the
+  vocabulary has at most 65536 ids, else uint32; no header;
+- ``<name>.idx.npy``: uint64 document offsets, one more than there are rows:
+  row i of the Parquet shard is ``ids[idx[i]:idx[i + 1]]``;
+
+and BIN_DIR/index.json lists the shards in input order with their dtype,
+documents and tokens, and the tokenizer's sha256 and vocabulary size.
+
+    ids = np.memmap("out/bin/prose-en.parquet.bin", dtype=np.uint16, mode="r")
+    idx = np.load("out/bin/prose-en.parquet.idx.npy")
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.executors import run_tasks
+from pipeline.io.writers import atomic_path, write_json
+from pipeline.stages.tokens import TokenShard, list_ids, token_shards
+
+INDEX = "index.json"
+FORMAT = "tokenmill-bin"
+
+
+def bin_names(shard: TokenShard) -> tuple[str, str]:
+    stem = shard.path.name.removesuffix(".parquet")
+    return f"{stem}.bin", f"{stem}.idx.npy"
+
+
+@dataclass(frozen=True)
+class BinTask:
+    shard: TokenShard
+    out_dir: Path
+
+
+def bin_shard(task: BinTask) -> dict:
+    shard = task.shard
+    bin_name, idx_name = bin_names(shard)
+    dtype = shard.id_dtype.newbyteorder("<")
+    lengths = []
+    with atomic_path(task.out_dir / bin_name) as tmp, open(tmp, "wb") as f:
+        for batch in shard.batches(columns=("ids",)):
+            flat, offsets = list_ids(batch.column(0))
+            f.write(flat.astype(dtype, copy=False).tobytes())
+            lengths.append(np.diff(offsets))
+    idx = np.zeros(shard.documents + 1, np.uint64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=idx[1:])
+    with atomic_path(task.out_dir / idx_name) as tmp, open(tmp, "wb") as f:
+        np.save(f, idx)
+    return {
+        "source": shard.source,
+        "bin": bin_name,
+        "index": idx_name,
+        "documents": shard.documents,
+        "tokens": int(idx[-1]),
+    }
+
+
+def run_bin(tokens_dir: Path, bin_dir: Path, *, workers: int = 1, executor: str = "threads"):
+    start = time.monotonic()
+    shards = token_shards(tokens_dir)
+    bin_dir = Path(bin_dir)
+    results = run_tasks(
+        bin_shard,
+        [BinTask(s, bin_dir) for s in shards],
+        workers=workers,
+        executor=executor,
+        desc="bin",
+    )
+    write_json(
+        {
+            "format": FORMAT,
+            "version": 1,
+            "dtype": shards[0].id_dtype.name,
+            "byte_order": "little",
+            "vocab_size": shards[0].vocab_size,
+            "tokenizer_sha256": shards[0].sha256,
+            "shards": results,
+        },
+        bin_dir / INDEX,
+    )
+    return {
+        "stage": "bin",
+        "shards": results,
+        "dtype": shards[0].id_dtype.name,
+        "documents": sum(r["documents"] for r in results),
+        "tokens": sum(r["tokens"] for r in results),
+        "seconds": time.monotonic() - start,
+    }
