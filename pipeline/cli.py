@@ -209,6 +209,12 @@ def describe(s: dict) -> str:
             f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens -> "
             f"{s['sequences']} sequences of {s['seq_len']} (last: {s['last_row']})"
         )
+    elif s["stage"] == "stats":
+        bpt = s["bytes_per_token"]
+        what = (
+            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}, "
+            f"{bpt or 0:.2f} bytes per token, {100 * s['utilization']:.1f} % of the vocabulary used"
+        )
     elif s["stage"] == "bin":
         what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} {s['dtype']}"
     else:
@@ -435,3 +441,50 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
     tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
     for path in export_tokenizer(tok, out, fmt):
         click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--data",
+    type=EXISTING,
+    default=None,
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    type=EXISTING,
+    default=None,
+    help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
+)
+@click.option(
+    "--source-column",
+    default="source",
+    show_default=True,
+    help="Column or JSON field naming each document's source; documents without one count "
+    "under their shard. '' counts per shard only.",
+)
+@click.option(
+    "--max-sources",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show this many sources and shards, largest first (0: all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@user_errors
+def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
+    """Print what the tokenizer did to the corpus of a `run` output folder OUT: per
+    source and per shard documents, bytes, tokens and bytes per token (bytes / tokens
+    that are not special); vocabulary utilization; the most frequent tokens as text;
+    the ids never used."""
+    import json
+
+    from pipeline.stages.stats import format_stats, run_stats
+
+    s = run_stats(out, data=data, tokenizer=tokenizer_file, source_column=source_column or None)
+    click.echo(
+        json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources)
+    )
+    echo_summary(s)

@@ -1,0 +1,265 @@
+"""stats: what the tokenizer did to the corpus, from a `run` output folder.
+
+Per input source (the value of a ``source`` column or field when a document
+has one, else the input shard's name) and per shard: documents, bytes (UTF-8
+of the input text), tokens (every id in the token shards, so with each
+``<|endoftext|>``), and bytes per token (bytes / text tokens, i.e. tokens
+that are not special tokens: the tokenizer's compression). Then, over the
+whole corpus: vocabulary utilization (share of the vocabulary's ids used at
+least once), the most frequent tokens, and the ids never used.
+
+One pass over the token shards and the input shards, shard by shard; memory
+holds one batch of ids, one number per document of the current shard, the
+id counts and one line per source.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.errors import TokenmillError
+from pipeline.io.columns import has_column, read_column
+from pipeline.io.readers import read_documents
+from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
+from pipeline.tokenizer import Tokenizer
+
+TOP = 20
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class CorpusStats:
+    summary: dict  # what `tokenmill stats --json` prints
+    counts: np.ndarray  # occurrences of every id
+    tokenizer: Tokenizer
+    shards: list[TokenShard]
+
+
+def token_text(tok: Tokenizer, i: int) -> str:
+    """A token as text: its bytes decoded (bytes that are not whole UTF-8 characters
+    as \\xNN escapes), char mode's string as is, a special token's name."""
+    value = tok.token_values[i]
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    return value
+
+
+def find_inputs(out: Path, data: Path | None) -> tuple[Path, dict]:
+    """The input folder (DATA) of a `run` output folder, and its recorded config."""
+    manifest = Path(out) / MANIFEST
+    recorded = {}
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise TokenmillError(f"{manifest}: not valid JSON ({e})") from None
+    if data is None:
+        if "data" not in recorded:
+            raise TokenmillError(
+                f"{out}: no {MANIFEST} saying where the inputs are; give --data DATA"
+            )
+        data = Path(recorded["data"])
+    if not Path(data).exists():
+        raise TokenmillError(f"{data}: the inputs are not there; give --data DATA")
+    return Path(data), recorded.get("config", {})
+
+
+def input_path(data: Path, shard: TokenShard) -> Path:
+    path = data if data.is_file() else data / shard.source
+    if not path.is_file():
+        raise TokenmillError(f"{path}: input shard of {shard.path} not found; give --data DATA")
+    return path
+
+
+def corpus_stats(
+    out: Path,
+    *,
+    data: Path | None = None,
+    tokenizer: Path | None = None,
+    text_column: str | None = None,
+    source_column: str | None = "source",
+) -> CorpusStats:
+    start = time.monotonic()
+    out = Path(out)
+    shards = token_shards(out / "tokens")
+    tok = shard_tokenizer(shards[0], tokenizer)
+    data, config = find_inputs(out, data)
+    text_column = text_column or config.get("text_column", "text")
+    size = tok.vocab_size
+    counts = np.zeros(size, np.int64)
+    special = np.zeros(size, bool)
+    special[list(tok.special_map.values())] = True
+    sources: dict[str, np.ndarray] = {}  # name -> documents, bytes, tokens, text tokens
+    per_shard = []
+    any_source = False
+    for shard in shards:
+        path = input_path(data, shard)
+        doc_bytes = np.concatenate(
+            [np.zeros(0, np.int64)]
+            + [
+                pc.binary_length(docs).to_numpy().astype(np.int64)
+                for docs in read_documents(path, text_column)
+            ]
+        )
+        labels = None
+        if source_column and has_column(path, source_column):
+            labels = pa.chunked_array(
+                list(read_column(path, source_column)), pa.large_string()
+            ).combine_chunks()
+            any_source = any_source or labels.null_count < len(labels)
+            labels = pc.fill_null(labels, shard.source)
+        totals = np.zeros(4, np.int64)
+        for batch in shard.batches():
+            rows = batch.column("row").to_numpy().astype(np.int64)
+            flat, offsets = list_ids(batch.column("ids"))
+            if len(rows) and rows.max() >= len(doc_bytes):
+                raise TokenmillError(
+                    f"{shard.path}: row {rows.max()} is not in {path} "
+                    f"({len(doc_bytes)} documents): was the input changed?"
+                )
+            if flat.size and flat.max() >= size:
+                raise TokenmillError(f"{shard.path}: id {flat.max()} is beyond the vocabulary")
+            counts += np.bincount(flat, minlength=size)
+            n_tokens = np.diff(offsets)
+            cum = np.concatenate([[0], np.cumsum(special[flat])])
+            n_special = cum[offsets[1:]] - cum[offsets[:-1]]
+            frame = pl.DataFrame(
+                {
+                    "source": pl.from_arrow(labels.take(pa.array(rows)))
+                    if labels is not None
+                    else pl.Series([shard.source] * len(rows), dtype=pl.String),
+                    "bytes": doc_bytes[rows],
+                    "tokens": n_tokens,
+                    "text_tokens": n_tokens - n_special,
+                }
+            )
+            grouped = frame.group_by("source", maintain_order=True).agg(
+                pl.len().alias("documents"), pl.col("bytes", "tokens", "text_tokens").sum()
+            )
+            for name, *numbers in grouped.select(
+                "source", "documents", "bytes", "tokens", "text_tokens"
+            ).iter_rows():
+                line = np.array(numbers, np.int64)
+                sources[name] = sources.get(name, 0) + line
+                totals += line
+        if totals[0] != len(doc_bytes):
+            raise TokenmillError(
+                f"{shard.path}: {totals[0]} rows, but {path} has {len(doc_bytes)} documents"
+            )
+        per_shard.append((shard.source, totals))
+
+    def line(name, numbers) -> dict:
+        docs, n_bytes, tokens, text_tokens = (int(x) for x in numbers)
+        return {
+            "name": name,
+            "documents": docs,
+            "bytes": n_bytes,
+            "tokens": tokens,
+            "text_tokens": text_tokens,
+            "bytes_per_token": round(n_bytes / text_tokens, 4) if text_tokens else None,
+        }
+
+    total = line("all", sum(t for _, t in per_shard))
+    is_token = np.array([v is not None for v in tok.token_values], bool)
+    used = (counts > 0) & is_token
+    order = np.lexsort((np.arange(size), -counts))
+    top = [
+        {
+            "id": int(i),
+            "text": token_text(tok, int(i)),
+            "count": int(counts[i]),
+            "share": round(int(counts[i]) / total["tokens"], 6) if total["tokens"] else 0,
+        }
+        for i in order[:TOP]
+        if counts[i] > 0
+    ]
+    never = np.flatnonzero(~used & is_token)
+    summary = {
+        "stage": "stats",
+        **{k: v for k, v in total.items() if k != "name"},
+        "source_column": source_column if any_source else None,
+        "sources": [line(name, numbers) for name, numbers in sources.items()],
+        "shards": [line(name, numbers) for name, numbers in per_shard],
+        "vocab_size": int(is_token.sum()),
+        "used": int(used.sum()),
+        "utilization": round(int(used.sum()) / int(is_token.sum()), 6),
+        "top": top,
+        "never_used": {
+            "count": len(never),
+            "ids": [int(i) for i in never[:TOP]],
+            "texts": [token_text(tok, int(i)) for i in never[:TOP]],
+        },
+        "tokenizer_sha256": tok.sha256,
+        "seconds": time.monotonic() - start,
+    }
+    return CorpusStats(summary, counts, tok, shards)
+
+
+def run_stats(out: Path, **options) -> dict:
+    return corpus_stats(out, **options).summary
+
+
+def format_stats(s: dict, max_sources: int = 20) -> str:
+    """The stats as a text report for the terminal."""
+
+    def table(title: str, lines: list[dict]) -> list[str]:
+        shown = sorted(lines, key=lambda x: -x["bytes"])
+        if max_sources:
+            shown = shown[:max_sources]
+        width = max([len(title), *(len(x["name"]) for x in shown)])
+        head = f"  {title:<{width}}  {'documents':>10}  {'bytes':>13}  {'tokens':>12}  bytes/token"
+        rows = [head]
+        for x in shown:
+            bpt = "-" if x["bytes_per_token"] is None else f"{x['bytes_per_token']:.3f}"
+            rows.append(
+                f"  {x['name']:<{width}}  {x['documents']:>10}  {x['bytes']:>13}  "
+                f"{x['tokens']:>12}  {bpt:>11}"
+            )
+        if len(shown) < len(lines):
+            rows.append(f"  ... and {len(lines) - len(shown)} more (--max-sources 0 shows all)")
+        return rows
+
+    bpt = s["bytes_per_token"]
+    lines = [
+        f"{s['documents']} documents, {s['bytes']} bytes, {s['tokens']} tokens "
+        f"({s['text_tokens']} not special), "
+        + (f"{bpt:.3f} bytes per token" if bpt else "no text tokens"),
+        "",
+    ]
+    if s["source_column"]:
+        lines.append(
+            f"per source (column {s['source_column']!r}; documents without one: their shard),"
+            " largest first:"
+        )
+        lines += table("source", s["sources"])
+        lines.append("")
+    lines.append("per shard:")
+    lines += table("shard", s["shards"])
+    lines += [
+        "",
+        f"vocabulary: {s['used']} of {s['vocab_size']} ids used "
+        f"({100 * s['utilization']:.1f} %), {s['never_used']['count']} never used",
+        "",
+        f"{len(s['top'])} most frequent tokens:",
+    ]
+    for rank, t in enumerate(s["top"], 1):
+        lines.append(
+            f"  {rank:>3}. id {t['id']:>7}  {t['text']!r:<24} {t['count']:>12}  "
+            f"{100 * t['share']:5.2f} %"
+        )
+    never = s["never_used"]
+    if never["count"]:
+        shown = ", ".join(f"{i} {t!r}" for i, t in zip(never["ids"], never["texts"], strict=True))
+        more = f" (first {len(never['ids'])} of {never['count']})" if never["count"] > TOP else ""
+        lines += ["", f"never used{more}: {shown}"]
+    return "\n".join(lines)
