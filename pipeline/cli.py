@@ -215,6 +215,8 @@ def describe(s: dict) -> str:
             f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}, "
             f"{bpt or 0:.2f} bytes per token, {100 * s['utilization']:.1f} % of the vocabulary used"
         )
+    elif s["stage"] == "report":
+        what = f"{s['documents']} documents, {s['tokens']} tokens{size} -> {s['report']}"
     elif s["stage"] == "bin":
         what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} {s['dtype']}"
     else:
@@ -488,3 +490,49 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
         json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources)
     )
     echo_summary(s)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--data",
+    type=EXISTING,
+    default=None,
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    type=EXISTING,
+    default=None,
+    help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
+)
+@click.option(
+    "--source-column",
+    default="source",
+    show_default=True,
+    help="Column or JSON field naming each document's source ('' for per shard only).",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Sample documents shown token by token (the first long one of each shard).",
+)
+@user_errors
+def report(out, data, tokenizer_file, source_column, samples):
+    """Write OUT/report.html: a self-contained page (no network needed) with bytes per
+    token per shard and per source, the token length distribution, merge frequency
+    against merge rank, and sample documents colour-coded token by token."""
+    from pipeline.stages.report import run_report
+
+    echo_summary(
+        run_report(
+            out,
+            data=data,
+            tokenizer=tokenizer_file,
+            source_column=source_column or None,
+            samples=samples,
+        )
+    )
