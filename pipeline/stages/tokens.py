@@ -4,7 +4,6 @@ and decode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,9 +122,3 @@ def read_row(shard: TokenShard, row: int) -> list[int]:
             return batch.column(0)[row - seen].as_py()
         seen += batch.num_rows
     raise TokenmillError(f"{shard.path}: row {row} is missing")  # pragma: no cover
-
-
-def iter_ids(shards: list[TokenShard]) -> Iterator[tuple[TokenShard, pa.RecordBatch]]:
-    for shard in shards:
-        for batch in shard.batches():
-            yield shard, batch
