@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pipeline.errors import TokenmillError
-from pipeline.executors import default_workers
+from pipeline.executors import EXECUTORS, default_workers
 from pipeline.tokenizer import check_options, default_special_tokens
+
+ON_ERROR = ("fail", "skip")
 
 
 @dataclass(frozen=True)
@@ -21,9 +23,22 @@ class Config:
     eos: bool = True
     workers: int = 0  # 0: one per core
     executor: str = "threads"
+    ray_address: str | None = None  # --executor ray: an existing cluster; None: a local Ray
+    on_error: str = "fail"  # fail: stop at the first bad input; skip: skip it and list it
+    force: bool = False  # redo every output, even those a rerun could keep
+    special_tokens: tuple[str, ...] = ()  # train: extra special tokens after <|endoftext|>
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
+        if self.on_error not in ON_ERROR:
+            raise TokenmillError(
+                f"--on-error must be one of {', '.join(ON_ERROR)}, not {self.on_error!r}"
+            )
+        if self.executor not in EXECUTORS:
+            raise TokenmillError(
+                f"--executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}"
+            )
+        object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         # Byte mode's base is known up front, so a hopeless size fails before any work.
         if self.mode == "byte" and self.vocab_size < 256 + len(default_special_tokens("byte")):
             raise TokenmillError(
@@ -38,4 +53,5 @@ class Config:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["workers"] = self.n_workers
+        d["special_tokens"] = list(self.special_tokens)
         return d
