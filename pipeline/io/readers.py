@@ -11,6 +11,7 @@ Parquet, no text column) always raises; the caller decides whether to skip it.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -128,13 +129,14 @@ def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     bad = dict(raw.bad)
+    if _is_text(arr.type):
+        try:
+            arr.validate(full=True)  # UTF-8, which not every reader checks
+        except pa.ArrowInvalid:
+            arr = _as_binary(arr)
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
         arr, bad = _decode_utf8(arr, bad)
-    elif not (
-        pa.types.is_string(arr.type)
-        or pa.types.is_large_string(arr.type)
-        or pa.types.is_string_view(arr.type)
-    ):
+    elif not _is_text(arr.type):
         raise TokenmillError(f"{path}: column {column!r} holds {arr.type}, not text")
     arr = arr.cast(pa.large_string())
     if arr.null_count > len(bad):
@@ -153,6 +155,19 @@ def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip
         on_skip({"row": first_row + i, "reason": f"{where}: {bad[i]}", "documents": 1})
     keep = pa.array([i not in bad for i in range(len(arr))])
     return rows.filter(keep), arr.filter(keep)
+
+
+def _as_binary(arr: pa.Array) -> pa.Array:
+    """The same bytes as binary, without UTF-8 validation."""
+    if pa.types.is_string(arr.type):
+        return arr.view(pa.binary())
+    if pa.types.is_large_string(arr.type):
+        return arr.view(pa.large_binary())
+    return arr.view(pa.binary_view()).cast(pa.large_binary())
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def _decode_utf8(arr: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[int, str]]:
@@ -183,7 +198,9 @@ def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]
 def _line_blocks(path: Path) -> Iterator[tuple[int, pa.Array]]:
     """(number of lines before the block, its lines as large_binary), in blocks of
     about TEXT_BLOCK_BYTES; a line longer than that is a block of its own."""
-    with pa.input_stream(str(path), compression="detect") as stream:
+    # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as stream:
         carry: list[bytes] = []
         before = 0
         while block := stream.read(TEXT_BLOCK_BYTES):
