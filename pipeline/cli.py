@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from pipeline.config import OUTPUT_FORMATS, Config
+from pipeline.config import ON_ERROR, OUTPUT_FORMATS, Config
 from pipeline.errors import TokenmillError
 from pipeline.executors import EXECUTORS
 from pipeline.formats import FORMATS
 from pipeline.tokenizer import MODES, PATTERNS
 
 EXISTING = click.Path(exists=False, path_type=Path)
+VERIFY_FAILED = 3  # exit status of `verify` when something differs
 
 
 def mode_options(f):
@@ -41,11 +43,32 @@ def mode_options(f):
 
 def input_options(f):
     f = click.option(
+        "--force",
+        is_flag=True,
+        help="Redo every output, even those a rerun would keep (unchanged input and options).",
+    )(f)
+    f = click.option(
+        "--on-error",
+        type=click.Choice(ON_ERROR),
+        default="fail",
+        show_default=True,
+        help="fail: stop at the first bad input, naming file and row; skip: skip the bad "
+        "document (or unreadable file), carry on, and list every skip at the end and in "
+        "the manifest.",
+    )(f)
+    f = click.option(
+        "--ray-address",
+        default=None,
+        help="--executor ray: address of an existing Ray cluster (default: start a local "
+        "Ray with --workers CPUs).",
+    )(f)
+    f = click.option(
         "--executor",
         type=click.Choice(EXECUTORS),
         default="threads",
         show_default=True,
-        help="Run shard tasks on threads of this process, or in worker processes.",
+        help="Run shard tasks on threads of this process, in worker processes, or as Ray "
+        "tasks (pip install 'tokenmill[ray]').",
     )(f)
     f = click.option(
         "--glob",
@@ -192,18 +215,33 @@ def echo_summary(summary: dict) -> None:
     click.echo(describe(summary), err=True)
 
 
+def echo_skips(summary: dict) -> None:
+    """Every skipped document or file, one line each, after the summary."""
+    for skip in summary.get("skipped", []):
+        click.echo(f"skipped: {skip['shard']}: {skip['reason']}", err=True)
+
+
 def describe(s: dict) -> str:
     secs = s["seconds"]
     rate = f", {s['bytes'] / 1e6 / secs:.1f} MB/s" if s.get("bytes") and secs > 0 else ""
     size = f", {s['bytes'] / 1e6:.1f} MB" if "bytes" in s else ""
+    kept = ""
+    if "shards" in s and "reused" in s:
+        kept = f" ({s['reused']} kept, {s['redone']} done)"
+    elif s.get("reused"):
+        kept = " (kept: inputs unchanged)"
+    skipped = f", {len(s['skipped'])} skipped" if s.get("skipped") else ""
     if s["stage"] == "count":
-        what = f"{len(s['shards'])} shards, {s['documents']} documents{size}"
+        what = f"{len(s['shards'])} shards{kept}, {s['documents']} documents{skipped}{size}"
     elif s["stage"] == "merge":
-        what = f"{s['tables']} tables, {s['words']} distinct words, {s['occurrences']} in all"
+        what = f"{s['tables']} tables, {s['words']} distinct words, {s['occurrences']} in all{kept}"
     elif s["stage"] == "train":
-        what = f"{s['merges']} merges, vocabulary {s['vocab_size']}, from {s['words']} words"
+        what = f"{s['merges']} merges, vocabulary {s['vocab_size']}, from {s['words']} words{kept}"
     elif s["stage"] == "encode":
-        what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}"
+        what = (
+            f"{len(s['shards'])} shards{kept}, {s['documents']} documents{skipped}, "
+            f"{s['tokens']} tokens{size}"
+        )
     elif s["stage"] == "pack":
         what = (
             f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens -> "
@@ -220,7 +258,7 @@ def describe(s: dict) -> str:
     elif s["stage"] == "bin":
         what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} {s['dtype']}"
     else:
-        what = f"{s['documents']} documents, {s['tokens']} tokens -> {s['manifest']}"
+        what = f"{s['documents']} documents{skipped}, {s['tokens']} tokens -> {s['manifest']}"
     return f"{s['stage']}: {what} in {secs:.2f} s{rate}"
 
 
@@ -245,7 +283,9 @@ def count(data, counts_dir, **options):
     shard into COUNTS_DIR (columns word, count, first)."""
     from pipeline.stages.count import run_count
 
-    echo_summary(run_count(data, counts_dir, Config(**options)))
+    summary = run_count(data, counts_dir, Config(**options))
+    echo_summary(summary)
+    echo_skips(summary)
 
 
 @main.command()
@@ -258,13 +298,14 @@ def count(data, counts_dir, **options):
     show_default=True,
     help="Drop words seen fewer times than this.",
 )
+@click.option("--force", is_flag=True, help="Merge again even if COUNTS_FILE is up to date.")
 @user_errors
-def merge(counts_dir, counts_file, min_count):
+def merge(counts_dir, counts_file, min_count, force):
     """Sum the per-shard tables of COUNTS_DIR into COUNTS_FILE, in first-occurrence
     order (lazy and streaming: the tables need not fit in memory)."""
     from pipeline.stages.merge import run_merge
 
-    echo_summary(run_merge(counts_dir, counts_file, min_count))
+    echo_summary(run_merge(counts_dir, counts_file, min_count, force=force))
 
 
 @main.command()
@@ -273,6 +314,7 @@ def merge(counts_dir, counts_file, min_count):
 @mode_options
 @vocab_option
 @train_special_option
+@click.option("--force", is_flag=True, help="Train again even if TOKENIZER_FILE is up to date.")
 @user_errors
 def train(counts_file, tokenizer_file, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
@@ -299,12 +341,32 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     from pipeline.stages.encode import run_encode
 
     tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
-    echo_summary(run_encode(data, tokens_dir, tok, Config(**options)))
+    summary = run_encode(data, tokens_dir, tok, Config(**options))
+    echo_summary(summary)
+    echo_skips(summary)
 
 
 @main.command()
-@click.argument("data", type=EXISTING)
-@click.argument("out", type=EXISTING)
+@click.argument("data", type=EXISTING, required=False)
+@click.argument("out", type=EXISTING, required=False)
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A job file (TOML: inputs, output and any of these options, with _ for -); "
+    "options given here override it.",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_file",
+    type=EXISTING,
+    help="Encode only, with this existing tokenizer (any format `encode` reads).",
+)
+@click.option(
+    "--count-only",
+    is_flag=True,
+    help="Count and merge only (new shards counted, old counts kept, merged again).",
+)
 @mode_options
 @input_options
 @vocab_option
@@ -318,13 +380,46 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @eos_option
 @train_special_option
 @output_format_options
+@click.pass_context
 @user_errors
-def run(data, out, **options):
+def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
-    tokenizer.json, tokens/ and manifest.json."""
+    tokenizer.json, tokens/ and manifest.json.
+
+    Rerunning keeps every finished output whose input and options are
+    unchanged and redoes the rest, so an interrupted run resumes."""
+    from pipeline.jobs import resolve_job
     from pipeline.stages.run import run_all
 
-    echo_summary(run_all(data, out, Config(**options), on_stage=echo_summary))
+    given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
+    job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
+    summary = run_all(
+        job.data,
+        job.out,
+        job.config,
+        on_stage=echo_summary,
+        steps=job.steps,
+        tokenizer=job.tokenizer,
+    )
+    echo_summary(summary)
+    echo_skips(summary)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@user_errors
+def verify(out):
+    """Re-hash the inputs and outputs of OUT against OUT/manifest.json and say
+    what differs. Exit status 0 if nothing does, 3 if something does."""
+    from pipeline.stages.manifest import verify as verify_folder
+
+    checked, differences = verify_folder(out)
+    for line in differences:
+        click.echo(f"verify: {line}", err=True)
+    if differences:
+        click.echo(f"verify: {len(differences)} of {checked} files differ", err=True)
+        sys.exit(VERIFY_FAILED)
+    click.echo(f"verify: {checked} files match the manifest", err=True)
 
 
 @main.command()

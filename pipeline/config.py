@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pipeline.errors import TokenmillError
-from pipeline.executors import default_workers
+from pipeline.executors import EXECUTORS, default_workers
 from pipeline.tokenizer import BOS, check_options, training_special_tokens
 
+ON_ERROR = ("fail", "skip")
 OUTPUT_FORMATS = ("parquet", "bin")
 
 
@@ -23,13 +24,27 @@ class Config:
     eos: bool = True
     workers: int = 0  # 0: one per core
     executor: str = "threads"
-    special_tokens: tuple[str, ...] = ()  # train: extra special tokens, ids after the merges
+    ray_address: str | None = None  # --executor ray: an existing cluster; None: a local Ray
+    on_error: str = "fail"  # fail: stop at the first bad input; skip: skip it and list it
+    force: bool = False  # redo every output, even those a rerun could keep
+    # train: extra special tokens; ids after the merges and <|endoftext|> (see
+    # tokenizer.training_special_tokens)
+    special_tokens: tuple[str, ...] = ()
     pack: int = 0  # > 0: also write sequences of exactly this many ids (stages/pack.py)
     bos: bool = False  # pack: put <|bos|> before each document (train reserves it)
     format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
+        if self.on_error not in ON_ERROR:
+            raise TokenmillError(
+                f"--on-error must be one of {', '.join(ON_ERROR)}, not {self.on_error!r}"
+            )
+        if self.executor not in EXECUTORS:
+            raise TokenmillError(
+                f"--executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}"
+            )
+        object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
         specials = len(self.train_special_tokens)
         # Byte mode's base is known up front, so a hopeless size fails before any work.
         if self.mode == "byte" and self.vocab_size < 256 + specials:
@@ -57,4 +72,5 @@ class Config:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["workers"] = self.n_workers
+        d["special_tokens"] = list(self.special_tokens)
         return d

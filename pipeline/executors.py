@@ -6,7 +6,10 @@ core releases the GIL and PyArrow does its I/O without it, so shards overlap
 their reading, encoding and writing, and the encoder's word cache is shared.
 `--workers` is also the size of the native thread pool, so `--workers 1`
 uses one core and `--workers N` about N. `processes` runs each task in a
-worker process (spawned, so no thread state is forked).
+worker process (spawned, so no thread state is forked). `ray` runs each task
+as a Ray task (one CPU each) on an existing cluster (`ray_address`) or on a
+local Ray started with `workers` CPUs; the tasks' inputs and outputs must be
+on storage every node sees.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from pipeline import _native
+from pipeline.errors import TokenmillError
+from pipeline.faults import checkpoint
 
 T = TypeVar("T")
 R = TypeVar("R")
-EXECUTORS = ("threads", "processes")
+EXECUTORS = ("threads", "processes", "ray")
 
 
 def default_workers() -> int:
@@ -43,23 +48,33 @@ def run_tasks(
     workers: int,
     desc: str,
     executor: str = "threads",
+    ray_address: str | None = None,
 ) -> list[R]:
     """Apply `fn` to every task with `workers` cores, showing progress."""
     _native.set_threads(workers)
     parallel = max(1, min(workers, len(tasks)))
     bar = tqdm(total=len(tasks), desc=desc, unit="shard", disable=None, leave=False)
+
+    def done(n: int) -> None:
+        bar.update()
+        checkpoint(desc, n)
+
     try:
+        if executor == "ray":
+            return _run_ray(fn, tasks, workers, ray_address, done)
         if parallel == 1:
             results = []
             for task in tasks:
                 results.append(fn(task))
-                bar.update()
+                done(len(results))
             return results
         with _pool(executor, parallel, workers) as pool:
             futures = [pool.submit(fn, task) for task in tasks]
+            results = []
             for f in futures:
-                f.add_done_callback(lambda _: bar.update())
-            return [f.result() for f in futures]
+                results.append(f.result())
+                done(len(results))
+            return results
     finally:
         bar.close()
 
@@ -75,3 +90,45 @@ def _pool(executor: str, parallel: int, workers: int) -> Executor:
             initargs=(max(1, workers // parallel),),
         )
     raise ValueError(f"unknown executor {executor!r}")
+
+
+def _ray_call(fn: Callable[[T], R], task: T) -> tuple[bool, object]:
+    """Run one task on a Ray worker (tasks are idempotent: Ray may retry one whose
+    node died). A task's exception comes back as a value,
+    so the driver re-raises it as it was (one line, not a remote traceback)."""
+    _native.set_threads(1)
+    try:
+        return True, fn(task)
+    except Exception as e:  # noqa: BLE001 - re-raised on the driver
+        return False, e
+
+
+def _run_ray(
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    workers: int,
+    address: str | None,
+    done: Callable[[int], None],
+) -> list[R]:
+    try:
+        import ray
+    except ImportError:
+        raise TokenmillError("--executor ray needs Ray: pip install 'tokenmill[ray]'") from None
+    if not ray.is_initialized():
+        options = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(num_cpus=workers, **options)
+    remote = ray.remote(num_cpus=1, max_retries=3)(_ray_call)
+    refs = [remote.remote(fn, task) for task in tasks]
+    results = []
+    for ref in refs:
+        ok, value = ray.get(ref)
+        if not ok:
+            for other in refs[len(results) + 1 :]:
+                ray.cancel(other)
+            raise value
+        results.append(value)
+        done(len(results))
+    return results

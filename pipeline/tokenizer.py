@@ -344,7 +344,10 @@ class Tokenizer:
     def encode(self, text: str, *, eos: bool = False) -> list[int]:
         if self.normalization:
             text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
-        return self._encoder.encode(text, self.eos_id if eos else None)
+        try:
+            return self._encoder.encode(text, self.eos_id if eos else None)
+        except ValueError as e:  # a custom pattern hit the regex engine's limits
+            raise TokenmillError(str(e)) from None
 
     def encode_arrow(self, docs: pa.Array, *, eos: bool = True) -> tuple[pa.Array, pa.Array]:
         """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens uint32)."""
@@ -352,9 +355,12 @@ class Tokenizer:
         id_type = pa.uint32() if self.wide_ids else pa.uint16()
         if n == 0:
             return pa.array([], pa.list_(id_type)), pa.array([], pa.uint32())
-        ids, lens = self._encoder.encode_batch(
-            *arrow_buffers(self._normalize(docs)), self.eos_id if eos else None, self.wide_ids
-        )
+        try:
+            ids, lens = self._encoder.encode_batch(
+                *arrow_buffers(self._normalize(docs)), self.eos_id if eos else None, self.wide_ids
+            )
+        except ValueError as e:
+            raise TokenmillError(str(e)) from None
         n_tokens = pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(lens)])
         flat = pa.Array.from_buffers(
             id_type, len(ids) // id_type.byte_width, [None, pa.py_buffer(ids)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -170,3 +171,19 @@ def test_a_shard_too_small_for_a_row_gets_an_empty_packed_shard(cli, tmp_path):
     assert pq.read_table(out / "packed" / "2.jsonl.parquet").num_rows == 0
     rows = pq.read_table(out / "packed" / "3.jsonl.parquet").to_pylist()
     assert {p["shard"] for p in rows[0]["documents"]} >= {"1.jsonl", "2.jsonl", "3.jsonl"}
+
+
+def test_packed_and_bin_outputs_are_in_the_manifest_and_verified(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN, "--pack", "40", "--format", "bin")
+    files = [e["path"] for e in json.loads((out / "manifest.json").read_text())["files"]]
+    assert "packed/a.parquet.parquet" in files and "bin/sub__d.txt.bin" in files
+    assert "bin/sub__d.txt.idx.npy" in files and "bin/index.json" in files
+    before = {p.name: p.read_bytes() for p in (out / "packed").iterdir()}
+    # A rerun keeps what it can and gives the same packed rows.
+    cli("run", corpus, out, *RUN, "--pack", "40", "--format", "bin")
+    assert {p.name: p.read_bytes() for p in (out / "packed").iterdir()} == before
+    assert "files match the manifest" in cli("verify", out).output
+    (out / "packed" / "b.jsonl.parquet").write_bytes(b"garbage")
+    result = cli("verify", out, ok=False)
+    assert result.exit_code == 3 and "packed/b.jsonl.parquet" in result.output

@@ -225,3 +225,15 @@ def test_sample_data(preset):
     assert docs, "sample_data/ holds no documents"
     for doc in docs:
         check(comparable(doc), preset)
+
+
+def test_a_custom_pattern_that_exhausts_the_regex_engine_fails_loudly():
+    # Catastrophic backtracking: fancy-regex gives up, and the text must not
+    # be silently dropped.
+    pattern = r"(a|aa)+(?=b)|a"
+    text = "a" * 40 + "c"
+    with pytest.raises(ValueError, match="pattern"):
+        _native.pretokenize(text, "byte", pattern)
+    encoder = _native.Encoder("byte", pattern, False, [])
+    with pytest.raises(ValueError, match="pattern"):
+        encoder.encode(text)

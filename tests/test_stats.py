@@ -108,3 +108,19 @@ def test_stats_on_sample_data_add_up(tmp_path, cli):
     )
     assert s["tokens"] - s["text_tokens"] == 2980  # one <|endoftext|> per document
     assert len(s["top"]) == 20
+
+
+def test_stats_after_a_run_that_skipped_bad_documents(tmp_path, cli):
+    """Skipped documents leave gaps in the token shards' rows; stats follows the rows."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_bytes(b"aaaa\nb\xffad\nab\n")  # row 1 is not UTF-8
+    (data / "b.jsonl").write_text('{"text": "ba", "source": "s"}\nnot json\n{"text": "a"}\n')
+    out = tmp_path / "out"
+    cli("run", data, out, "--vocab-size", "258", "--on-error", "skip")
+    s = run_stats(out)
+    # aaaa: 256 256 eos, ab: 97 98 eos | ba: 98 97 eos, a: 97 eos
+    assert s["shards"] == [line("a.txt", 2, 6, 6, 4), line("b.jsonl", 2, 3, 5, 3)]
+    # b.jsonl's source field cannot be read past the bad line: counted per shard.
+    assert [x["name"] for x in s["sources"]] == ["a.txt", "b.jsonl"]
+    assert len(s["warnings"]) == 1 and "b.jsonl" in s["warnings"][0]

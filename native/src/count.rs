@@ -41,7 +41,7 @@ fn count_chunk<'a>(
     pretok: &PreTokenizer,
     texts: &[&'a str],
     first_row: u64,
-) -> WordMap<&'a str, Seen> {
+) -> Result<WordMap<&'a str, Seen>, String> {
     let mut map: WordMap<&'a str, Seen> = WordMap::default();
     for (i, &text) in texts.iter().enumerate() {
         let row = first_row + i as u64;
@@ -50,14 +50,19 @@ fn count_chunk<'a>(
             let first = first_key(row, pos);
             pos += 1;
             map.upsert(w, |w| w, |s| s.count += 1, || Seen { count: 1, first });
-        });
+        })?;
     }
-    map
+    Ok(map)
 }
 
 impl Counter {
     /// Count the words of a batch of documents whose first row is `first_row`.
-    pub fn add(&mut self, pretok: &PreTokenizer, texts: &[&str], first_row: u64) {
+    pub fn add(
+        &mut self,
+        pretok: &PreTokenizer,
+        texts: &[&str],
+        first_row: u64,
+    ) -> Result<(), String> {
         // Char mode lowercases whole documents first (word boundaries are
         // unchanged, and final sigma needs the context).
         let lowered: Vec<String>;
@@ -76,10 +81,11 @@ impl Counter {
             .par_chunks(chunk)
             .enumerate()
             .map(|(ci, part)| count_chunk(pretok, part, first_row + (ci * chunk) as u64))
-            .collect();
+            .collect::<Result<_, _>>()?;
         for map in maps {
             map.drain_into(|w, s| self.words.upsert(w, Box::from, |t| t.absorb(s), || s));
         }
+        Ok(())
     }
 
     pub fn finish(self) -> CountTable {
@@ -109,7 +115,7 @@ mod tests {
     fn counts_and_first_occurrence() {
         let pt = PreTokenizer::whitespace(true);
         let mut c = Counter::default();
-        c.add(&pt, &["b a", "A c b"], 0);
+        c.add(&pt, &["b a", "A c b"], 0).unwrap();
         let t = c.finish();
         let words: Vec<&str> = t.words.iter().map(|w| &**w).collect();
         assert_eq!(words, ["b", "a", "c"]);

@@ -223,20 +223,30 @@ impl Encoder {
     }
 
     /// Token ids of one document, with `eos` appended when given.
-    pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) {
+    pub fn encode_text(
+        &self,
+        text: &str,
+        eos: Option<u32>,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
         // One cache per pool thread; the last one for callers outside the pool.
         let shared = self.caches.len() - 1;
         let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
         let mut cache = self.caches[slot].lock().unwrap();
         self.pretok
-            .for_each_word(text, |w| self.encode_cached(w, &mut cache, out));
+            .for_each_word(text, |w| self.encode_cached(w, &mut cache, out))?;
         if let Some(eos) = eos {
             out.push(eos);
         }
+        Ok(())
     }
 
     /// Encode documents in parallel; returns the flat ids and one length per document.
-    pub fn encode_batch(&self, texts: &[&str], eos: Option<u32>) -> (Vec<u32>, Vec<u32>) {
+    pub fn encode_batch(
+        &self,
+        texts: &[&str],
+        eos: Option<u32>,
+    ) -> Result<(Vec<u32>, Vec<u32>), String> {
         let chunk = texts
             .len()
             .div_ceil(rayon::current_num_threads() * 8)
@@ -248,12 +258,12 @@ impl Encoder {
                 let mut lens = Vec::with_capacity(part.len());
                 for t in part {
                     let before = ids.len();
-                    self.encode_text(t, eos, &mut ids);
+                    self.encode_text(t, eos, &mut ids)?;
                     lens.push((ids.len() - before) as u32);
                 }
-                (ids, lens)
+                Ok((ids, lens))
             })
-            .collect();
+            .collect::<Result<_, String>>()?;
         let total: usize = parts.iter().map(|p| p.0.len()).sum();
         let mut ids = Vec::with_capacity(total);
         let mut lens = Vec::with_capacity(texts.len());
@@ -261,7 +271,7 @@ impl Encoder {
             ids.extend(i);
             lens.extend(l);
         }
-        (ids, lens)
+        Ok((ids, lens))
     }
 }
 

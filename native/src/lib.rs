@@ -38,7 +38,9 @@ fn pretokenizer(mode: &str, pattern: &str, lowercase: bool) -> PyResult<PreToken
 #[pyfunction]
 #[pyo3(signature = (text, mode="byte", pattern="cl100k", lowercase=false))]
 fn pretokenize(text: &str, mode: &str, pattern: &str, lowercase: bool) -> PyResult<Vec<String>> {
-    Ok(pretokenizer(mode, pattern, lowercase)?.words(text))
+    pretokenizer(mode, pattern, lowercase)?
+        .words(text)
+        .map_err(value_error)
 }
 
 /// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
@@ -97,8 +99,8 @@ impl Counter {
             .as_mut()
             .ok_or_else(|| value_error("counter already finished".into()))?;
         let pretok = &self.pretok;
-        py.detach(|| pool::install(|| counter.add(pretok, &texts, first_row)));
-        Ok(())
+        py.detach(|| pool::install(|| counter.add(pretok, &texts, first_row)))
+            .map_err(value_error)
     }
 
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
@@ -270,10 +272,11 @@ impl Encoder {
 
     /// Token ids of one text.
     #[pyo3(signature = (text, eos=None))]
-    fn encode(&self, py: Python<'_>, text: &str, eos: Option<u32>) -> Vec<u32> {
+    fn encode(&self, py: Python<'_>, text: &str, eos: Option<u32>) -> PyResult<Vec<u32>> {
         let mut out = Vec::new();
-        py.detach(|| self.inner.encode_text(text, eos, &mut out));
-        out
+        py.detach(|| self.inner.encode_text(text, eos, &mut out))
+            .map_err(value_error)?;
+        Ok(out)
     }
 
     /// Encode `n` documents of a large_string array. Returns (ids as
@@ -292,15 +295,17 @@ impl Encoder {
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
-        let (ids, lens) = py.detach(|| {
-            let (ids, lens) = pool::install(|| self.inner.encode_batch(&texts, eos));
-            let ids = if wide {
-                arrow::le_bytes(&ids, u32::to_le_bytes)
-            } else {
-                arrow::le_bytes(&ids, |v| (v as u16).to_le_bytes())
-            };
-            (ids, arrow::le_bytes(&lens, u32::to_le_bytes))
-        });
+        let (ids, lens) = py
+            .detach(|| {
+                let (ids, lens) = pool::install(|| self.inner.encode_batch(&texts, eos))?;
+                let ids = if wide {
+                    arrow::le_bytes(&ids, u32::to_le_bytes)
+                } else {
+                    arrow::le_bytes(&ids, |v| (v as u16).to_le_bytes())
+                };
+                Ok::<_, String>((ids, arrow::le_bytes(&lens, u32::to_le_bytes)))
+            })
+            .map_err(value_error)?;
         Ok((PyBytes::new(py, &ids), PyBytes::new(py, &lens)))
     }
 }

@@ -48,42 +48,44 @@ impl PreTokenizer {
         PreTokenizer::Whitespace { lowercase }
     }
 
-    /// Call `f` with each word of `text`, in order.
-    pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str)) {
+    /// Call `f` with each word of `text`, in order. Fails only when a
+    /// custom pattern exceeds the regex engine's backtracking limit: text is
+    /// never silently dropped.
+    pub fn for_each_word(&self, text: &str, f: impl FnMut(&str)) -> Result<(), String> {
         match self {
-            PreTokenizer::Scanner(preset) => scanner::for_each_piece(*preset, text, f),
-            PreTokenizer::Regex(re) => {
-                // Errors could only be backtrack limits on a custom pattern.
-                for m in re.find_iter(text).flatten() {
-                    f(m.as_str());
-                }
-            }
             PreTokenizer::Whitespace { lowercase: true } => {
                 let lowered = text.to_lowercase();
                 split_whitespace(&lowered, f);
+                Ok(())
             }
-            PreTokenizer::Whitespace { lowercase: false } => split_whitespace(text, f),
+            _ => self.for_each_word_in(text, f),
         }
     }
 
     /// Like `for_each_word`, with words borrowed from `text` for its whole
     /// lifetime. Lowercasing, which needs a copy, is left to the caller.
-    pub fn for_each_word_in<'a>(&self, text: &'a str, mut f: impl FnMut(&'a str)) {
+    pub fn for_each_word_in<'a>(
+        &self,
+        text: &'a str,
+        mut f: impl FnMut(&'a str),
+    ) -> Result<(), String> {
         match self {
             PreTokenizer::Scanner(preset) => scanner::for_each_piece(*preset, text, f),
             PreTokenizer::Regex(re) => {
-                for m in re.find_iter(text).flatten() {
+                for m in re.find_iter(text) {
+                    let m = m.map_err(|e| format!("pre-tokenization pattern failed: {e}"))?;
                     f(&text[m.start()..m.end()]);
                 }
             }
             PreTokenizer::Whitespace { .. } => split_whitespace(text, f),
         }
+        Ok(())
     }
 
-    pub fn words(&self, text: &str) -> Vec<String> {
+    pub fn words(&self, text: &str) -> Result<Vec<String>, String> {
         let mut out = Vec::new();
-        self.for_each_word(text, |w| out.push(w.to_string()));
-        out
+        self.for_each_word(text, |w| out.push(w.to_string()))?;
+        Ok(out)
     }
 }
 

@@ -1,10 +1,20 @@
 """Streaming readers: every input shard becomes a sequence of Arrow
 `large_string` arrays (one document per element), batch by batch, so memory
-is bounded by the batch size rather than the shard size."""
+is bounded by the batch size rather than the shard size.
+
+Bad documents (invalid UTF-8, a JSON line that does not parse, a text that is
+null or not a string) raise a TokenmillError naming the file and row, unless
+an `on_skip` callback is given: then each is reported to it and left out, and
+reading carries on. A file that cannot be read at all (truncated gzip, corrupt
+Parquet, no text column) always raises; the caller decides whether to skip it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gzip
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +33,8 @@ FORMATS = {
 }
 BATCH_ROWS = 8192
 TEXT_BLOCK_BYTES = 16 << 20
+
+OnSkip = Callable[[dict], None]
 
 
 def shard_format(path: Path) -> str | None:
@@ -58,19 +70,50 @@ def shard_name(path: Path, root: Path) -> str:
     return path.name if root == path else path.relative_to(root).as_posix()
 
 
+@dataclass
+class _Raw:
+    """One batch as a format reader sees it: `values` (any Arrow type, one per
+    row), rows already known to be bad (index -> reason), and for line-based
+    formats the 1-based line number of each row."""
+
+    values: pa.Array
+    bad: dict[int, str]
+    lines: list[int] | None = None
+
+
 def read_documents(
-    path: Path, text_column: str = "text", batch_rows: int = BATCH_ROWS
+    path: Path,
+    text_column: str = "text",
+    batch_rows: int = BATCH_ROWS,
+    on_skip: OnSkip | None = None,
+    stats: dict | None = None,
 ) -> Iterator[pa.LargeStringArray]:
     """Documents of one shard as `large_string` arrays without nulls."""
+    for _, docs in read_batches(path, text_column, batch_rows, on_skip, stats):
+        yield docs
+
+
+def read_batches(
+    path: Path,
+    text_column: str = "text",
+    batch_rows: int = BATCH_ROWS,
+    on_skip: OnSkip | None = None,
+    stats: dict | None = None,
+) -> Iterator[tuple[pa.UInt64Array, pa.LargeStringArray]]:
+    """(row numbers, documents) of one shard, batch by batch. Row numbers count
+    every document of the shard, so skipped ones leave gaps; `stats["rows"]`,
+    if given, is kept at the number of rows read so far."""
     path = Path(path)
     fmt = shard_format(path)
     readers = {"parquet": _parquet_batches, "jsonl": _jsonl_batches, "text": _text_batches}
     row = 0
     try:
-        for batch in readers[fmt](path, text_column, batch_rows):
-            batch = _as_large_string(batch, path, text_column, row)
-            row += len(batch)
-            yield batch
+        for raw in readers[fmt](path, text_column, batch_rows):
+            checked = _checked(raw, path, text_column, row, on_skip)
+            row += len(raw.values)
+            if stats is not None:
+                stats["rows"] = row
+            yield checked
     except TokenmillError:
         raise
     except (OSError, pa.ArrowException, EOFError, ValueError) as e:
@@ -81,22 +124,67 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _as_large_string(arr: pa.Array, path: Path, column: str, first_row: int) -> pa.Array:
+def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
+    arr = raw.values
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not (
-        pa.types.is_string(arr.type)
-        or pa.types.is_large_string(arr.type)
-        or pa.types.is_string_view(arr.type)
-    ):
+    bad = dict(raw.bad)
+    if _is_text(arr.type):
+        try:
+            arr.validate(full=True)  # UTF-8, which not every reader checks
+        except pa.ArrowInvalid:
+            arr = _as_binary(arr)
+    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+        arr, bad = _decode_utf8(arr, bad)
+    elif not _is_text(arr.type):
         raise TokenmillError(f"{path}: column {column!r} holds {arr.type}, not text")
-    if arr.null_count:
-        bad = pc.index(pc.is_null(arr), True).as_py()
-        raise TokenmillError(f"{path}: row {first_row + bad}: {column!r} is null")
-    return arr.cast(pa.large_string())
+    arr = arr.cast(pa.large_string())
+    if arr.null_count > len(bad):
+        nulls = pc.indices_nonzero(pc.is_null(arr)).to_pylist()
+        for i in nulls:
+            bad.setdefault(i, f"{column!r} is null")
+    rows = pa.array(range(first_row, first_row + len(arr)), pa.uint64())
+    if not bad:
+        return rows, arr
+    for i in sorted(bad):
+        where = f"row {first_row + i}"
+        if raw.lines is not None:
+            where += f" (line {raw.lines[i]})"
+        if on_skip is None:
+            raise TokenmillError(f"{path}: {where}: {bad[i]}")
+        on_skip({"row": first_row + i, "reason": f"{where}: {bad[i]}", "documents": 1})
+    keep = pa.array([i not in bad for i in range(len(arr))])
+    return rows.filter(keep), arr.filter(keep)
 
 
-def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[pa.Array]:
+def _as_binary(arr: pa.Array) -> pa.Array:
+    """The same bytes as binary, without UTF-8 validation."""
+    if pa.types.is_string(arr.type):
+        return arr.view(pa.binary())
+    if pa.types.is_large_string(arr.type):
+        return arr.view(pa.large_binary())
+    return arr.view(pa.binary_view()).cast(pa.large_binary())
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _decode_utf8(arr: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[int, str]]:
+    try:
+        return arr.cast(pa.large_string()), bad
+    except pa.ArrowInvalid:
+        pass
+    bad = dict(bad)
+    values = arr.to_pylist()
+    for i, b in enumerate(values):
+        if b is not None and i not in bad and not _is_utf8(b):
+            bad[i] = "not valid UTF-8"
+            values[i] = None
+    return pa.array(values, pa.large_binary()).cast(pa.large_string()), bad
+
+
+def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
     pf = pq.ParquetFile(path)
     names = pf.schema_arrow.names
     if column not in names:
@@ -104,45 +192,108 @@ def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[pa.Ar
             f"{path}: no column {column!r} (columns: {', '.join(names)}); use --text-column"
         )
     for batch in pf.iter_batches(batch_size=batch_rows, columns=[column]):
-        yield batch.column(0)
+        yield _Raw(batch.column(0), {})
 
 
-def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[pa.Array]:
-    schema = pa.schema([(column, pa.large_string())])
-    source = pa.input_stream(str(path), compression="detect")
-    reader = pj.open_json(
-        source,
-        read_options=pj.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-    )
-    for batch in reader:
-        yield batch.column(0)
-
-
-def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[pa.Array]:
-    """One document per line; a trailing '\\r' is dropped so CRLF files read the same."""
-    with pa.input_stream(str(path), compression="detect") as stream:
-        carry = b""
+def _line_blocks(path: Path) -> Iterator[tuple[int, pa.Array]]:
+    """(number of lines before the block, its lines as large_binary), in blocks of
+    about TEXT_BLOCK_BYTES; a line longer than that is a block of its own."""
+    # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as stream:
+        carry: list[bytes] = []
+        before = 0
         while block := stream.read(TEXT_BLOCK_BYTES):
-            data = carry + block
-            cut = data.rfind(b"\n")
+            cut = block.rfind(b"\n")
             if cut < 0:
-                carry = data
+                carry.append(block)
                 continue
-            carry = data[cut + 1 :]
-            yield _split_lines(data[:cut])
-        if carry:
-            yield _split_lines(carry)
+            lines = _split_lines(b"".join([*carry, block[:cut]]))
+            carry = [block[cut + 1 :]]
+            yield before, lines
+            before += len(lines)
+        if rest := b"".join(carry):
+            yield before, _split_lines(rest)
 
 
 def _split_lines(data: bytes) -> pa.Array:
-    lines = pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
+    return pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
+
+
+def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
+    """One document per line; a trailing '\\r' is dropped so CRLF files read the same."""
+    for before, lines in _line_blocks(path):
+        lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
+        yield _Raw(lines, {}, list(range(before + 1, before + 1 + len(lines))))
+
+
+def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
+    """One JSON object per non-blank line. Arrow parses a block at once; a block
+    it refuses is parsed line by line to name (or skip) the bad lines."""
+    schema = pa.schema([(column, pa.large_string())])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    for before, lines in _line_blocks(path):
+        blank = pc.match_substring_regex(lines, pattern=r"^[ \t\r]*$")
+        keep = pc.indices_nonzero(pc.invert(blank))
+        if len(keep) == 0:
+            continue
+        records = lines.take(keep)
+        numbers = [before + 1 + i for i in keep.to_pylist()]
+        block = b"\n".join(r.as_py() for r in records) if len(records) > 1 else records[0].as_py()
+        try:
+            table = pj.read_json(
+                pa.BufferReader(block),
+                read_options=pj.ReadOptions(block_size=max(len(block) + 1, 1 << 20)),
+                parse_options=options,
+            )
+            if table.num_rows != len(records):
+                raise ValueError("not one object per line")
+            values = table.column(0).combine_chunks()
+        except (pa.ArrowException, ValueError, UnicodeDecodeError):
+            yield _parse_lines(records.to_pylist(), column, numbers)
+            continue
+        bad = {}
+        if values.null_count:
+            for i in pc.indices_nonzero(pc.is_null(values)).to_pylist():
+                bad[i] = _why_not_text(records[i].as_py(), column)
+        yield _Raw(values, bad, numbers)
+
+
+def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> _Raw:
+    values: list[str | None] = []
+    bad = {}
+    for i, record in enumerate(records):
+        reason = _why_not_text(record, column)
+        if reason is None:
+            values.append(json.loads(record)[column])
+        else:
+            bad[i] = reason
+            values.append(None)
+    return _Raw(pa.array(values, pa.large_string()), bad, numbers)
+
+
+def _why_not_text(record: bytes, column: str) -> str | None:
+    """Why a JSON line has no usable text (None if it has)."""
     try:
-        text = lines.cast(pa.large_string())
-    except pa.ArrowInvalid:
-        bad = next(i for i, line in enumerate(lines.to_pylist()) if not _is_utf8(line))
-        raise ValueError(f"line {bad + 1} of this block is not valid UTF-8") from None
-    return pc.replace_substring_regex(text, pattern="\r$", replacement="")
+        obj = json.loads(record)
+    except UnicodeDecodeError:
+        return "not valid UTF-8"
+    except ValueError as e:
+        return f"not JSON ({e})"
+    if not isinstance(obj, dict):
+        return f"not a JSON object but {type(obj).__name__}"
+    if column not in obj:
+        return f"no {column!r} field; use --text-column"
+    value = obj[column]
+    if value is None:
+        return f"{column!r} is null"
+    if not isinstance(value, str):
+        return f"{column!r} is {type(value).__name__}, not a string"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{column!r} holds a lone surrogate, not valid Unicode"
+    return None
 
 
 def _is_utf8(b: bytes) -> bool:

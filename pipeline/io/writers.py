@@ -27,6 +27,33 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove temporaries left in `folder` by processes that no longer run (a
+    killed run); those of live processes are left alone."""
+    folder = Path(folder)
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for tmp in folder.glob(".*.tmp-*"):
+        pid = tmp.name.rpartition(".tmp-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_parquet(table: pa.Table, path: Path) -> None:
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)

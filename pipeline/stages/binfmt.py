@@ -63,10 +63,18 @@ def bin_shard(task: BinTask) -> dict:
         "index": idx_name,
         "documents": shard.documents,
         "tokens": int(idx[-1]),
+        "reused": False,  # redone every time (a copy of the token shard's ids)
     }
 
 
-def run_bin(tokens_dir: Path, bin_dir: Path, *, workers: int = 1, executor: str = "threads"):
+def run_bin(
+    tokens_dir: Path,
+    bin_dir: Path,
+    *,
+    workers: int = 1,
+    executor: str = "threads",
+    ray_address: str | None = None,
+) -> dict:
     start = time.monotonic()
     shards = token_shards(tokens_dir)
     bin_dir = Path(bin_dir)
@@ -75,6 +83,7 @@ def run_bin(tokens_dir: Path, bin_dir: Path, *, workers: int = 1, executor: str 
         [BinTask(s, bin_dir) for s in shards],
         workers=workers,
         executor=executor,
+        ray_address=ray_address,
         desc="bin",
     )
     write_json(
@@ -85,15 +94,18 @@ def run_bin(tokens_dir: Path, bin_dir: Path, *, workers: int = 1, executor: str 
             "byte_order": "little",
             "vocab_size": shards[0].vocab_size,
             "tokenizer_sha256": shards[0].sha256,
-            "shards": results,
+            "shards": [{k: v for k, v in r.items() if k != "reused"} for r in results],
         },
         bin_dir / INDEX,
     )
     return {
         "stage": "bin",
+        "dir": str(bin_dir),
         "shards": results,
         "dtype": shards[0].id_dtype.name,
         "documents": sum(r["documents"] for r in results),
         "tokens": sum(r["tokens"] for r in results),
+        "reused": 0,
+        "redone": len(results),
         "seconds": time.monotonic() - start,
     }

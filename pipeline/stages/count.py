@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,8 +12,10 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.executors import run_tasks
-from pipeline.io.readers import list_shards, read_documents, shard_name
-from pipeline.io.writers import atomic_path
+from pipeline.io.readers import OnSkip, list_shards, read_documents, shard_name
+from pipeline.io.writers import remove_stale_temporaries
+from pipeline.stages.shards import shard_task, stage_summary
+from pipeline.stages.state import STATE_KEY, count_key
 from pipeline.tokenizer import word_table
 
 SOURCE_KEY = b"tokenmill.source"
@@ -32,25 +35,32 @@ class CountTask:
 
 
 def count_shard(task: CountTask) -> dict:
-    stats = {"documents": 0, "bytes": 0}
-
-    def documents():
-        for docs in read_documents(task.shard, task.config.text_column):
-            stats["documents"] += len(docs)
-            stats["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
-            yield docs
-
     c = task.config
-    table = word_table(documents(), c.mode, c.pattern, c.lowercase)
-    table = table.replace_schema_metadata({SOURCE_KEY: task.name.encode()})
-    with atomic_path(task.out) as tmp:
+
+    def write(tmp: Path, on_skip: OnSkip | None, stats: dict, state: Callable) -> dict:
+        result = {"documents": 0, "bytes": 0}
+
+        def documents():
+            for docs in read_documents(task.shard, c.text_column, on_skip=on_skip, stats=stats):
+                result["documents"] += len(docs)
+                result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
+                yield docs
+
+        table = word_table(documents(), c.mode, c.pattern, c.lowercase)
+        result["words"] = table.num_rows
+        table = table.replace_schema_metadata(
+            {SOURCE_KEY: task.name.encode(), STATE_KEY: state(result)}
+        )
         pq.write_table(table, tmp)
-    return {"shard": task.name, "words": table.num_rows, **stats}
+        return result
+
+    return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
 
 
 def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
     start = time.monotonic()
     shards = list_shards(data, config.glob)
+    remove_stale_temporaries(Path(counts_dir))
     tasks = [
         CountTask(
             p, shard_name(p, data), Path(counts_dir) / output_name(shard_name(p, data)), config
@@ -58,15 +68,14 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
         for p in shards
     ]
     results = run_tasks(
-        count_shard, tasks, workers=config.n_workers, executor=config.executor, desc="count"
+        count_shard,
+        tasks,
+        workers=config.n_workers,
+        executor=config.executor,
+        ray_address=config.ray_address,
+        desc="count",
     )
-    return {
-        "stage": "count",
-        "shards": results,
-        "documents": sum(r["documents"] for r in results),
-        "bytes": sum(r["bytes"] for r in results),
-        "seconds": time.monotonic() - start,
-    }
+    return stage_summary("count", results, time.monotonic() - start)
 
 
 def shard_source(counts_file: Path) -> str:

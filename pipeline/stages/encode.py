@@ -7,6 +7,7 @@ Columns: row (the document's index in its input shard), ids
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
 from pipeline.formats import load_any
-from pipeline.io.readers import list_shards, read_documents, shard_name
-from pipeline.io.writers import atomic_path
+from pipeline.io.readers import OnSkip, list_shards, read_batches, shard_name
+from pipeline.io.writers import remove_stale_temporaries
 from pipeline.stages.count import output_name
+from pipeline.stages.shards import shard_task, stage_summary
+from pipeline.stages.state import STATE_KEY, encode_key
 from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
 
@@ -47,21 +50,23 @@ class EncodeTask:
 
 def encode_shard(task: EncodeTask) -> dict:
     tok = task.tokenizer
+    c = task.config
     schema = token_schema(tok, task.name)
-    documents = tokens = n_bytes = 0
-    # Token ids gain nothing from dictionary pages; zstd shrinks them by a third.
-    with (
-        atomic_path(task.out) as tmp,
-        pq.ParquetWriter(tmp, schema, use_dictionary=False, compression="zstd") as writer,
-    ):
-        for docs in read_documents(task.shard, task.config.text_column):
-            ids, n_tokens = tok.encode_arrow(docs, eos=task.config.eos)
-            rows = pa.array(range(documents, documents + len(docs)), pa.uint64())
-            writer.write_table(pa.Table.from_arrays([rows, ids, n_tokens], schema=schema))
-            documents += len(docs)
-            tokens += len(ids.values)
-            n_bytes += pc.sum(pc.binary_length(docs)).as_py() or 0
-    return {"shard": task.name, "documents": documents, "tokens": tokens, "bytes": n_bytes}
+
+    def write(tmp: Path, on_skip: OnSkip | None, stats: dict, state: Callable) -> dict:
+        result = {"documents": 0, "tokens": 0, "bytes": 0}
+        # Token ids gain nothing from dictionary pages; zstd shrinks them by a third.
+        with pq.ParquetWriter(tmp, schema, use_dictionary=False, compression="zstd") as writer:
+            for rows, docs in read_batches(task.shard, c.text_column, on_skip=on_skip, stats=stats):
+                ids, n_tokens = tok.encode_arrow(docs, eos=c.eos)
+                writer.write_table(pa.Table.from_arrays([rows, ids, n_tokens], schema=schema))
+                result["documents"] += len(docs)
+                result["tokens"] += len(ids.values)
+                result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
+            writer.add_key_value_metadata({STATE_KEY: state(result)})
+        return result
+
+    return shard_task(task.shard, task.name, task.out, c, encode_key(c, tok.sha256), write)
 
 
 def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config) -> dict:
@@ -73,6 +78,7 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
             f"{tokenizer if isinstance(tokenizer, Path) else 'the tokenizer'} has no "
             f"{ENDOFTEXT} special token to end each document with (use --no-eos)"
         )
+    remove_stale_temporaries(Path(tokens_dir))
     tasks = [
         EncodeTask(
             p,
@@ -84,13 +90,17 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
         for p in list_shards(data, config.glob)
     ]
     results = run_tasks(
-        encode_shard, tasks, workers=config.n_workers, executor=config.executor, desc="encode"
+        encode_shard,
+        tasks,
+        workers=config.n_workers,
+        executor=config.executor,
+        ray_address=config.ray_address,
+        desc="encode",
     )
-    return {
-        "stage": "encode",
-        "shards": results,
-        "documents": sum(r["documents"] for r in results),
-        "tokens": sum(r["tokens"] for r in results),
-        "bytes": sum(r["bytes"] for r in results),
-        "seconds": time.monotonic() - start,
-    }
+    return stage_summary(
+        "encode",
+        results,
+        time.monotonic() - start,
+        tokens=sum(r.get("tokens", 0) for r in results),
+        tokenizer_sha256=tok.sha256,
+    )

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.config import Config
 from pipeline.errors import TokenmillError
+from pipeline.io.files import file_sha256
 from pipeline.io.writers import atomic_path
 from pipeline.stages.count import shard_source
+from pipeline.stages.state import record_file, reusable_file
 
 
 def count_files(counts_dir: Path) -> list[Path]:
@@ -46,13 +49,33 @@ def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
     )
 
 
-def run_merge(counts_dir: Path, counts_file: Path, min_count: int = 1) -> dict:
+def run_merge(
+    counts_dir: Path,
+    counts_file: Path,
+    min_count: int = 1,
+    *,
+    files: list[Path] | None = None,
+    force: bool = False,
+) -> dict:
+    """Merge the tables of `counts_dir` (or exactly `files`, in that order).
+    An existing COUNTS_FILE made from the same tables is kept unless `force`."""
     start = time.monotonic()
     if min_count < 1:
         raise TokenmillError(f"--min-count must be at least 1, not {min_count}")
-    files = count_files(counts_dir)
-    with atomic_path(Path(counts_file)) as tmp:
-        merged_counts(files, min_count).sink_parquet(tmp)
+    if files is None:
+        files = count_files(counts_dir)
+    elif not files:
+        raise TokenmillError(f"{counts_dir}: no count tables (every input shard was skipped?)")
+    key = {
+        "stage": "merge",
+        "min_count": min_count,
+        "tables": [[shard_source(f), file_sha256(f)] for f in files],
+    }
+    reused = reusable_file(counts_file, key, Config(force=force))
+    if not reused:
+        with atomic_path(Path(counts_file)) as tmp:
+            merged_counts(files, min_count).sink_parquet(tmp)
+        record_file(counts_file, key)
     words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)
     return {
@@ -60,5 +83,7 @@ def run_merge(counts_dir: Path, counts_file: Path, min_count: int = 1) -> dict:
         "tables": len(files),
         "words": n_words,
         "occurrences": n_total or 0,
+        "reused": int(reused),
+        "redone": int(not reused),
         "seconds": time.monotonic() - start,
     }

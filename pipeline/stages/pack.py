@@ -260,9 +260,11 @@ def run_pack(
         results.append(
             {
                 "shard": shard.source,
+                "file": str(out),
                 "documents": shard.documents,
                 "sequences": packer.sequences - first,
                 "tokens": tokens,
+                "reused": False,  # packing is redone every time (one pass, cheap)
             }
         )
     return {
@@ -273,5 +275,7 @@ def run_pack(
         "last_row": last_row if packer.sequences else 0,  # ids in the very last row
         "documents": sum(r["documents"] for r in results),
         "tokens": sum(r["tokens"] for r in results),
+        "reused": 0,
+        "redone": len(results),
         "seconds": time.monotonic() - start,
     }

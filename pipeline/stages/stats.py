@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from pipeline.errors import TokenmillError
 from pipeline.io.columns import has_column, read_column
-from pipeline.io.readers import read_documents
+from pipeline.io.readers import read_batches
 from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
 from pipeline.tokenizer import Tokenizer
 
@@ -81,6 +81,22 @@ def input_path(data: Path, shard: TokenShard) -> Path:
     return path
 
 
+def input_bytes(path: Path, text_column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes of each row, whether the row is a document) of an input shard;
+    rows that are not documents (bad ones, which a run with --on-error skip left
+    out) have 0 bytes and False."""
+    rows, sizes, seen = [], [], {"rows": 0}
+    for batch_rows, docs in read_batches(path, text_column, on_skip=lambda _: None, stats=seen):
+        rows.append(batch_rows.to_numpy().astype(np.int64))
+        sizes.append(pc.binary_length(docs).to_numpy().astype(np.int64))
+    doc_bytes = np.zeros(seen["rows"], np.int64)
+    present = np.zeros(seen["rows"], bool)
+    if rows:
+        doc_bytes[np.concatenate(rows)] = np.concatenate(sizes)
+        present[np.concatenate(rows)] = True
+    return doc_bytes, present
+
+
 def corpus_stats(
     out: Path,
     *,
@@ -102,30 +118,29 @@ def corpus_stats(
     sources: dict[str, np.ndarray] = {}  # name -> documents, bytes, tokens, text tokens
     per_shard = []
     any_source = False
+    warnings: list[str] = []
     for shard in shards:
         path = input_path(data, shard)
-        doc_bytes = np.concatenate(
-            [np.zeros(0, np.int64)]
-            + [
-                pc.binary_length(docs).to_numpy().astype(np.int64)
-                for docs in read_documents(path, text_column)
-            ]
-        )
+        doc_bytes, present = input_bytes(path, text_column)
         labels = None
         if source_column and has_column(path, source_column):
-            labels = pa.chunked_array(
-                list(read_column(path, source_column)), pa.large_string()
-            ).combine_chunks()
-            any_source = any_source or labels.null_count < len(labels)
-            labels = pc.fill_null(labels, shard.source)
+            try:
+                labels = pa.chunked_array(
+                    list(read_column(path, source_column)), pa.large_string()
+                ).combine_chunks()
+            except TokenmillError as e:  # e.g. a line that is not JSON (skipped by the run)
+                warnings.append(f"{e}; counted per shard")
+            else:
+                any_source = any_source or labels.null_count < len(labels)
+                labels = pc.fill_null(labels, shard.source)
         totals = np.zeros(4, np.int64)
         for batch in shard.batches():
             rows = batch.column("row").to_numpy().astype(np.int64)
             flat, offsets = list_ids(batch.column("ids"))
-            if len(rows) and rows.max() >= len(doc_bytes):
+            if len(rows) and (rows.max() >= len(doc_bytes) or not present[rows].all()):
                 raise TokenmillError(
-                    f"{shard.path}: row {rows.max()} is not in {path} "
-                    f"({len(doc_bytes)} documents): was the input changed?"
+                    f"{shard.path}: its rows are not the documents of {path} "
+                    "(was the input changed?)"
                 )
             if flat.size and flat.max() >= size:
                 raise TokenmillError(f"{shard.path}: id {flat.max()} is beyond the vocabulary")
@@ -152,9 +167,10 @@ def corpus_stats(
                 line = np.array(numbers, np.int64)
                 sources[name] = sources.get(name, 0) + line
                 totals += line
-        if totals[0] != len(doc_bytes):
+        if totals[0] != present.sum():
             raise TokenmillError(
-                f"{shard.path}: {totals[0]} rows, but {path} has {len(doc_bytes)} documents"
+                f"{shard.path}: {totals[0]} rows, but {path} has {present.sum()} documents "
+                "(was the input changed?)"
             )
         per_shard.append((shard.source, totals))
 
@@ -200,6 +216,7 @@ def corpus_stats(
             "texts": [token_text(tok, int(i)) for i in never[:TOP]],
         },
         "tokenizer_sha256": tok.sha256,
+        "warnings": warnings,
         "seconds": time.monotonic() - start,
     }
     return CorpusStats(summary, counts, tok, shards)
@@ -262,4 +279,6 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
         shown = ", ".join(f"{i} {t!r}" for i, t in zip(never["ids"], never["texts"], strict=True))
         more = f" (first {len(never['ids'])} of {never['count']})" if never["count"] > TOP else ""
         lines += ["", f"never used{more}: {shown}"]
+    if s.get("warnings"):
+        lines += ["", *(f"warning: {w}" for w in s["warnings"])]
     return "\n".join(lines)

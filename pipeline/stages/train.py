@@ -10,6 +10,9 @@ from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
+from pipeline.faults import checkpoint
+from pipeline.io.files import file_sha256
+from pipeline.stages.state import record_file, reusable_file
 from pipeline.tokenizer import Tokenizer
 
 
@@ -22,10 +25,23 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
         raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
     if table.num_rows == 0:
         raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
+    key = {
+        "stage": "train",
+        "counts_sha256": file_sha256(counts_file),
+        "mode": config.mode,
+        "pattern": config.pattern,
+        "lowercase": config.lowercase,
+        "vocab_size": config.vocab_size,
+        "special_tokens": config.train_special_tokens,
+    }
+    if reusable_file(tokenizer_file, key, config):
+        tok = Tokenizer.load(tokenizer_file)
+        return summary(table.num_rows, tok, start, reused=True)
     with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
 
         def progress(k: int) -> None:
             bar.update(k - bar.n)
+            checkpoint("train", k)
 
         tok = Tokenizer.train_from_word_arrays(
             table["word"],
@@ -38,11 +54,18 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
             progress=progress,
         )
     tok.save(tokenizer_file)
+    record_file(tokenizer_file, key)
+    return summary(table.num_rows, tok, start, reused=False)
+
+
+def summary(words: int, tok: Tokenizer, start: float, reused: bool) -> dict:
     return {
         "stage": "train",
-        "words": table.num_rows,
+        "words": words,
         "merges": len(tok.merges),
         "vocab_size": tok.vocab_size,
         "sha256": tok.sha256,
+        "reused": int(reused),
+        "redone": int(not reused),
         "seconds": time.monotonic() - start,
     }

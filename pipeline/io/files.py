@@ -1,0 +1,40 @@
+"""Fingerprints of files (size, sha256) and the key-value metadata of Parquet
+files: what resumable stages and `verify` compare."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+HASH_BLOCK = 4 << 20
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fingerprint(path: Path, name: str | None = None) -> dict:
+    """{"path", "bytes", "sha256"} of a file; `name` is the path recorded."""
+    path = Path(path)
+    return {
+        "path": name if name is not None else str(path),
+        "bytes": path.stat().st_size,
+        "sha256": file_sha256(path),
+    }
+
+
+def parquet_json_metadata(path: Path, key: bytes) -> object | None:
+    """The JSON value stored under `key` in a Parquet file's metadata, or None
+    when the file is missing, unreadable or has no such key."""
+    try:
+        meta = pq.read_metadata(path).metadata or {}
+        return json.loads(meta[key]) if key in meta else None
+    except (OSError, ValueError):
+        return None

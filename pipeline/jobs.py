@@ -1,0 +1,110 @@
+"""Job files: a run described in TOML (jobs/NAME.toml), for scheduled runs.
+
+    inputs = "../sample_data"        # DATA: a folder or a file of shards
+    output = "../out/sample"         # OUT
+    mode = "byte"                    # any `tokenmill run` option, with _ for -
+    vocab_size = 4096
+    special_tokens = ["<|pad|>"]
+    tokenizer = "../tok.json"        # encode only, with this tokenizer
+    steps = "count"                  # or: count and merge only
+
+Relative paths are relative to the job file's folder, so a job runs the same
+from cron, systemd or a shell anywhere. Options given on the command line
+override the job's.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from pipeline.config import Config
+from pipeline.errors import TokenmillError
+
+PATH_KEYS = ("inputs", "output", "tokenizer")
+CONFIG_KEYS = tuple(f.name for f in fields(Config))
+STEPS = ("all", "count", "encode")
+
+
+@dataclass(frozen=True)
+class Job:
+    data: Path
+    out: Path
+    config: Config
+    steps: str = "all"
+    tokenizer: Path | None = None
+
+
+def load_job(path: Path) -> dict:
+    """The job file's settings, checked, with paths resolved."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read job ({e.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid TOML ({e})") from None
+    known = set(PATH_KEYS) | set(CONFIG_KEYS) | {"steps"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise TokenmillError(
+            f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    for key in PATH_KEYS:
+        if key in raw:
+            if not isinstance(raw[key], str):
+                raise TokenmillError(f"{path}: {key} must be a path (a string)")
+            raw[key] = (path.parent / Path(raw[key]).expanduser()).resolve()
+    defaults = Config()
+    for key, value in raw.items():
+        if key in CONFIG_KEYS and key != "special_tokens":
+            expected = type(getattr(defaults, key))
+            expected = str if key == "ray_address" else expected
+            if type(value) is not expected:
+                raise TokenmillError(
+                    f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"
+                )
+    if "special_tokens" in raw:
+        tokens = raw["special_tokens"]
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise TokenmillError(f"{path}: special_tokens must be a list of strings")
+        raw["special_tokens"] = tuple(tokens)
+    return raw
+
+
+def resolve_job(
+    job_file: Path | None,
+    data: Path | None,
+    out: Path | None,
+    options: dict,
+    given: set[str],
+    tokenizer: Path | None = None,
+    count_only: bool = False,
+) -> Job:
+    """A run from a job file (if any) and command-line values; `options` are the
+    command's option values, `given` the names set on the command line, which
+    override the job's."""
+    settings = load_job(job_file) if job_file else {}
+    where = f"{job_file}: " if job_file else ""
+    data = data if data is not None else settings.pop("inputs", None)
+    out = out if out is not None else settings.pop("output", None)
+    if data is None or out is None:
+        raise TokenmillError(f"{where}give DATA and OUT (or inputs and output in a --job file)")
+    tokenizer = tokenizer if tokenizer is not None else settings.pop("tokenizer", None)
+    steps = "count" if count_only else settings.pop("steps", None)
+    if steps is None:
+        steps = "encode" if tokenizer is not None else "all"
+    if steps not in STEPS:
+        raise TokenmillError(f"{where}steps must be one of {', '.join(STEPS)}, not {steps!r}")
+    if (steps == "encode") != (tokenizer is not None):
+        raise TokenmillError(f"{where}a tokenizer goes with encoding only (steps = 'encode')")
+    values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
+    for key, value in settings.items():
+        if key in CONFIG_KEYS and key not in given:
+            values[key] = value
+    try:
+        config = Config(**values)
+    except TypeError as e:
+        raise TokenmillError(f"{where}{e}") from None
+    return Job(Path(data), Path(out), config, steps, Path(tokenizer) if tokenizer else None)

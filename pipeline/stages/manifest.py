@@ -1,0 +1,111 @@
+"""OUT/manifest.json: what a run read, how, and what it wrote, with hashes;
+and `verify`, which checks a folder against its manifest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.errors import TokenmillError
+from pipeline.io.files import file_sha256
+
+MANIFEST = "manifest.json"
+
+
+def git_revision() -> str | None:
+    """The commit tokenmill runs from (with "-dirty" for local changes), when
+    it runs from a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev or None
+
+
+def relative(path: Path | str, out: Path) -> str:
+    """`path` relative to OUT when inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def shard_outputs(stage: dict, out: Path) -> list[dict]:
+    entries = []
+    for r in stage["shards"]:
+        if r["output"] is None:
+            continue
+        entry = {"shard": r["shard"], "path": relative(r["output"]["file"], out)}
+        entry["rows"] = r["output"]["rows"]
+        entry |= {k: r[k] for k in ("documents", "tokens", "words") if k in r}
+        entry["sha256"] = r["output"]["sha256"]
+        entries.append(entry)
+    return entries
+
+
+def file_entry(path: Path, out: Path, **extra) -> dict:
+    return {"path": relative(path, out), **extra, "sha256": file_sha256(path)}
+
+
+def write_manifest(manifest: dict, out: Path) -> Path:
+    from pipeline.io.writers import write_json
+
+    path = Path(out) / MANIFEST
+    write_json(manifest, path)
+    return path
+
+
+def base_manifest(data: Path, config_dict: dict, steps: str) -> dict:
+    return {
+        "tokenmill_version": __version__,
+        "git_revision": git_revision(),
+        "steps": steps,
+        "data": str(Path(data).resolve()),
+        "config": config_dict,
+    }
+
+
+def verify(out: Path) -> tuple[int, list[str]]:
+    """(number of files checked, what differs) for OUT against OUT/manifest.json."""
+    out = Path(out)
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{out / MANIFEST}: cannot read ({e.strerror})") from None
+    except ValueError as e:
+        raise TokenmillError(f"{out / MANIFEST}: not valid JSON ({e})") from None
+    data = Path(manifest["data"])
+    checks = []
+    for entry in manifest.get("inputs", []):
+        root = data if data.is_dir() else data.parent
+        path = data if data.is_file() and entry["path"] == data.name else root / entry["path"]
+        checks.append(("input", entry["path"], path, entry))
+    outputs = [e for group in ("outputs", "counts", "files") for e in manifest.get(group, [])]
+    if "tokenizer" in manifest:
+        outputs.append(manifest["tokenizer"])
+    for entry in outputs:
+        path = out / entry["path"]  # an absolute path stays itself
+        checks.append(("output", entry["path"], path, entry))
+    differences = []
+    for kind, name, path, entry in checks:
+        if not path.is_file():
+            differences.append(f"{kind} {name}: missing ({path})")
+            continue
+        size = path.stat().st_size
+        if "bytes" in entry and size != entry["bytes"]:
+            differences.append(f"{kind} {name}: changed, {size} bytes, was {entry['bytes']}")
+            continue
+        sha = file_sha256(path)
+        if sha != entry["sha256"]:
+            differences.append(f"{kind} {name}: changed, sha256 {sha}, was {entry['sha256']}")
+    return len(checks), differences

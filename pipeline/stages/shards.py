@@ -1,0 +1,84 @@
+"""The part of a per-shard task that count and encode share: keep a finished
+output whose input and options are unchanged, else write it again, and under
+--on-error skip turn bad documents and unreadable files into listed skips."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pipeline.config import Config
+from pipeline.errors import TokenmillError
+from pipeline.io.files import file_sha256, fingerprint
+from pipeline.io.readers import OnSkip
+from pipeline.io.writers import atomic_path
+from pipeline.stages.state import reusable_shard, shard_state
+
+# write(tmp, on_skip, stats, state) -> result: reads the shard (passing on_skip
+# and stats to the reader), writes the output to tmp with `state(result)` in
+# its Parquet metadata under STATE_KEY, and returns result (without skips).
+Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
+
+
+def output_record(out: Path) -> dict:
+    return {"file": str(out), "rows": pq.read_metadata(out).num_rows, "sha256": file_sha256(out)}
+
+
+def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, write: Writer) -> dict:
+    """Run (or keep) one shard's output. The summary: the writer's result,
+    "skipped" (a list), "shard", "input" (fingerprint), "output" (file, rows,
+    sha256; None when the whole file was skipped) and "reused"."""
+    out = Path(out)
+    source = fingerprint(shard, name)
+    kept = reusable_shard(out, source, key, config)
+    if kept is not None:
+        return {
+            **kept,
+            "shard": name,
+            "input": source,
+            "output": output_record(out),
+            "reused": True,
+        }
+    skipped: list[dict] = []
+
+    def on_skip(skip: dict) -> None:
+        skipped.append({"shard": name, **skip})
+
+    def state(result: dict) -> bytes:
+        return shard_state(source, key, {**result, "skipped": skipped})
+
+    stats = {"rows": 0}
+    try:
+        with atomic_path(out) as tmp:
+            result = write(tmp, on_skip if config.on_error == "skip" else None, stats, state)
+    except TokenmillError as e:
+        if config.on_error != "skip":
+            raise
+        out.unlink(missing_ok=True)  # an output of an earlier version of the file
+        skip = {"shard": name, "row": None, "reason": str(e), "documents": stats["rows"]}
+        return {"shard": name, "input": source, "output": None, "reused": False, "skipped": [skip]}
+    return {
+        **result,
+        "skipped": skipped,
+        "shard": name,
+        "input": source,
+        "output": output_record(out),
+        "reused": False,
+    }
+
+
+def stage_summary(stage: str, results: list[dict], seconds: float, **extra) -> dict:
+    """The summary of a per-shard stage: totals, reused vs redone, skips."""
+    return {
+        "stage": stage,
+        "shards": results,
+        "documents": sum(r.get("documents", 0) for r in results),
+        "bytes": sum(r.get("bytes", 0) for r in results),
+        "reused": sum(r["reused"] for r in results),
+        "redone": sum(not r["reused"] for r in results),
+        "skipped": [s for r in results for s in r["skipped"]],
+        "seconds": seconds,
+        **extra,
+    }

@@ -1,0 +1,160 @@
+"""Interrupted runs resume: a rerun keeps every finished shard output whose
+input and options are unchanged, redoes the rest, and ends with outputs
+byte-identical to those of an uninterrupted run. The process is killed with
+SIGKILL at a known point (pipeline.faults), never after a wall-clock delay."""
+
+from __future__ import annotations
+
+import pytest
+from runs import copy_sample, kill_when_paused, manifest, output_files, temporaries, tokenmill
+
+RUN = ("--vocab-size", "1000", "--workers", "1")
+SHARDS = [
+    "code-python.jsonl.gz",
+    "lines.txt",
+    "lines.txt.gz",
+    "multilingual.jsonl",
+    "prose-en.parquet",
+]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run on a copy of sample_data/."""
+    root = tmp_path_factory.mktemp("reference")
+    data = copy_sample(root / "data")
+    tokenmill("run", data, root / "out", *RUN)
+    return data, root / "out"
+
+
+def stages(out):
+    return manifest(out)["stages"]
+
+
+@pytest.mark.parametrize(
+    ("stage", "step", "kept"),
+    [
+        # killed after 2 of 5 count tables: those 2 are kept, the rest redone
+        ("count", 2, {"count": 2, "merge": 0, "train": 0, "encode": 0}),
+        # killed after 256 of 743 merges: counts and merged table kept, train redone
+        ("train", 256, {"count": 5, "merge": 1, "train": 0, "encode": 0}),
+        # killed after 3 of 5 token shards: everything before kept, 2 shards encoded
+        ("encode", 3, {"count": 5, "merge": 1, "train": 1, "encode": 3}),
+    ],
+)
+def test_killed_run_resumes_to_identical_outputs(reference, tmp_path, stage, step, kept):
+    data, ref_out = reference
+    out = tmp_path / "out"
+    kill_when_paused(["run", data, out, *RUN], stage, step, tmp_path)
+    assert not (out / "manifest.json").exists()
+    finished = {
+        "count": len(list((out / "counts").glob("*.parquet"))),
+        "encode": len(list((out / "tokens").glob("*.parquet"))),
+    }
+    assert finished["count"] == (step if stage == "count" else 5)
+    assert finished["encode"] == (step if stage == "encode" else 0)
+    assert (out / "tokenizer.json").exists() == (stage == "encode")
+
+    result = tokenmill("run", data, out, *RUN)
+    assert output_files(out) == output_files(ref_out)
+    assert temporaries(out) == []
+    for name, n in kept.items():
+        assert stages(out)[name]["reused"] == n, (name, stages(out))
+    total = {"count": 5, "merge": 1, "train": 1, "encode": 5}
+    for name in kept:
+        assert stages(out)[name]["redone"] == total[name] - kept[name]
+    if stage in ("count", "encode"):
+        assert stages(out)[stage]["reused_shards"] == SHARDS[:step]
+        assert f"{stage}: 5 shards ({step} kept, {5 - step} done)" in result.stderr
+    ref = manifest(ref_out)
+    again = manifest(out)
+    for key in ("inputs", "outputs", "counts", "files", "tokenizer", "documents", "tokens"):
+        assert again[key] == ref[key], key
+
+
+def test_rerun_of_a_finished_run_redoes_nothing_and_force_redoes_everything(reference, tmp_path):
+    data, ref_out = reference
+    out = tmp_path / "out"
+    tokenmill("run", data, out, *RUN)
+    tokenmill("run", data, out, *RUN)
+    assert {k: v["redone"] for k, v in stages(out).items()} == {
+        "count": 0,
+        "merge": 0,
+        "train": 0,
+        "encode": 0,
+    }
+    tokenmill("run", data, out, *RUN, "--force")
+    assert {k: v["reused"] for k, v in stages(out).items()} == {
+        "count": 0,
+        "merge": 0,
+        "train": 0,
+        "encode": 0,
+    }
+    assert output_files(out) == output_files(ref_out)
+
+
+def test_changed_input_is_redone(reference, tmp_path):
+    data, _ = reference
+    changed = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill("run", changed, out, *RUN)
+    with open(changed / "lines.txt", "a", encoding="utf-8") as f:
+        f.write("one more line of text, appended after the first run\n")
+    tokenmill("run", changed, out, *RUN)
+    count = stages(out)["count"]
+    assert (count["reused"], count["redone"]) == (4, 1)
+    assert "lines.txt" not in count["reused_shards"]
+    fresh = tmp_path / "fresh"
+    tokenmill("run", changed, fresh, *RUN)
+    assert output_files(out) == output_files(fresh)
+
+
+def test_changed_option_is_redone(reference, tmp_path):
+    data, _ = reference
+    out = tmp_path / "out"
+    tokenmill("run", data, out, *RUN)
+    tokenmill("run", data, out, *RUN, "--pattern", "gpt2")
+    assert stages(out)["count"]["reused"] == 0
+    fresh = tmp_path / "fresh"
+    tokenmill("run", data, fresh, *RUN, "--pattern", "gpt2")
+    assert output_files(out) == output_files(fresh)
+
+
+def test_new_shards_arriving_are_counted_and_merged_with_the_old_counts(tmp_path):
+    data = copy_sample(tmp_path / "data", SHARDS[:3])
+    out = tmp_path / "out"
+    tokenmill("run", data, out, "--count-only", "--workers", "1")
+    assert "tokenizer.json" not in output_files(out)
+    copy_sample(data, SHARDS[3:])
+    result = tokenmill("run", data, out, "--count-only", "--workers", "1")
+    assert stages(out)["count"]["reused_shards"] == SHARDS[:3]
+    assert stages(out)["count"]["redone"] == 2
+    assert stages(out)["merge"]["redone"] == 1
+    assert "count: 5 shards (3 kept, 2 done)" in result.stderr
+    fresh = tmp_path / "fresh"
+    tokenmill("run", data, fresh, "--count-only")
+    assert output_files(out) == output_files(fresh)
+
+
+def test_encode_only_with_an_existing_tokenizer(reference, tmp_path):
+    data, ref_out = reference
+    out = tmp_path / "out"
+    tokenmill("run", data, out, "--tokenizer", ref_out / "tokenizer.json", "--workers", "1")
+    assert sorted(output_files(out)) == sorted(f for f in output_files(ref_out) if "tokens/" in f)
+    for name, content in output_files(out).items():
+        assert content == output_files(ref_out)[name]
+    m = manifest(out)
+    assert m["steps"] == "encode"
+    assert m["tokenizer"]["path"] == str((ref_out / "tokenizer.json").resolve())
+    assert m["tokenizer_sha256"] == manifest(ref_out)["tokenizer_sha256"]
+
+
+def test_removed_input_shard_drops_its_outputs(tmp_path):
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill("run", data, out, *RUN)
+    (data / "lines.txt").unlink()
+    tokenmill("run", data, out, *RUN)
+    fresh = tmp_path / "fresh"
+    tokenmill("run", data, fresh, *RUN)
+    assert output_files(out) == output_files(fresh)
