@@ -124,3 +124,12 @@ def test_stats_after_a_run_that_skipped_bad_documents(tmp_path, cli):
     # b.jsonl's source field cannot be read past the bad line: counted per shard.
     assert [x["name"] for x in s["sources"]] == ["a.txt", "b.jsonl"]
     assert len(s["warnings"]) == 1 and "b.jsonl" in s["warnings"][0]
+
+
+def test_sources_beyond_the_limit_are_counted_together(tiny, monkeypatch):
+    import pipeline.stages.stats as stats
+
+    monkeypatch.setattr(stats, "MAX_SOURCES", 2)
+    s = run_stats(tiny)
+    assert [x["name"] for x in s["sources"]] == ["web", "code", stats.OTHER]
+    assert s["sources"][2] == line(stats.OTHER, 4, 4, 8, 4)  # a.jsonl's "a" and b.txt

@@ -10,7 +10,8 @@ least once), the most frequent tokens, and the ids never used.
 
 One pass over the token shards and the input shards, shard by shard; memory
 holds one batch of ids, one number per document of the current shard, the
-id counts and one line per source.
+id counts and one line per source (at most MAX_SOURCES; sources met after
+that many are counted together as OTHER).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_
 from pipeline.tokenizer import Tokenizer
 
 TOP = 20
+MAX_SOURCES = 100_000
+OTHER = "(other sources)"
 MANIFEST = "manifest.json"
 
 
@@ -165,6 +168,8 @@ def corpus_stats(
                 "source", "documents", "bytes", "tokens", "text_tokens"
             ).iter_rows():
                 line = np.array(numbers, np.int64)
+                if name not in sources and len(sources) >= MAX_SOURCES:
+                    name = OTHER
                 sources[name] = sources.get(name, 0) + line
                 totals += line
         if totals[0] != present.sum():
