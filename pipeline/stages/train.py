@@ -13,7 +13,7 @@ from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
 from pipeline.io.files import file_sha256
 from pipeline.stages.state import record_file, reusable_file
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, default_special_tokens
 
 
 def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
@@ -50,12 +50,19 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
             pattern=config.pattern,
             lowercase=config.lowercase,
             vocab_size=config.vocab_size,
-            special_tokens=config.special_tokens or None,
+            special_tokens=special_tokens(config),
             progress=progress,
         )
     tok.save(tokenizer_file)
     record_file(tokenizer_file, key)
     return summary(table.num_rows, tok, start, reused=False)
+
+
+def special_tokens(config: Config) -> list[str] | None:
+    """The mode's own special tokens (<|endoftext|>, ...) first, then the config's."""
+    if not config.special_tokens:
+        return None
+    return list(dict.fromkeys([*default_special_tokens(config.mode), *config.special_tokens]))
 
 
 def summary(words: int, tok: Tokenizer, start: float, reused: bool) -> dict:
