@@ -1,6 +1,7 @@
 # Two commands set up and run everything on a fresh machine:
 #   make tokenize   # whole pipeline on sample_data/ (DATA=dir OUT=dir to change)
 #   make test       # the test suite
+#   make job JOB=jobs/NAME.toml   # a run described by a job file (see jobs/)
 # Both create .venv and build the Rust core (release) when missing or stale.
 
 PYTHON ?= python3
@@ -10,10 +11,11 @@ DATA ?= sample_data
 OUT ?= out
 ARGS ?=
 CORPUS ?= /tmp/corpus
+JOB ?= jobs/sample.toml
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
 
-.PHONY: install tokenize test lint fmt bench clean
+.PHONY: install tokenize job test lint fmt bench clean
 
 install: $(STAMP)
 
@@ -25,6 +27,9 @@ $(STAMP): $(SOURCES)
 
 tokenize: $(STAMP)
 	$(BIN)/tokenmill run $(DATA) $(OUT) $(ARGS)
+
+job: $(STAMP)
+	$(BIN)/tokenmill run --job $(JOB) $(ARGS)
 
 test: $(STAMP)
 	cd native && cargo test --lib --quiet

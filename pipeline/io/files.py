@@ -10,6 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 HASH_BLOCK = 4 << 20
+# sha256 by (path, size, mtime, inode): count and encode of one run hash each input once.
+_known: dict[tuple, str] = {}
 
 
 def file_sha256(path: Path) -> str:
@@ -23,10 +25,14 @@ def file_sha256(path: Path) -> str:
 def fingerprint(path: Path, name: str | None = None) -> dict:
     """{"path", "bytes", "sha256"} of a file; `name` is the path recorded."""
     path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _known:
+        _known[key] = file_sha256(path)
     return {
         "path": name if name is not None else str(path),
-        "bytes": path.stat().st_size,
-        "sha256": file_sha256(path),
+        "bytes": st.st_size,
+        "sha256": _known[key],
     }
 
 

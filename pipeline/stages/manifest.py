@@ -16,19 +16,25 @@ MANIFEST = "manifest.json"
 
 def git_revision() -> str | None:
     """The commit tokenmill runs from (with "-dirty" for local changes), when
-    it runs from a git checkout."""
-    here = Path(__file__).resolve().parent
-    try:
-        rev = subprocess.run(
-            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"],
+    it runs from a git checkout of its own (not from a package installed
+    inside some other repository)."""
+    package = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(package), *args],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parent:
+            return None
+        return git("describe", "--always", "--dirty", "--abbrev=40") or None
     except (OSError, subprocess.SubprocessError):
         return None
-    return rev or None
 
 
 def relative(path: Path | str, out: Path) -> str:

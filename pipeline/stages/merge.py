@@ -36,16 +36,21 @@ def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
         pl.scan_parquet(f).with_columns(shard=pl.lit(i, dtype=pl.UInt32))
         for i, f in enumerate(files)
     ]
+    # One 128-bit key orders (shard, first) lexicographically, so the earliest
+    # occurrence is a plain streaming `min` instead of a sort per group.
+    key = pl.col("shard").cast(pl.Int128) * (1 << 64) + pl.col("first").cast(pl.Int128)
     return (
         pl.concat(frames)
         .group_by("word")
-        .agg(
-            pl.col("count").sum(),
-            pl.col("shard").min(),
-            pl.col("first").sort_by("shard", "first").first(),
-        )
+        .agg(pl.col("count").sum(), key.min().alias("key"))
         .filter(pl.col("count") >= min_count)
-        .sort("shard", "first")
+        .sort("key")
+        .select(
+            "word",
+            "count",
+            shard=(pl.col("key") // (1 << 64)).cast(pl.UInt32),
+            first=(pl.col("key") % (1 << 64)).cast(pl.UInt64),
+        )
     )
 
 

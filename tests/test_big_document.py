@@ -1,0 +1,62 @@
+"""A shard holding one 200 MB document goes through the whole pipeline:
+readers cut a line into blocks without copying it over and over, and memory
+follows the batch (here: the one document), not the shard."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+from runs import manifest
+
+from pipeline.tokenizer import Tokenizer
+
+SIZE = 200 << 20
+# The whole run's peak memory, a generous bound: some copies of the document,
+# its pre-token spans and its ids. Reading the shard twice over would exceed it.
+MAX_RSS_BYTES = 24 * SIZE
+
+RSS_WRAPPER = """
+import resource, sys
+from pipeline.cli import main
+try:
+    main()
+finally:
+    print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def test_a_200_mb_document(tmp_path):
+    rng = random.Random(0)
+    words = "the cat sat on a mat καλημέρα κόσμε привіт 東京 naïve café self.x = 42;".split()
+    chunk = " ".join(rng.choice(words) for _ in range(100_000)).encode() + b" "
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "one.txt", "wb") as f:
+        for _ in range(SIZE // len(chunk) + 1):
+            f.write(chunk)
+        f.write(b"end\n")
+    size = (data / "one.txt").stat().st_size
+    assert size > SIZE
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-c", RSS_WRAPPER, "run", data, out, "--vocab-size", "300"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    m = manifest(out)
+    assert m["documents"] == 1 and m["inputs"][0]["bytes"] == size
+    table = pq.read_table(out / "tokens" / "one.txt.parquet")
+    assert table.num_rows == 1
+    ids = table["ids"][0].values
+    assert len(ids) == table["n_tokens"][0].as_py() == m["tokens"]
+    tok = Tokenizer.load(out / "tokenizer.json")
+    assert ids[-1].as_py() == tok.eos_id
+    head = tok.decode(ids[:200].to_pylist())
+    assert chunk.decode().startswith(head)
+    assert tok.decode(ids[-40:-1].to_pylist()).endswith(" end")
+    peak = int(result.stderr.rsplit("maxrss_kb", 1)[1].split()[0]) * 1024
+    assert peak < MAX_RSS_BYTES, f"peak memory {peak / 1e9:.1f} GB"

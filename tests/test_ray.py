@@ -1,0 +1,41 @@
+"""--executor ray: count and encode as Ray tasks (a local Ray with 2 CPUs),
+with the same outputs as the local executors."""
+
+from __future__ import annotations
+
+import pytest
+from runs import copy_sample, manifest, output_files, tokenmill
+
+pytest.importorskip("ray")
+
+RUN = ("--vocab-size", "1000")
+
+
+def test_ray_and_local_executors_give_identical_outputs(tmp_path):
+    data = copy_sample(tmp_path / "data")
+    local = tmp_path / "local"
+    tokenmill("run", data, local, *RUN, "--workers", "2", "--executor", "threads")
+    on_ray = tmp_path / "ray"
+    result = tokenmill("run", data, on_ray, *RUN, "--workers", "2", "--executor", "ray")
+    assert output_files(on_ray) == output_files(local)
+    assert manifest(on_ray)["config"]["executor"] == "ray"
+    assert manifest(on_ray)["outputs"] == manifest(local)["outputs"]
+    assert "encode: 5 shards (0 kept, 5 done)" in result.stderr
+
+
+def test_ray_address_and_errors_come_back_as_one_line(tmp_path):
+    data = copy_sample(tmp_path / "data", ["lines.txt", "multilingual.jsonl"])
+    (data / "z-bad.jsonl").write_bytes(b'{"text": "ok"}\nnot json\n')
+    out = tmp_path / "out"
+    # "local": ray.init(address="local") starts a Ray of its own, as a cluster address would join
+    args = ("run", data, out, *RUN, "--executor", "ray", "--ray-address", "local")
+    failed = tokenmill(*args, check=False)
+    assert failed.returncode == 1
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "z-bad.jsonl: row 1 (line 2): not JSON" in last
+    skipped = tokenmill(*args, "--on-error", "skip")
+    assert "skipped: z-bad.jsonl: row 1 (line 2)" in skipped.stderr
+    assert manifest(out)["config"]["ray_address"] == "local"
+    local = tmp_path / "local"
+    tokenmill("run", data, local, *RUN, "--on-error", "skip")
+    assert output_files(out) == output_files(local)
