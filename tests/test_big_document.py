@@ -4,6 +4,7 @@ follows the batch (here: the one document), not the shard."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -60,3 +61,28 @@ def test_a_200_mb_document(tmp_path):
     assert tok.decode(ids[-40:-1].to_pylist()).endswith(" end")
     peak = int(result.stderr.rsplit("maxrss_kb", 1)[1].split()[0]) * 1024
     assert peak < MAX_RSS_BYTES, f"peak memory {peak / 1e9:.1f} GB"
+
+
+def test_a_json_line_longer_than_a_read_block(tmp_path):
+    """JSON Lines are cut into blocks at line ends, so a line longer than a
+    block (16 MB) is read whole, as a block of its own."""
+    from pipeline.io.readers import TEXT_BLOCK_BYTES, read_batches
+
+    doc = "word καλημέρα " * (TEXT_BLOCK_BYTES // 10)
+    path = tmp_path / "long.jsonl"
+    path.write_text(
+        json.dumps({"text": "first"})
+        + "\n"
+        + json.dumps({"text": doc})
+        + "\n"
+        + json.dumps({"text": "last"})
+        + "\n",
+        encoding="utf-8",
+    )
+    assert path.stat().st_size > 2 * TEXT_BLOCK_BYTES
+    rows, docs = [], []
+    for r, d in read_batches(path):
+        rows += r.to_pylist()
+        docs += [len(x) for x in d.to_pylist()]
+    assert rows == [0, 1, 2]
+    assert docs == [5, len(doc), 4]

@@ -211,3 +211,16 @@ class _Result:
     def __init__(self, completed):
         self.exit_code = completed.returncode
         self.output = completed.stdout + completed.stderr
+
+
+def test_blank_json_lines_are_not_documents_and_lines_are_counted_right(tmp_path):
+    data = corpus_with(
+        tmp_path, "gaps.jsonl", jsonl(b'{"text": "a"}', b"", b"  ", b'{"text": "b"}', b"oops")
+    )
+    result = tokenmill("count", data, tmp_path / "counts", check=False)
+    assert "gaps.jsonl: row 2 (line 5): not JSON" in result.stderr
+    out = tmp_path / "out"
+    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    m = manifest(out)
+    assert [(s["row"], s["documents"]) for s in m["skipped"]] == [(2, 1)]
+    assert m["documents_in"] == GOOD_DOCS + 3

@@ -195,9 +195,10 @@ def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]
         yield _Raw(batch.column(0), {})
 
 
-def _line_blocks(path: Path) -> Iterator[tuple[int, pa.Array]]:
-    """(number of lines before the block, its lines as large_binary), in blocks of
-    about TEXT_BLOCK_BYTES; a line longer than that is a block of its own."""
+def _line_blocks(path: Path) -> Iterator[tuple[int, bytes, pa.Array]]:
+    """(number of lines before the block, the block, its lines as large_binary),
+    in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
+    that is a block of its own."""
     # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as stream:
@@ -208,12 +209,13 @@ def _line_blocks(path: Path) -> Iterator[tuple[int, pa.Array]]:
             if cut < 0:
                 carry.append(block)
                 continue
-            lines = _split_lines(b"".join([*carry, block[:cut]]))
+            data = b"".join([*carry, block[:cut]])
             carry = [block[cut + 1 :]]
-            yield before, lines
+            lines = _split_lines(data)
+            yield before, data, lines
             before += len(lines)
         if rest := b"".join(carry):
-            yield before, _split_lines(rest)
+            yield before, rest, _split_lines(rest)
 
 
 def _split_lines(data: bytes) -> pa.Array:
@@ -222,7 +224,7 @@ def _split_lines(data: bytes) -> pa.Array:
 
 def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
     """One document per line; a trailing '\\r' is dropped so CRLF files read the same."""
-    for before, lines in _line_blocks(path):
+    for before, _, lines in _line_blocks(path):
         lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
         yield _Raw(lines, {}, list(range(before + 1, before + 1 + len(lines))))
 
@@ -232,14 +234,15 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
     it refuses is parsed line by line to name (or skip) the bad lines."""
     schema = pa.schema([(column, pa.large_string())])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    for before, lines in _line_blocks(path):
+    for before, data, lines in _line_blocks(path):
         blank = pc.match_substring_regex(lines, pattern=r"^[ \t\r]*$")
         keep = pc.indices_nonzero(pc.invert(blank))
         if len(keep) == 0:
             continue
         records = lines.take(keep)
         numbers = [before + 1 + i for i in keep.to_pylist()]
-        block = b"\n".join(r.as_py() for r in records) if len(records) > 1 else records[0].as_py()
+        # The block as Arrow should parse it: one object per line, no blank lines.
+        block = data if len(keep) == len(lines) else b"\n".join(records.to_pylist())
         try:
             table = pj.read_json(
                 pa.BufferReader(block),
