@@ -25,6 +25,7 @@ from tqdm import tqdm
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
+from pipeline.memory import release_memory
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,6 +78,7 @@ def run_tasks(
             return results
     finally:
         bar.close()
+        release_memory()
 
 
 def _pool(executor: str, parallel: int, workers: int) -> Executor:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
+from pipeline.memory import release_memory
 
 ENDOFTEXT = "<|endoftext|>"
 BOS = "<|bos|>"  # the token `--bos` puts before each document of packed sequences
@@ -152,6 +153,7 @@ class Tokenizer:
                 num_merges,
                 progress,
             )
+            release_memory()
         else:
             merges = []
         return cls(
@@ -496,6 +498,7 @@ def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: 
             counter.add(*arrow_buffers(docs), row)
         row += len(docs)
     offsets, data, counts, firsts, n = counter.finish()
+    release_memory()
     words = pa.Array.from_buffers(
         pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )

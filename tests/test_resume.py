@@ -158,3 +158,39 @@ def test_removed_input_shard_drops_its_outputs(tmp_path):
     fresh = tmp_path / "fresh"
     tokenmill("run", data, fresh, *RUN)
     assert output_files(out) == output_files(fresh)
+
+
+@pytest.mark.parametrize("stage", ["count", "encode"])
+def test_killed_stage_command_resumes(reference, tmp_path, stage):
+    data, ref_out = reference
+    folder = "counts" if stage == "count" else "tokens"
+    out = tmp_path / folder
+    args = [stage, data, out, "--workers", "1"]
+    if stage == "encode":
+        args += ["--tokenizer", ref_out / "tokenizer.json"]
+    kill_when_paused(args, stage, 2, tmp_path)
+    assert len(list(out.glob("*.parquet"))) == 2
+    result = tokenmill(*args)
+    assert f"{stage}: 5 shards (2 kept, 3 done)" in result.stderr
+    assert output_files(out) == output_files(ref_out / folder)
+    assert temporaries(out) == []
+
+
+def test_temporaries_of_dead_processes_are_removed(reference, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    data, _ = reference
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = counts / f".lines.txt.parquet.tmp-{int(gone.stdout)}"
+    live = counts / f".lines.txt.parquet.tmp-{os.getpid()}"
+    dead.write_bytes(b"half a file")
+    live.write_bytes(b"another run's file in the making")
+    tokenmill("count", data, counts, "--workers", "1")
+    assert not dead.exists()
+    assert live.exists()

@@ -64,6 +64,12 @@ fn set_threads(threads: usize) {
     pool::set_threads(threads)
 }
 
+/// Return memory freed by the hot loops to the operating system.
+#[pyfunction]
+fn release_memory(py: Python<'_>) {
+    py.detach(pool::release_memory)
+}
+
 /// Counts the words of one shard, batch by batch.
 #[pyclass]
 struct Counter {
@@ -315,6 +321,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(train_merges, m)?)?;
     m.add_class::<Counter>()?;
