@@ -115,15 +115,17 @@ def test_stats_after_a_run_that_skipped_bad_documents(tmp_path, cli):
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_bytes(b"aaaa\nb\xffad\nab\n")  # row 1 is not UTF-8
-    (data / "b.jsonl").write_text('{"text": "ba", "source": "s"}\nnot json\n{"text": "a"}\n')
+    (data / "b.jsonl").write_text(
+        '{"text": "ba", "source": "s"}\nnot json\n\n{"text": "a", "source": 7}\n'
+    )  # a bad line, a blank line (no row), a source that is no string
     out = tmp_path / "out"
     cli("run", data, out, "--vocab-size", "258", "--on-error", "skip")
     s = run_stats(out)
     # aaaa: 256 256 eos, ab: 97 98 eos | ba: 98 97 eos, a: 97 eos
     assert s["shards"] == [line("a.txt", 2, 6, 6, 4), line("b.jsonl", 2, 3, 5, 3)]
-    # b.jsonl's source field cannot be read past the bad line: counted per shard.
-    assert [x["name"] for x in s["sources"]] == ["a.txt", "b.jsonl"]
-    assert len(s["warnings"]) == 1 and "b.jsonl" in s["warnings"][0]
+    assert [x["name"] for x in s["sources"]] == ["a.txt", "s", "b.jsonl"]
+    assert s["sources"][1:] == [line("s", 1, 2, 3, 2), line("b.jsonl", 1, 1, 2, 1)]
+    assert s["warnings"] == []
 
 
 def test_sources_beyond_the_limit_are_counted_together(tiny, monkeypatch):

@@ -1,5 +1,5 @@
 """Reading an optional per-document column (such as ``source``) of an input shard,
-batch by batch, alongside its documents."""
+batch by batch, row for row as `readers.read_batches` reads the documents."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
-from pipeline.io.readers import BATCH_ROWS, TEXT_BLOCK_BYTES, shard_format
+from pipeline.io.readers import BATCH_ROWS, _jsonl_batches, _parquet_batches, shard_format
 
 
 def has_column(path: Path, column: str) -> bool:
@@ -25,25 +24,21 @@ def has_column(path: Path, column: str) -> bool:
 
 
 def read_column(path: Path, column: str, batch_rows: int = BATCH_ROWS) -> Iterator[pa.Array]:
-    """`column` of every document of a Parquet or JSON Lines shard as strings, in row
-    order; null where a record lacks it."""
+    """`column` of every row of a Parquet or JSON Lines shard as strings: null where a
+    record lacks it, holds no string, or is no JSON object. The rows are those of
+    `read_batches` (the same format readers: blank JSON lines are no rows)."""
     path = Path(path)
+    batches = {"parquet": _parquet_batches, "jsonl": _jsonl_batches}[shard_format(path)]
     try:
-        if shard_format(path) == "parquet":
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=[column]):
-                yield pc.cast(batch.column(0), pa.large_string())
-        else:
-            source = pa.input_stream(str(path), compression="detect")
-            reader = pj.open_json(
-                source,
-                read_options=pj.ReadOptions(block_size=TEXT_BLOCK_BYTES),
-                parse_options=pj.ParseOptions(
-                    explicit_schema=pa.schema([(column, pa.large_string())]),
-                    unexpected_field_behavior="ignore",
-                ),
-            )
-            for batch in reader:
-                yield batch.column(0)
-    except (OSError, pa.ArrowException, ValueError) as e:
+        for raw in batches(path, column, batch_rows):
+            values = raw.values
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            values = pc.cast(values, pa.large_string())
+            if raw.bad:
+                bad = pa.array([i in raw.bad for i in range(len(values))])
+                values = pc.if_else(bad, pa.scalar(None, pa.large_string()), values)
+            yield values
+    except (OSError, pa.ArrowException, ValueError, EOFError) as e:
         msg = " ".join(str(e).split())
         raise TokenmillError(f"{path}: cannot read column {column!r} ({msg})") from None
