@@ -98,6 +98,16 @@ pub struct Trainer {
     heap: BinaryHeap<Entry>,
 }
 
+/// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is only a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    }
+}
+
 /// Position (in base symbols) of the first occurrence of `pair` in `symbols`.
 fn find_pair(symbols: &[u32], pair: Pair, token_len: &[u32]) -> Option<u32> {
     let mut offset = 0u32;
@@ -208,7 +218,15 @@ impl Trainer {
             spans,
             counts,
         } = &mut self.words;
-        for &w in &words {
+        for (k, &w) in words.iter().enumerate() {
+            // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
+            if let Some(&ahead) = words.get(k + 16) {
+                prefetch(&spans[ahead as usize]);
+                prefetch(&counts[ahead as usize]);
+            }
+            if let Some(&ahead) = words.get(k + 8) {
+                prefetch(symbols.as_ptr().wrapping_add(spans[ahead as usize].0));
+            }
             let (start, len) = &mut spans[w as usize];
             let weight = counts[w as usize];
             let word = &mut symbols[*start..*start + *len as usize];
