@@ -58,12 +58,54 @@ impl PairStats {
 /// Heap key: higher count first, then earlier word, then earlier position.
 type Entry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
+/// Every word's symbols in one buffer, in table order: walking a sorted word
+/// list walks memory forward, which is what makes merging fast.
+struct Words {
+    symbols: Vec<u32>,
+    /// (start, current length) of each word in `symbols`; merges shrink words in place.
+    spans: Vec<(usize, u32)>,
+    counts: Vec<i64>,
+}
+
+impl Words {
+    fn new(words: Vec<Word>) -> Self {
+        let total = words.iter().map(|w| w.symbols.len()).sum();
+        let mut flat = Words {
+            symbols: Vec::with_capacity(total),
+            spans: Vec::with_capacity(words.len()),
+            counts: Vec::with_capacity(words.len()),
+        };
+        for word in words {
+            flat.spans
+                .push((flat.symbols.len(), word.symbols.len() as u32));
+            flat.symbols.extend_from_slice(&word.symbols);
+            flat.counts.push(word.count as i64);
+        }
+        flat
+    }
+
+    fn get(&self, w: u32) -> &[u32] {
+        let (start, len) = self.spans[w as usize];
+        &self.symbols[start..start + len as usize]
+    }
+}
+
 pub struct Trainer {
-    words: Vec<Word>,
+    words: Words,
     /// Length of each token in base symbols, so positions survive merges.
     token_len: Vec<u32>,
     stats: FxHashMap<Pair, PairStats>,
     heap: BinaryHeap<Entry>,
+}
+
+/// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is only a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    }
 }
 
 /// Position (in base symbols) of the first occurrence of `pair` in `symbols`.
@@ -82,6 +124,7 @@ impl Trainer {
     /// `base_size` is the number of base tokens; merges get ids from there on.
     pub fn new(words: Vec<Word>, base_size: u32) -> Self {
         let token_len = vec![1; base_size as usize];
+        let words = Words::new(words);
         let stats = initial_stats(&words);
         let mut trainer = Trainer {
             words,
@@ -115,7 +158,7 @@ impl Trainer {
         let mut found = None;
         let mut stale = 0;
         for &w in words {
-            if let Some(pos) = find_pair(&self.words[w as usize].symbols, pair, &self.token_len) {
+            if let Some(pos) = find_pair(self.words.get(w), pair, &self.token_len) {
                 found = Some((w, pos));
                 break;
             }
@@ -170,10 +213,24 @@ impl Trainer {
         words.dedup();
         let mut created = Vec::new();
         let stats = &mut self.stats;
-        for &w in &words {
-            let word = &mut self.words[w as usize];
-            let weight = word.count as i64;
-            merge_word(&mut word.symbols, pair, new_id, |p, d| {
+        let Words {
+            symbols,
+            spans,
+            counts,
+        } = &mut self.words;
+        for (k, &w) in words.iter().enumerate() {
+            // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
+            if let Some(&ahead) = words.get(k + 16) {
+                prefetch(&spans[ahead as usize]);
+                prefetch(&counts[ahead as usize]);
+            }
+            if let Some(&ahead) = words.get(k + 8) {
+                prefetch(symbols.as_ptr().wrapping_add(spans[ahead as usize].0));
+            }
+            let (start, len) = &mut spans[w as usize];
+            let weight = counts[w as usize];
+            let word = &mut symbols[*start..*start + *len as usize];
+            *len = merge_word(word, pair, new_id, |p, d| {
                 if p == pair {
                     return;
                 }
@@ -190,7 +247,7 @@ impl Trainer {
                         stats.remove(&p);
                     }
                 }
-            });
+            }) as u32;
         }
         created.sort_unstable();
         created.dedup();
@@ -201,13 +258,13 @@ impl Trainer {
 }
 
 /// Merge every occurrence of `pair` in place, left to right without overlap,
-/// reporting each adjacent-pair change as `(pair, +1 | -1)`.
+/// reporting each adjacent-pair change as `(pair, +1 | -1)`; returns the new length.
 pub fn merge_word(
-    symbols: &mut Vec<u32>,
+    symbols: &mut [u32],
     pair: Pair,
     new_id: u32,
     mut change: impl FnMut(Pair, i64),
-) {
+) -> usize {
     let (a, b) = pair;
     let n = symbols.len();
     let is_match = |s: &[u32], i: usize| i + 1 < n && s[i] == a && s[i + 1] == b;
@@ -244,24 +301,20 @@ pub fn merge_word(
         }
         o += 1;
     }
-    symbols.truncate(o);
+    o
 }
 
-fn initial_stats(words: &[Word]) -> FxHashMap<Pair, PairStats> {
-    let chunk = words
-        .len()
-        .div_ceil(rayon::current_num_threads() * 4)
-        .max(1024);
-    let parts: Vec<FxHashMap<Pair, PairStats>> = words
-        .par_chunks(chunk)
-        .enumerate()
-        .map(|(ci, part)| {
+fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
+    let n = words.spans.len();
+    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1024);
+    let parts: Vec<FxHashMap<Pair, PairStats>> = (0..n.div_ceil(chunk))
+        .into_par_iter()
+        .map(|ci| {
             let mut local: FxHashMap<Pair, PairStats> = FxHashMap::default();
-            for (i, word) in part.iter().enumerate() {
-                let w = (ci * chunk + i) as u32;
-                for s in word.symbols.windows(2) {
+            for w in (ci * chunk..n.min((ci + 1) * chunk)).map(|w| w as u32) {
+                for s in words.get(w).windows(2) {
                     let st = local.entry((s[0], s[1])).or_default();
-                    st.count += word.count as i64;
+                    st.count += words.counts[w as usize];
                     st.note_word(w);
                 }
             }
@@ -358,7 +411,8 @@ mod tests {
             for case in &cases {
                 let mut s = case.clone();
                 let mut counts = pair_counts(std::slice::from_ref(case));
-                merge_word(&mut s, pair, 9, |p, d| *counts.entry(p).or_default() += d);
+                let n = merge_word(&mut s, pair, 9, |p, d| *counts.entry(p).or_default() += d);
+                s.truncate(n);
                 counts.retain(|_, c| *c != 0);
                 assert_eq!(counts, pair_counts(&[s.clone()]), "{case:?} {pair:?}");
             }
