@@ -51,7 +51,8 @@ def count_shard(task: CountTask) -> dict:
         table = table.replace_schema_metadata(
             {SOURCE_KEY: task.name.encode(), STATE_KEY: state(result)}
         )
-        pq.write_table(table, tmp)
+        # Every word is distinct: dictionary pages would only cost time.
+        pq.write_table(table, tmp, use_dictionary=False)
         return result
 
     return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
