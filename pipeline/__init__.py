@@ -6,5 +6,8 @@ import os
 # whole working set to the resident size of the stages that follow it in the
 # same process. Must be set before polars is first imported.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+# NumPy (imported by PyArrow) would start an OpenBLAS thread per core that
+# spins beside the native core's threads; tokenmill does no linear algebra.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"

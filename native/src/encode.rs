@@ -241,12 +241,14 @@ impl Encoder {
         Ok(())
     }
 
-    /// Encode documents in parallel; returns the flat ids and one length per document.
+    /// Encode documents in parallel; returns the ids in consecutive parts (to
+    /// be concatenated by the caller, who copies them out anyway) and one
+    /// length per document.
     pub fn encode_batch(
         &self,
         texts: &[&str],
         eos: Option<u32>,
-    ) -> Result<(Vec<u32>, Vec<u32>), String> {
+    ) -> Result<(Vec<Vec<u32>>, Vec<u32>), String> {
         let chunk = texts
             .len()
             .div_ceil(rayon::current_num_threads() * 8)
@@ -264,14 +266,8 @@ impl Encoder {
                 Ok((ids, lens))
             })
             .collect::<Result<_, String>>()?;
-        let total: usize = parts.iter().map(|p| p.0.len()).sum();
-        let mut ids = Vec::with_capacity(total);
-        let mut lens = Vec::with_capacity(texts.len());
-        for (i, l) in parts {
-            ids.extend(i);
-            lens.extend(l);
-        }
-        Ok((ids, lens))
+        let lens = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+        Ok((parts.into_iter().map(|p| p.0).collect(), lens))
     }
 }
 

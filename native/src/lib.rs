@@ -301,18 +301,27 @@ impl Encoder {
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
-        let (ids, lens) = py
-            .detach(|| {
-                let (ids, lens) = pool::install(|| self.inner.encode_batch(&texts, eos))?;
-                let ids = if wide {
-                    arrow::le_bytes(&ids, u32::to_le_bytes)
-                } else {
-                    arrow::le_bytes(&ids, |v| (v as u16).to_le_bytes())
-                };
-                Ok::<_, String>((ids, arrow::le_bytes(&lens, u32::to_le_bytes)))
-            })
+        let (parts, lens) = py
+            .detach(|| pool::install(|| self.inner.encode_batch(&texts, eos)))
             .map_err(value_error)?;
-        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &lens)))
+        // Written straight into the Python object: no intermediate buffer.
+        let width = if wide { 4 } else { 2 };
+        let total: usize = parts.iter().map(Vec::len).sum();
+        let ids = PyBytes::new_with(py, total * width, |buf| {
+            let mut out = buf.chunks_exact_mut(width);
+            for (v, dst) in parts.iter().flatten().zip(&mut out) {
+                if wide {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                } else {
+                    dst.copy_from_slice(&(*v as u16).to_le_bytes());
+                }
+            }
+            Ok(())
+        })?;
+        Ok((
+            ids,
+            PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
+        ))
     }
 }
 
