@@ -1,0 +1,165 @@
+"""What each contender does, run inside its own fresh child process.
+
+Every function takes the parameters the parent sent (a dict) and returns a
+dict with at least `seconds`: the wall time of the measured work, Parquet
+reading included, library imports and vocabulary conversion excluded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from corpus import iter_texts, parquet_shards, read_texts
+from vocab import CL100K, hf_pre_tokenizer, hf_tokenizer, tiktoken_encoding
+
+
+def timed(fn, *args, **kwargs) -> tuple[object, float]:
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def fresh(*paths: Path) -> None:
+    """Remove earlier outputs: tokenmill keeps outputs a rerun could reuse."""
+    for path in map(Path, paths):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def did_work(*summaries: dict) -> None:
+    """Fail if a tokenmill stage reused an output instead of doing the work."""
+    for s in summaries:
+        if s.get("reused"):
+            raise SystemExit(f"tokenmill {s.get('stage')} reused outputs: timing would be void")
+
+
+# ---- training ----------------------------------------------------------
+
+
+def train_tokenmill(p: dict) -> dict:
+    """count + merge + train through the stage functions `tokenmill run` uses."""
+    from pipeline.config import Config
+    from pipeline.stages.count import run_count
+    from pipeline.stages.merge import run_merge
+    from pipeline.stages.train import run_train
+
+    tmp = Path(p["tmp"])
+    # tokenmill's --vocab-size also counts <|endoftext|>: one more for the same merges.
+    config = Config(pattern="cl100k", workers=p["workers"], vocab_size=p["vocab_size"] + 1)
+    fresh(tmp / "counts", tmp / "counts.parquet", p["tokenizer"])
+    start = time.perf_counter()
+    count = run_count(Path(p["corpus"]), tmp / "counts", config)
+    merge = run_merge(tmp / "counts", tmp / "counts.parquet")
+    train = run_train(tmp / "counts.parquet", Path(p["tokenizer"]), config)
+    seconds = time.perf_counter() - start
+    did_work(count, merge, train)
+    return {
+        "seconds": seconds,
+        "merges": train["merges"],
+        "words": merge["words"],
+        "stages": {s["stage"]: s["seconds"] for s in (count, merge, train)},
+    }
+
+
+def train_rustbpe(p: dict) -> dict:
+    import rustbpe
+
+    tok = rustbpe.Tokenizer()
+    texts = iter_texts(parquet_shards(p["corpus"]))
+    _, seconds = timed(tok.train_from_iterator, texts, vocab_size=p["vocab_size"], pattern=CL100K)
+    # rustbpe's vocab_size is 256 + merges; it adds no special tokens.
+    return {"seconds": seconds, "merges": tok.vocab_size - 256}
+
+
+def train_tokenizers(p: dict) -> dict:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = hf_pre_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=p["vocab_size"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = iter_texts(parquet_shards(p["corpus"]))
+    _, seconds = timed(tok.train_from_iterator, texts, trainer)
+    # The 256 byte characters are the base; no special tokens were asked for.
+    return {"seconds": seconds, "merges": len(tok.get_vocab()) - 256}
+
+
+# ---- encoding ----------------------------------------------------------
+
+
+def encode_tokenmill(p: dict) -> dict:
+    from pipeline.config import Config
+    from pipeline.stages.encode import run_encode
+
+    config = Config(workers=p["workers"], eos=False)
+    fresh(p["tokens"])
+    summary, seconds = timed(
+        run_encode, Path(p["corpus"]), Path(p["tokens"]), Path(p["tokenizer"]), config
+    )
+    did_work(summary)
+    return {"seconds": seconds, "tokens": summary["tokens"]}
+
+
+def encode_tiktoken(p: dict) -> dict:
+    enc = tiktoken_encoding(p["tokenizer"])
+    shards = parquet_shards(p["corpus"])
+    start = time.perf_counter()
+    ids = enc.encode_ordinary_batch(read_texts(shards), num_threads=os.cpu_count())
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "tokens": sum(map(len, ids))}
+
+
+def encode_tokenizers(p: dict) -> dict:
+    hf = hf_tokenizer(p["tokenizer"])
+    shards = parquet_shards(p["corpus"])
+    start = time.perf_counter()
+    encodings = hf.encode_batch(read_texts(shards), add_special_tokens=False)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "tokens": sum(len(e.ids) for e in encodings)}
+
+
+# ---- scaling -----------------------------------------------------------
+
+
+def count_tokenmill(p: dict) -> dict:
+    from pipeline.config import Config
+    from pipeline.stages.count import run_count
+
+    config = Config(pattern="cl100k", workers=p["workers"])
+    fresh(p["counts"])
+    summary, seconds = timed(run_count, Path(p["corpus"]), Path(p["counts"]), config)
+    did_work(summary)
+    return {"seconds": seconds}
+
+
+# ---- exactness ---------------------------------------------------------
+
+
+def verify(p: dict) -> dict:
+    from exactness import compare
+
+    result, seconds = timed(compare, Path(p["corpus"]), Path(p["tokens"]), Path(p["tokenizer"]))
+    return {"seconds": seconds, **result}
+
+
+CONTENDERS = {
+    f.__name__: f
+    for f in (
+        train_tokenmill,
+        train_rustbpe,
+        train_tokenizers,
+        encode_tokenmill,
+        encode_tiktoken,
+        encode_tokenizers,
+        count_tokenmill,
+        verify,
+    )
+}

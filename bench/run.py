@@ -1,0 +1,289 @@
+"""tokenmill against rustbpe, tokenizers and tiktoken on one corpus, in one run.
+
+    python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
+                        [--markdown PATH] [--json PATH] [--tmp DIR] [--keep] [--no-scaling]
+
+CORPUS is a folder of Parquet shards with a `text` column (see
+../shared/bench/make_corpus.py). Every contender runs in its own fresh child
+process, one after the other: training (cl100k pattern), encoding with the
+vocabulary tokenmill learned, an exactness check of tokenmill's ids against
+tiktoken's and tokenizers', and tokenmill's scaling with --workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import machine
+from corpus import corpus_stats, link_corpus
+from measure import Measurement, run_child, wait_for_quiet
+from report import Row, render
+
+LOAD_WARN = 0.25  # cores of CPU used by other processes worth warning about
+
+
+@dataclass
+class Context:
+    tmp: Path
+    corpus: Path  # symlinks to the input's Parquet shards only
+    n_bytes: int
+    vocab_size: int
+    workers: int  # tokenmill --workers (0: one per core)
+    repeat: int = 1  # runs per contender; the fastest counts
+    quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
+
+    @property
+    def tokenizer(self) -> str:
+        return str(self.tmp / "tokenizer.json")
+
+    def run(self, name: str, env: dict | None = None, repeat: int = 0, **params) -> Measurement:
+        """Run contender `name` `repeat` times (default: self.repeat), each in a
+        fresh child; keep the fastest run (the least disturbed by other load)."""
+        label = " ".join([name, *(f"{k}={v}" for k, v in params.items())])
+        base = {"corpus": str(self.corpus), "tmp": str(self.tmp), "tokenizer": self.tokenizer}
+        runs = []
+        for i in range(repeat or self.repeat):
+            if self.quiet_wait:
+                wait_for_quiet(self.quiet_wait)
+            print(f"running {label} (#{i + 1}) ...", file=sys.stderr, flush=True)
+            m = run_child(name, base | params, self.tmp, env=env)
+            seconds = m.result["seconds"]
+            print(f"  {seconds:.2f} s, other load {m.other_cores:.2f} cores", file=sys.stderr)
+            runs.append(m)
+        return min(runs, key=lambda m: m.result["seconds"])
+
+    def row(self, phase: str, contender: str, m: Measurement, baseline: Row | None = None) -> Row:
+        return Row(
+            phase,
+            contender,
+            m.result["seconds"],
+            m.peak_rss,
+            m.tree_rss,
+            self.n_bytes,
+            baseline,
+            cpu_seconds=m.cpu_seconds,
+            process_seconds=m.process_seconds,
+            other_cores=m.other_cores,
+        )
+
+
+def child_env() -> dict:
+    """The environment, less a thread-count override that would skew the contenders."""
+    return {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+
+
+# ---- phases ------------------------------------------------------------
+
+
+def training(ctx: Context) -> tuple[list[Row], list[str], dict]:
+    env = child_env()
+    ours = ctx.run("train_tokenmill", env, workers=ctx.workers, vocab_size=ctx.vocab_size)
+    rust = ctx.run("train_rustbpe", env, vocab_size=ctx.vocab_size)
+    hf = ctx.run("train_tokenizers", env, vocab_size=ctx.vocab_size)
+    base = ctx.row("train", "tokenmill count+merge+train", ours)
+    rows = [base, ctx.row("train", "rustbpe", rust, base), ctx.row("train", "tokenizers", hf, base)]
+    stages = ours.result["stages"]
+    notes = [
+        f"Merges learned: tokenmill {ours.result['merges']}, rustbpe {rust.result['merges']}, "
+        f"tokenizers {hf.result['merges']}. rustbpe's vocab_size ({ctx.vocab_size}) is 256 bytes "
+        "+ merges, no special tokens; tokenizers' is its 256-byte initial alphabet + merges "
+        "(no special tokens asked for); tokenmill's --vocab-size also counts <|endoftext|>, so "
+        f"it ran with --vocab-size {ctx.vocab_size + 1}.",
+        "tokenmill training by stage: "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items())
+        + f" ({ours.result['words']} distinct pre-tokens in the merged word table).",
+    ]
+    return rows, notes, {"train_tokenmill": ours.result}
+
+
+def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
+    env = child_env()
+    tokens = str(ctx.tmp / "tokens")
+    ours = ctx.run("encode_tokenmill", env, workers=ctx.workers, tokens=tokens)
+    tik = ctx.run("encode_tiktoken", env)
+    hf = ctx.run("encode_tokenizers", env)
+    check = ctx.run("verify", env, repeat=1, tokens=tokens)
+    base = ctx.row("encode", "tokenmill encode (Parquet → Parquet)", ours)
+    rows = [
+        base,
+        ctx.row("encode", "tiktoken encode_ordinary_batch", tik, base),
+        ctx.row("encode", "tokenizers encode_batch", hf, base),
+    ]
+    counts = {n: m.result["tokens"] for n, m in (("tokenmill", ours), ("tiktoken", tik))}
+    counts["tokenizers"] = hf.result["tokens"]
+    notes = [
+        exactness_note(check.result),
+        "Tokens produced: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
+    ]
+    return rows, notes, {"exactness": check.result, "tokens": counts}
+
+
+def exactness_note(check: dict) -> str:
+    parts = []
+    for peer in ("tiktoken", "tokenizers"):
+        r = check[peer]
+        text = f"{r['mismatched_documents']} of {check['documents']} documents differ from {peer}"
+        if r["first_mismatch"]:
+            text += f" (first: {json.dumps(r['first_mismatch'], ensure_ascii=False)})"
+        parts.append(text)
+    dup = check["duplicate_token_bytes"]
+    return (
+        "Exactness (tokenmill's ids read back from its token shards): "
+        + "; ".join(parts)
+        + f". Ids whose bytes repeat another id's: {dup}."
+    )
+
+
+OUTPUT = {"count": "counts", "encode": "tokens"}
+
+
+def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
+    rows = []
+    for stage in ("count", "encode"):
+        baseline = None
+        for workers in (1, 2):
+            out = {OUTPUT[stage]: str(ctx.tmp / f"scaling-{stage}-{workers}")}
+            m = ctx.run(f"{stage}_tokenmill", child_env(), workers=workers, **out)
+            row = ctx.row("scaling", f"tokenmill {stage} --workers {workers}", m, baseline)
+            baseline = baseline or row
+            rows.append(row)
+    notes = [
+        "Scaling rows: `tokenmill speed ×` is the --workers 1 wall ÷ this row's wall (2.00 "
+        "would be linear on 2 cores). --workers is passed as tokenmill defines it."
+    ]
+    return rows, notes, {}
+
+
+# ---- the run -----------------------------------------------------------
+
+
+def general_notes() -> list[str]:
+    return [
+        "wall s: the measured work inside the contender's own child process, Parquet reading "
+        "(and tokenmill's Parquet writing) included; interpreter start-up, imports and "
+        "converting the vocabulary for tiktoken/tokenizers excluded. MB = 10^6 bytes of UTF-8 "
+        "text. peak RSS: ru_maxrss of the child from wait4, i.e. the largest single process in "
+        "its tree; tree RSS: the largest sum over the child and its worker processes, sampled "
+        "every 50 ms. tokenmill speed × = peer wall ÷ tokenmill wall (above 1: tokenmill is "
+        "faster); tokenmill RSS × = tokenmill tree RSS ÷ peer tree RSS (below 1: tokenmill "
+        "uses less).",
+        "Pre-tokenization is tiktoken's cl100k_base pattern everywhere. tokenizers uses "
+        "Split(cl100k, 'isolated') + ByteLevel(use_regex=False) for training and encoding, "
+        "with `\\p{N}{1,3}+` written `\\p{N}{1,3}`: Oniguruma reads `{1,3}+` as a repetition, "
+        "not as possessive. Encoding peers use tokenmill's learned vocabulary (tiktoken "
+        "mergeable_ranks; tokenizers BPE vocab + merges in GPT-2's byte alphabet); tiktoken "
+        "encodes all documents in one encode_ordinary_batch(num_threads=cores), tokenizers in "
+        "one encode_batch (rayon, all cores); tokenmill encodes with --no-eos.",
+    ]
+
+
+def load_note(rows: list[Row]) -> str:
+    busy = [f"{r.contender} ({r.other_cores:.2f})" for r in rows if r.other_cores > LOAD_WARN]
+    worst = max(r.other_cores for r in rows)
+    if not busy:
+        return f"Other processes used at most {worst:.2f} cores during any measurement."
+    return (
+        "Measured while other processes were busy (their CPU use in cores): "
+        + ", ".join(busy)
+        + ". Timings of those rows are pessimistic; run again on a quiet machine."
+    )
+
+
+def build_warnings(before: dict, after: dict) -> list[str]:
+    """Others work in the same checkout: say if tokenmill changed under the run."""
+    warnings = []
+    if before["native_sha256"] != after["native_sha256"]:
+        warnings.append(
+            f"WARNING: tokenmill's native library changed during the run "
+            f"({before['native_sha256']} → {after['native_sha256']})."
+        )
+    if before["commit"] != after["commit"]:
+        warnings.append(
+            f"WARNING: the checkout moved during the run ({before['commit']} → {after['commit']})."
+        )
+    return warnings
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/corpus"))
+    ap.add_argument("--vocab-size", type=int, default=32768, help="256 bytes + merges")
+    ap.add_argument("--workers", type=int, default=0, help="tokenmill --workers (0: per core)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per contender, fastest kept")
+    ap.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each run, wait up to S seconds for other processes to go idle "
+        "(for shared machines)",
+    )
+    ap.add_argument("--markdown", type=Path, help="also write the report here")
+    ap.add_argument("--json", type=Path, help="write machine-readable results here")
+    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary scratch folder")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the --workers rows")
+    return ap.parse_args(argv)
+
+
+def make_context(args: argparse.Namespace) -> Context:
+    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    corpus = tmp / "corpus"
+    if corpus.exists():
+        shutil.rmtree(corpus)
+    if not link_corpus(args.corpus, corpus):
+        raise SystemExit(f"{args.corpus}: no Parquet shards")
+    return Context(
+        tmp, corpus, 0, args.vocab_size, args.workers, max(1, args.repeat), args.quiet_wait
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    ctx = make_context(args)
+    stats = corpus_stats(sorted(ctx.corpus.rglob("*.parquet")))
+    ctx.n_bytes = stats["bytes"]
+    info = machine.describe()
+    rows, notes, extra = [], general_notes(), {}
+    phases = [training, encoding] + ([] if args.no_scaling else [scaling])
+    try:
+        for phase in phases:
+            phase_rows, phase_notes, phase_extra = phase(ctx)
+            rows += phase_rows
+            notes += phase_notes
+            extra |= phase_extra
+    finally:
+        if args.tmp is None and not args.keep:
+            shutil.rmtree(ctx.tmp, ignore_errors=True)
+    notes.append(load_note(rows))
+    notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
+    corpus = {"path": str(args.corpus), **stats}
+    text = render(info, command, corpus, rows, notes)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
+        results |= {"rows": [r.to_dict() for r in rows], **extra}
+        args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    if mismatches(extra):
+        raise SystemExit("tokenmill's ids differ from a peer's: see the exactness note")
+
+
+def mismatches(extra: dict) -> int:
+    check = extra.get("exactness", {})
+    return sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers"))
+
+
+if __name__ == "__main__":
+    main()
