@@ -140,6 +140,57 @@ def count_tokenmill(p: dict) -> dict:
     return {"seconds": seconds}
 
 
+# ---- limits --------------------------------------------------------------
+
+GPT2_RANKS = Path(__file__).resolve().parents[2] / "shared" / "vocab" / "gpt2.tiktoken"
+
+
+def gpt2_match(p: dict) -> dict:
+    """The real GPT-2 vocabulary imported by tokenmill vs tiktoken with the same
+    file, document by document over the corpus."""
+    import pyarrow as pa
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from pipeline import _native
+    from pipeline.formats import load_any
+
+    tok = load_any(GPT2_RANKS, pattern="gpt2")
+    enc = tiktoken.Encoding(
+        name="gpt2",
+        pat_str=_native.preset_regex("gpt2"),
+        mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)),
+        special_tokens={},
+    )
+    texts = read_texts(parquet_shards(p["corpus"]))
+    (ids, _), seconds = timed(tok.encode_arrow, pa.array(texts, pa.large_string()), eos=False)
+    ours = ids.to_pylist()
+    theirs = enc.encode_ordinary_batch(texts, num_threads=os.cpu_count())
+    same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+    return {"seconds": seconds, "documents": len(texts), "identical": same}
+
+
+def long_words(p: dict) -> dict:
+    """Encoding time of 10 MB documents with no pre-token boundary to speak of."""
+    import random
+
+    from pipeline.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(p["tokenizer"])
+    rng = random.Random(0)
+    cases = {
+        "one 10 MB word (one letter)": "a" * 10_000_000,
+        "one 10 MB word (random letters)": "".join(rng.choices("etaoinshrdlu", k=10_000_000)),
+        "10 MB without whitespace (code)": ("x=f(a,b)[i];" * 900_000)[:10_000_000],
+    }
+    seconds = {}
+    for name, text in cases.items():
+        ids, seconds[name] = timed(tok.encode, text)
+        assert tok.decode(ids) == text
+    total = sum(len(t.encode()) for t in cases.values())
+    return {"seconds": sum(seconds.values()), "cases": seconds, "bytes": total}
+
+
 # ---- exactness ---------------------------------------------------------
 
 
@@ -160,6 +211,8 @@ CONTENDERS = {
         encode_tiktoken,
         encode_tokenizers,
         count_tokenmill,
+        gpt2_match,
+        long_words,
         verify,
     )
 }

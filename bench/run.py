@@ -67,7 +67,7 @@ class Context:
             m.result["seconds"],
             m.peak_rss,
             m.tree_rss,
-            self.n_bytes,
+            m.result.get("bytes", self.n_bytes),
             baseline,
             cpu_seconds=m.cpu_seconds,
             process_seconds=m.process_seconds,
@@ -160,6 +160,35 @@ def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
         "would be linear on 2 cores). --workers is passed as tokenmill defines it."
     ]
     return rows, notes, {}
+
+
+def limits(ctx: Context) -> tuple[list[Row], list[str], dict]:
+    """A large vocabulary, pathological documents, and the real GPT-2 vocabulary."""
+    big = ctx.run(
+        "train_tokenmill",
+        child_env(),
+        repeat=1,
+        workers=ctx.workers,
+        vocab_size=131072,
+        tokenizer=str(ctx.tmp / "tokenizer-131072.json"),
+    )
+    long = ctx.run("long_words", child_env(), repeat=1)
+    gpt2 = ctx.run("gpt2_match", child_env(), repeat=1)
+    rows = [
+        ctx.row("limits", "tokenmill count+merge+train --vocab-size 131072", big),
+        ctx.row("limits", "tokenmill encode of three 10 MB documents", long),
+        ctx.row("limits", "tokenmill encode, GPT-2 vocabulary imported", gpt2),
+    ]
+    cases = ", ".join(f"{k}: {v:.2f} s" for k, v in long.result["cases"].items())
+    g = gpt2.result
+    notes = [
+        f"Vocabulary 131072: {big.result['merges']} merges learned.",
+        f"Long documents (encode of one document each, no quadratic merge loop): {cases}.",
+        f"GPT-2 vocabulary (../shared/vocab/gpt2.tiktoken imported with --pattern gpt2): "
+        f"{g['identical']} of {g['documents']} documents get ids identical to tiktoken's "
+        f"with the same file.",
+    ]
+    return rows, notes, {"gpt2_match": g}
 
 
 # ---- the run -----------------------------------------------------------
@@ -255,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     ctx.n_bytes = stats["bytes"]
     info = machine.describe()
     rows, notes, extra = [], general_notes(), {}
-    phases = [training, encoding] + ([] if args.no_scaling else [scaling])
+    phases = [training, encoding] + ([] if args.no_scaling else [scaling]) + [limits]
     try:
         for phase in phases:
             phase_rows, phase_notes, phase_extra = phase(ctx)
