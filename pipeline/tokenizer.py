@@ -498,7 +498,6 @@ def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: 
             counter.add(*arrow_buffers(docs), row)
         row += len(docs)
     offsets, data, counts, firsts, n = counter.finish()
-    release_memory()  # the counter's maps: keeps a many-shard stage's peak low
     words = pa.Array.from_buffers(
         pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
