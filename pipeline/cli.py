@@ -194,6 +194,30 @@ def tokenizer_options(help_text: str, required: bool = True):
     return decorate
 
 
+def output_folder_options(f):
+    """Options of the commands that look back at a `run` output folder."""
+    f = click.option(
+        "--source-column",
+        default="source",
+        show_default=True,
+        help="Column or JSON field naming each document's source; documents without one "
+        "count under their shard. '' counts per shard only.",
+    )(f)
+    f = click.option(
+        "--tokenizer",
+        "tokenizer_file",
+        type=EXISTING,
+        default=None,
+        help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
+    )(f)
+    return click.option(
+        "--data",
+        type=EXISTING,
+        default=None,
+        help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+    )(f)
+
+
 def user_errors(f):
     """Print a user-caused error on one line and exit non-zero."""
 
@@ -542,26 +566,7 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
 
 @main.command()
 @click.argument("out", type=EXISTING)
-@click.option(
-    "--data",
-    type=EXISTING,
-    default=None,
-    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
-)
-@click.option(
-    "--tokenizer",
-    "tokenizer_file",
-    type=EXISTING,
-    default=None,
-    help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
-)
-@click.option(
-    "--source-column",
-    default="source",
-    show_default=True,
-    help="Column or JSON field naming each document's source; documents without one count "
-    "under their shard. '' counts per shard only.",
-)
+@output_folder_options
 @click.option(
     "--max-sources",
     type=click.IntRange(min=0),
@@ -589,25 +594,7 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
 
 @main.command()
 @click.argument("out", type=EXISTING)
-@click.option(
-    "--data",
-    type=EXISTING,
-    default=None,
-    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
-)
-@click.option(
-    "--tokenizer",
-    "tokenizer_file",
-    type=EXISTING,
-    default=None,
-    help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
-)
-@click.option(
-    "--source-column",
-    default="source",
-    show_default=True,
-    help="Column or JSON field naming each document's source ('' for per shard only).",
-)
+@output_folder_options
 @click.option(
     "--samples",
     type=click.IntRange(min=0),
