@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
+from pipeline.io.files import read_json
 from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
 from pipeline.memory import release_memory
 
@@ -265,6 +266,17 @@ class Tokenizer:
             )
         return [index[bytes([b])] for b in range(256)]
 
+    def checked(self, source: str, *, compile_pattern: bool = True) -> Tokenizer:
+        """`validate`, and build the encoder (compiling a custom pattern), with
+        errors naming `source`, the file the tokenizer came from."""
+        try:
+            self.validate()
+            if compile_pattern:
+                self._encoder  # noqa: B018
+        except TokenmillError as e:
+            raise TokenmillError(f"{source}: {e}") from None
+        return self
+
     def validate(self) -> Tokenizer:
         """Check that the tables are consistent; raise TokenmillError if not."""
         if self.mode not in MODES:
@@ -457,23 +469,11 @@ class Tokenizer:
             raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
         if tok.mode not in MODES:
             raise TokenmillError(f"{source}: unknown mode {tok.mode!r}")
-        if vocab is not None:
-            try:
-                tok.validate()
-            except TokenmillError as e:
-                raise TokenmillError(f"{source}: {e}") from None
-        return tok
+        return tok.checked(source, compile_pattern=False) if vocab is not None else tok
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise TokenmillError(f"{path}: cannot read tokenizer ({e.strerror})") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TokenmillError(f"{path}: not valid JSON ({e})") from None
-        return cls.from_dict(d, str(path))
+        return cls.from_dict(read_json(path, "tokenizer"), str(path))
 
     # ---- pickling (to worker processes): tables only, no native state --
 

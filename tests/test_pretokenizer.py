@@ -1,7 +1,7 @@
 """The native pre-tokenizer must split text exactly as tiktoken's split regexes do.
 
-``pipeline._native.pretokenize(text, preset)`` (meant to run the hand-written scanner in
-``native/src/scanner/``; any implementation must pass) is compared with
+``pipeline._native.pretokenize(text, "byte", preset)`` (the hand-written scanner in
+``native/src/scanner/``) is compared with
 ``regex.findall(pattern, text)`` for the gpt2, cl100k and o200k patterns: on hypothesis
 text drawn from every Unicode category, letters of many scripts, marks, digits, spaces of
 every kind, ``\\r\\n`` mixes and contractions; on a built-in multilingual sample; and on
@@ -15,49 +15,22 @@ of the generated text and removed from sample documents.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from textbook import PATTERNS
+
+from pipeline import _native
 
 regex = pytest.importorskip("regex")
-_native = pytest.importorskip("pipeline._native")
-
-if not hasattr(_native, "pretokenize"):
-    pytest.skip("pipeline._native.pretokenize is not wired up yet", allow_module_level=True)
 
 
 def pretokenize(text: str, preset: str) -> list[str]:
-    """``pretokenize(text, preset)``, or ``pretokenize(text, mode="byte", pattern=preset)``
-    for the binding's older keyword signature."""
-    if "pattern" in PRETOKENIZE_PARAMS:
-        return _native.pretokenize(text, mode="byte", pattern=preset)
-    return _native.pretokenize(text, preset)
+    return _native.pretokenize(text, "byte", preset)
 
 
-try:
-    PRETOKENIZE_PARAMS = inspect.signature(_native.pretokenize).parameters
-except (TypeError, ValueError):
-    PRETOKENIZE_PARAMS = {}
-
-# Exactly tiktoken_ext.openai_public's patterns.
-PATTERNS = {
-    "gpt2": r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""",
-    "cl100k": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
-    "o200k": "|".join(
-        [
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]
-    ),
-}
 COMPILED = {name: regex.compile(pattern) for name, pattern in PATTERNS.items()}
 PRESETS = list(PATTERNS)
 

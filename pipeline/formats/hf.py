@@ -36,6 +36,7 @@ from pathlib import Path
 from pipeline.errors import TokenmillError
 from pipeline.formats import regex
 from pipeline.formats.bytelevel import from_byte_level, to_byte_level
+from pipeline.io.files import read_json
 from pipeline.io.writers import atomic_path
 from pipeline.tokenizer import END_OF_WORD, UNK, Tokenizer
 
@@ -221,14 +222,7 @@ def _pattern_regex(tok: Tokenizer) -> str:
 
 
 def load(path: Path) -> Tokenizer:
-    path = Path(path)
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise TokenmillError(f"{path}: cannot read tokenizer ({e.strerror})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TokenmillError(f"{path}: not valid JSON ({e})") from None
-    return from_dict(d, str(path))
+    return from_dict(read_json(path, "tokenizer"), str(path))
 
 
 def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
@@ -295,12 +289,7 @@ def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
         whole_words=bool(model.get("ignore_merges", False)),
         normalization=normalization,
     )
-    try:
-        tok.validate()
-        tok._encoder  # noqa: B018  (compiles the pattern)
-    except TokenmillError as e:
-        raise TokenmillError(f"{source}: {e}") from None
-    return tok
+    return tok.checked(source)
 
 
 def _raise(e: Exception):

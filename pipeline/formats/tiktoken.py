@@ -137,12 +137,7 @@ def from_ranks(
         special_ids=[specials[t] for t in order],
         whole_words=True,
     )
-    try:
-        tok.validate()
-        tok._encoder  # noqa: B018  (compiles the pattern)
-    except TokenmillError as e:
-        raise TokenmillError(f"{source}: {e}") from None
-    return tok
+    return tok.checked(source)
 
 
 def load(

@@ -9,9 +9,22 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pipeline.errors import TokenmillError
+
 HASH_BLOCK = 4 << 20
 # sha256 by (path, size, mtime, inode): count and encode of one run hash each input once.
 _known: dict[tuple, str] = {}
+
+
+def read_json(path: Path, what: str) -> object:
+    """Parse a JSON file; a one-line TokenmillError names the file otherwise."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read {what} ({e.strerror})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid JSON ({e})") from None
 
 
 def file_sha256(path: Path) -> str:

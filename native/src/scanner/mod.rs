@@ -61,16 +61,6 @@ impl Preset {
             Preset::O200k => O200K_PATTERN,
         }
     }
-
-    /// Byte offset where the piece starting at `start` ends.
-    #[inline]
-    fn next_end(self, bytes: &[u8], start: usize) -> usize {
-        match self {
-            Preset::Gpt2 => gpt2::next_end(bytes, start),
-            Preset::Cl100k => cl100k::next_end(bytes, start),
-            Preset::O200k => o200k::next_end(bytes, start),
-        }
-    }
 }
 
 /// tiktoken's `r50k_pat_str`.
@@ -125,37 +115,4 @@ pub fn pieces(preset: Preset, text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     for_each_piece(preset, text, |piece| out.push(piece));
     out
-}
-
-/// Iterator over the pieces of `text` (see [`piece_iter`]).
-#[derive(Clone, Debug)]
-pub struct Pieces<'a> {
-    preset: Preset,
-    text: &'a str,
-    pos: usize,
-}
-
-impl<'a> Iterator for Pieces<'a> {
-    type Item = &'a str;
-
-    #[inline]
-    fn next(&mut self) -> Option<&'a str> {
-        if self.pos >= self.text.len() {
-            return None;
-        }
-        let start = self.pos;
-        self.pos = self.preset.next_end(self.text.as_bytes(), start);
-        Some(&self.text[start..self.pos])
-    }
-}
-
-impl std::iter::FusedIterator for Pieces<'_> {}
-
-/// Lazy iterator over the pieces of `text`; same pieces as [`for_each_piece`].
-pub fn piece_iter(preset: Preset, text: &str) -> Pieces<'_> {
-    Pieces {
-        preset,
-        text,
-        pos: 0,
-    }
 }
