@@ -76,8 +76,12 @@ class Context:
 
 
 def child_env() -> dict:
-    """The environment, less a thread-count override that would skew the contenders."""
-    return {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    """The environment, less a thread-count override that would skew the
+    contenders. NumPy (which PyArrow imports) would otherwise start an idle
+    OpenBLAS thread per core that spins beside every contender; none of them
+    does linear algebra."""
+    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    return env | {"OPENBLAS_NUM_THREADS": "1"}
 
 
 # ---- phases ------------------------------------------------------------

@@ -431,11 +431,17 @@ class Tokenizer:
         return d
 
     def to_json(self) -> str:
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
+        # Computed once: save() and sha256 both need it, and a tokenizer is
+        # not changed after creation.
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
 
     @cached_property
     def sha256(self) -> str:
-        """Of the saved file's bytes; computed once (a tokenizer is not changed after creation)."""
+        """Of the saved file's bytes."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def save(self, path: Path) -> None:

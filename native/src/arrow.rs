@@ -44,14 +44,3 @@ pub fn le_bytes<T: Copy, const N: usize>(values: &[T], to: impl Fn(T) -> [u8; N]
     }
     out
 }
-
-/// Arrow offsets (i64, little-endian) for strings of the given lengths.
-pub fn offsets_from_lengths(lengths: impl Iterator<Item = usize>) -> Vec<u8> {
-    let mut out = vec![0u8; 8];
-    let mut total = 0i64;
-    for len in lengths {
-        total += len as i64;
-        out.extend_from_slice(&total.to_le_bytes());
-    }
-    out
-}

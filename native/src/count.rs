@@ -30,11 +30,28 @@ pub struct Counter {
     words: WordMap<Box<str>, Seen>,
 }
 
-/// Words of a shard sorted by first occurrence.
+/// Words of a shard sorted by first occurrence, as Arrow-style buffers:
+/// word i is `data[offsets[i]..offsets[i + 1]]`.
 pub struct CountTable {
-    pub words: Vec<Box<str>>,
+    pub offsets: Vec<i64>,
+    pub data: Vec<u8>,
     pub counts: Vec<u64>,
     pub firsts: Vec<u64>,
+}
+
+impl CountTable {
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    pub fn word(&self, i: usize) -> &str {
+        let bytes = &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize];
+        std::str::from_utf8(bytes).expect("words are UTF-8")
+    }
 }
 
 fn count_chunk<'a>(
@@ -83,25 +100,33 @@ impl Counter {
             .map(|(ci, part)| count_chunk(pretok, part, first_row + (ci * chunk) as u64))
             .collect::<Result<_, _>>()?;
         for map in maps {
-            map.drain_into(|w, s| self.words.upsert(w, Box::from, |t| t.absorb(s), || s));
+            self.words.absorb(map, Box::from, Seen::absorb);
         }
         Ok(())
     }
 
     pub fn finish(self) -> CountTable {
-        let mut entries: Vec<(Box<str>, Seen)> = Vec::with_capacity(self.words.len());
-        self.words
-            .drain_into(|w, s| entries.push((Box::from(w), s)));
-        entries.sort_unstable_by_key(|(_, s)| s.first);
+        // Gather the words' bytes in map order, then copy them out in
+        // first-occurrence order: two flat copies, no allocation per word.
+        let mut unsorted = Vec::new();
+        let mut entries: Vec<(u64, u64, usize, usize)> = Vec::with_capacity(self.words.len());
+        self.words.drain_into(|w, s| {
+            entries.push((s.first, s.count, unsorted.len(), w.len()));
+            unsorted.extend_from_slice(w.as_bytes());
+        });
+        entries.sort_unstable_by_key(|e| e.0);
         let mut table = CountTable {
-            words: Vec::with_capacity(entries.len()),
+            offsets: Vec::with_capacity(entries.len() + 1),
+            data: Vec::with_capacity(unsorted.len()),
             counts: Vec::with_capacity(entries.len()),
             firsts: Vec::with_capacity(entries.len()),
         };
-        for (w, s) in entries {
-            table.words.push(w);
-            table.counts.push(s.count);
-            table.firsts.push(s.first);
+        table.offsets.push(0);
+        for (first, count, at, len) in entries {
+            table.data.extend_from_slice(&unsorted[at..at + len]);
+            table.offsets.push(table.data.len() as i64);
+            table.counts.push(count);
+            table.firsts.push(first);
         }
         table
     }
@@ -117,7 +142,7 @@ mod tests {
         let mut c = Counter::default();
         c.add(&pt, &["b a", "A c b"], 0).unwrap();
         let t = c.finish();
-        let words: Vec<&str> = t.words.iter().map(|w| &**w).collect();
+        let words: Vec<&str> = (0..t.len()).map(|i| t.word(i)).collect();
         assert_eq!(words, ["b", "a", "c"]);
         assert_eq!(t.counts, [2, 2, 1]);
         assert_eq!(

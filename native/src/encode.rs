@@ -292,7 +292,7 @@ mod tests {
     fn long_loop_agrees_with_short_loop_on_trained_merges() {
         let mut seed = 7;
         for alphabet in [2, 3, 5] {
-            let words = (0..200)
+            let words: Vec<Word> = (0..200)
                 .map(|i| Word {
                     symbols: random_symbols(&mut seed, 2 + i % 9, alphabet),
                     count: 1 + i as u64 % 4,

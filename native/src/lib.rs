@@ -117,11 +117,11 @@ impl Counter {
             .ok_or_else(|| value_error("counter already finished".into()))?;
         let (offs, data, counts, firsts, n) = py.detach(|| {
             let t = counter.finish();
-            let offs = arrow::offsets_from_lengths(t.words.iter().map(|w| w.len()));
-            let data: Vec<u8> = t.words.iter().flat_map(|w| w.bytes()).collect();
+            let offs = arrow::le_bytes(&t.offsets, i64::to_le_bytes);
             let counts = arrow::le_bytes(&t.counts, u64::to_le_bytes);
             let firsts = arrow::le_bytes(&t.firsts, u64::to_le_bytes);
-            (offs, data, counts, firsts, t.words.len())
+            let n = t.len();
+            (offs, t.data, counts, firsts, n)
         });
         Ok((
             PyBytes::new(py, &offs),

@@ -9,6 +9,7 @@
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
 
 pub type Pair = (u32, u32);
@@ -25,42 +26,74 @@ pub struct Word {
 #[derive(Default)]
 struct PairStats {
     count: i64,
-    /// Indices of words that may hold the pair (a superset; may be unsorted).
+    /// Indices of words that may hold the pair, ascending (a superset: words
+    /// that lost the pair are dropped lazily).
     words: Vec<u32>,
-    sorted: bool,
 }
 
 impl PairStats {
+    /// Words are noted in ascending order, so only a repeat needs checking.
     fn note_word(&mut self, w: u32) {
-        match self.words.last() {
-            Some(&last) if last == w => {}
-            Some(&last) => {
-                self.sorted &= last < w;
-                self.words.push(w);
-            }
-            None => {
-                self.sorted = true;
-                self.words.push(w);
-            }
+        debug_assert!(self.words.last().is_none_or(|&last| last <= w));
+        if self.words.last() != Some(&w) {
+            self.words.push(w);
         }
     }
 
-    fn sorted_words(&mut self) -> &[u32] {
-        if !self.sorted {
-            self.words.sort_unstable();
-            self.words.dedup();
-            self.sorted = true;
+    /// Append `other`, whose words all come after this one's.
+    fn append(&mut self, other: PairStats) {
+        self.count += other.count;
+        if self.words.is_empty() {
+            self.words = other.words;
+        } else {
+            let skip = usize::from(self.words.last() == other.words.first());
+            self.words.extend_from_slice(&other.words[skip..]);
         }
-        &self.words
     }
 }
 
+/// What merging one pair did to the pair statistics of a run of words.
+/// Gathered locally, so the big statistics map is touched once per distinct
+/// pair instead of once per occurrence.
+#[derive(Default)]
+struct Delta {
+    /// Weighted occurrences lost by pairs that existed before the merge.
+    lost: FxHashMap<Pair, i64>,
+    /// Pairs the merge created, with where each was first created (word,
+    /// position): every one holds the new token, so none existed before, and
+    /// its first creation is its first occurrence.
+    created: FxHashMap<Pair, (PairStats, (u32, u32))>,
+    /// New length of each merged word, in word order.
+    lens: Vec<u32>,
+}
+
+impl Delta {
+    /// Fold in the delta of the run of words that follows this one's.
+    fn append(&mut self, other: Delta) {
+        for (p, d) in other.lost {
+            *self.lost.entry(p).or_default() += d;
+        }
+        for (p, (st, first)) in other.created {
+            match self.created.entry(p) {
+                Entry::Occupied(mut e) => e.get_mut().0.append(st),
+                Entry::Vacant(e) => {
+                    e.insert((st, first));
+                }
+            }
+        }
+        self.lens.extend(other.lens);
+    }
+}
+
+/// Merges that touch at least this many words are split over the thread pool.
+const PARALLEL_MIN_WORDS: usize = 256;
+
 /// Heap key: higher count first, then earlier word, then earlier position.
-type Entry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
+type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
 /// Every word's symbols in one buffer, in table order: walking a sorted word
 /// list walks memory forward, which is what makes merging fast.
-struct Words {
+pub struct Words {
     symbols: Vec<u32>,
     /// (start, current length) of each word in `symbols`; merges shrink words in place.
     spans: Vec<(usize, u32)>,
@@ -68,20 +101,22 @@ struct Words {
 }
 
 impl Words {
-    fn new(words: Vec<Word>) -> Self {
-        let total = words.iter().map(|w| w.symbols.len()).sum();
-        let mut flat = Words {
-            symbols: Vec::with_capacity(total),
-            spans: Vec::with_capacity(words.len()),
-            counts: Vec::with_capacity(words.len()),
-        };
-        for word in words {
-            flat.spans
-                .push((flat.symbols.len(), word.symbols.len() as u32));
-            flat.symbols.extend_from_slice(&word.symbols);
-            flat.counts.push(word.count as i64);
+    /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
+    fn build(symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Self {
+        let mut spans = Vec::with_capacity(lens.len());
+        let mut start = 0;
+        for &len in lens {
+            spans.push((start, len));
+            start += len as usize;
         }
-        flat
+        let mut flat = Vec::with_capacity(start);
+        flat.extend(symbols);
+        debug_assert_eq!(flat.len(), start);
+        Words {
+            symbols: flat,
+            spans,
+            counts: counts.iter().map(|&c| c as i64).collect(),
+        }
     }
 
     fn get(&self, w: u32) -> &[u32] {
@@ -90,12 +125,23 @@ impl Words {
     }
 }
 
+impl From<Vec<Word>> for Words {
+    fn from(words: Vec<Word>) -> Self {
+        let lens: Vec<u32> = words.iter().map(|w| w.symbols.len() as u32).collect();
+        let counts: Vec<u64> = words.iter().map(|w| w.count).collect();
+        let symbols = words.iter().flat_map(|w| w.symbols.iter().copied());
+        Words::build(symbols, &lens, &counts)
+    }
+}
+
 pub struct Trainer {
     words: Words,
     /// Length of each token in base symbols, so positions survive merges.
     token_len: Vec<u32>,
     stats: FxHashMap<Pair, PairStats>,
-    heap: BinaryHeap<Entry>,
+    heap: BinaryHeap<HeapEntry>,
+    /// `apply_merge`'s buffers, kept so small merges allocate nothing.
+    scratch: Delta,
 }
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
@@ -122,30 +168,29 @@ fn find_pair(symbols: &[u32], pair: Pair, token_len: &[u32]) -> Option<u32> {
 
 impl Trainer {
     /// `base_size` is the number of base tokens; merges get ids from there on.
-    pub fn new(words: Vec<Word>, base_size: u32) -> Self {
+    pub fn new(words: impl Into<Words>, base_size: u32) -> Self {
         let token_len = vec![1; base_size as usize];
-        let words = Words::new(words);
+        let words = words.into();
         let stats = initial_stats(&words);
         let mut trainer = Trainer {
             words,
             token_len,
             stats,
             heap: BinaryHeap::new(),
+            scratch: Delta::default(),
         };
         let pairs: Vec<Pair> = trainer.stats.keys().copied().collect();
         for pair in pairs {
-            trainer.push(pair);
+            if let Some(first) = trainer.first_occurrence(pair) {
+                trainer.push(pair, trainer.stats[&pair].count, first);
+            }
         }
         trainer
     }
 
-    /// Push the pair's live count and first occurrence onto the heap.
-    fn push(&mut self, pair: Pair) {
-        if let Some(first) = self.first_occurrence(pair) {
-            let count = self.stats[&pair].count;
-            self.heap
-                .push((count, Reverse(first.0), Reverse(first.1), Reverse(pair)));
-        }
+    fn push(&mut self, pair: Pair, count: i64, (w, pos): (u32, u32)) {
+        self.heap
+            .push((count, Reverse(w), Reverse(pos), Reverse(pair)));
     }
 
     /// The first (word, position) holding `pair`, dropping stale word entries.
@@ -154,10 +199,9 @@ impl Trainer {
         if stats.count <= 0 {
             return None;
         }
-        let words = stats.sorted_words();
         let mut found = None;
         let mut stale = 0;
-        for &w in words {
+        for &w in &stats.words {
             if let Some(pos) = find_pair(self.words.get(w), pair, &self.token_len) {
                 found = Some((w, pos));
                 break;
@@ -176,12 +220,14 @@ impl Trainer {
                 _ => continue,
             };
             if live != count {
-                self.push(pair);
+                // The old first occurrence is still a bound (it only moves
+                // right), so skip the word scan until the entry is on top again.
+                self.push(pair, live, (w, pos));
                 continue;
             }
             match self.first_occurrence(pair) {
                 Some(first) if first == (w, pos) => return Some(pair),
-                Some(_) => self.push(pair),
+                Some(first) => self.push(pair, live, first),
                 None => {}
             }
         }
@@ -191,6 +237,11 @@ impl Trainer {
     /// Train up to `num_merges` merges; stops early when no pair is left.
     pub fn train(mut self, num_merges: usize, mut progress: impl FnMut(usize)) -> Vec<Pair> {
         let mut merges = Vec::with_capacity(num_merges);
+        // Each merge adds a handful of pairs: sizing for that up front saves
+        // rehashing and regrowing (and page faults) along the way.
+        self.stats.reserve(num_merges * 4);
+        self.heap.reserve(num_merges * 8);
+        self.token_len.reserve(num_merges);
         while merges.len() < num_merges {
             let Some(pair) = self.best_pair() else { break };
             let new_id = self.token_len.len() as u32;
@@ -204,91 +255,190 @@ impl Trainer {
     }
 
     fn apply_merge(&mut self, pair: Pair, new_id: u32) {
-        let mut words = self
+        let words = self
             .stats
             .remove(&pair)
             .map(|s| s.words)
             .unwrap_or_default();
-        words.sort_unstable();
-        words.dedup();
-        let mut created = Vec::new();
-        let stats = &mut self.stats;
+        let delta = if words.len() < PARALLEL_MIN_WORDS {
+            let mut delta = std::mem::take(&mut self.scratch);
+            let Words {
+                symbols,
+                spans,
+                counts,
+            } = &mut self.words;
+            let op = MergeOp {
+                pair,
+                new_id,
+                token_len: &self.token_len,
+            };
+            merge_run(symbols, 0, (spans, counts), &words, op, &mut delta);
+            delta
+        } else {
+            self.merge_parallel(&words, pair, new_id)
+        };
+        for (&w, &len) in words.iter().zip(&delta.lens) {
+            self.words.spans[w as usize].1 = len;
+        }
+        let mut delta = delta;
+        for (p, d) in delta.lost.drain() {
+            if let Entry::Occupied(mut e) = self.stats.entry(p) {
+                e.get_mut().count -= d;
+                // A pair that has lost every occurrence can never come back:
+                // new adjacencies always involve the new token.
+                if e.get().count <= 0 {
+                    e.remove();
+                }
+            }
+        }
+        for (p, (st, first)) in delta.created.drain() {
+            let count = st.count;
+            self.stats.insert(p, st);
+            self.push(p, count, first);
+        }
+        delta.lens.clear();
+        self.scratch = delta;
+    }
+
+    /// `apply_merge`'s word loop over the thread pool: each task merges a run
+    /// of consecutive words, whose symbols are one disjoint slice of the buffer.
+    fn merge_parallel(&mut self, words: &[u32], pair: Pair, new_id: u32) -> Delta {
         let Words {
             symbols,
             spans,
             counts,
         } = &mut self.words;
-        for (k, &w) in words.iter().enumerate() {
-            // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
-            if let Some(&ahead) = words.get(k + 16) {
-                prefetch(&spans[ahead as usize]);
-                prefetch(&counts[ahead as usize]);
-            }
-            if let Some(&ahead) = words.get(k + 8) {
-                prefetch(symbols.as_ptr().wrapping_add(spans[ahead as usize].0));
-            }
-            let (start, len) = &mut spans[w as usize];
-            let weight = counts[w as usize];
-            let word = &mut symbols[*start..*start + *len as usize];
-            *len = merge_word(word, pair, new_id, |p, d| {
-                if p == pair {
-                    return;
-                }
-                if d > 0 {
-                    let st = stats.entry(p).or_default();
-                    st.count += weight;
-                    st.note_word(w);
-                    created.push(p);
-                } else if let Some(st) = stats.get_mut(&p) {
-                    st.count -= weight;
-                    // A pair that has lost every occurrence can never come
-                    // back: new adjacencies always involve the new token.
-                    if st.count <= 0 {
-                        stats.remove(&p);
-                    }
-                }
-            }) as u32;
+        let size = words
+            .len()
+            .div_ceil(rayon::current_num_threads() * 4)
+            .max(PARALLEL_MIN_WORDS / 2);
+        let mut rest: &mut [u32] = symbols;
+        let mut consumed = 0;
+        let mut runs = Vec::new();
+        for run in words.chunks(size) {
+            let lo = spans[run[0] as usize].0;
+            let (last_start, last_len) = spans[run[run.len() - 1] as usize];
+            let hi = last_start + last_len as usize;
+            let tail = std::mem::take(&mut rest).split_at_mut(lo - consumed).1;
+            let (region, tail) = tail.split_at_mut(hi - lo);
+            rest = tail;
+            consumed = hi;
+            runs.push((region, lo, run));
         }
-        created.sort_unstable();
-        created.dedup();
-        for p in created {
-            self.push(p);
+        let spans = &*spans;
+        let counts = &*counts;
+        let op = MergeOp {
+            pair,
+            new_id,
+            token_len: &self.token_len,
+        };
+        let deltas: Vec<Delta> = runs
+            .into_par_iter()
+            .map(|(region, base, run)| {
+                let mut delta = Delta::default();
+                merge_run(region, base, (spans, counts), run, op, &mut delta);
+                delta
+            })
+            .collect();
+        let mut deltas = deltas.into_iter();
+        let mut total = deltas.next().unwrap_or_default();
+        for delta in deltas {
+            total.append(delta);
         }
+        total
+    }
+}
+
+/// One merge: the pair, the id of the token it makes, and every token's
+/// length in base symbols (the new one's included).
+#[derive(Clone, Copy)]
+struct MergeOp<'a> {
+    pair: Pair,
+    new_id: u32,
+    token_len: &'a [u32],
+}
+
+/// Merge `op.pair` in each of `words` (ascending), whose symbols lie in
+/// `region` from buffer offset `base` on, recording the changes in `delta`.
+fn merge_run(
+    region: &mut [u32],
+    base: usize,
+    (spans, counts): (&[(usize, u32)], &[i64]),
+    words: &[u32],
+    op: MergeOp,
+    delta: &mut Delta,
+) {
+    let Delta {
+        lost,
+        created,
+        lens,
+    } = delta;
+    for (k, &w) in words.iter().enumerate() {
+        // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
+        if let Some(&ahead) = words.get(k + 16) {
+            prefetch(&spans[ahead as usize]);
+            prefetch(&counts[ahead as usize]);
+        }
+        if let Some(&ahead) = words.get(k + 8) {
+            prefetch(region.as_ptr().wrapping_add(spans[ahead as usize].0 - base));
+        }
+        let (start, len) = spans[w as usize];
+        let weight = counts[w as usize];
+        let word = &mut region[start - base..start - base + len as usize];
+        let new_len = merge_word(word, op.pair, op.new_id, op.token_len, |p, d, at| {
+            if p == op.pair {
+            } else if d > 0 {
+                let (st, _) = created
+                    .entry(p)
+                    .or_insert_with(|| (PairStats::default(), (w, at)));
+                st.count += weight;
+                st.note_word(w);
+            } else {
+                *lost.entry(p).or_default() += weight;
+            }
+        });
+        lens.push(new_len as u32);
     }
 }
 
 /// Merge every occurrence of `pair` in place, left to right without overlap,
-/// reporting each adjacent-pair change as `(pair, +1 | -1)`; returns the new length.
+/// reporting each adjacent-pair change as `(pair, +1 | -1, position)`, left
+/// to right; a created pair's position (in base symbols, by `token_len`) is
+/// where it now starts. Returns the new length.
 pub fn merge_word(
     symbols: &mut [u32],
     pair: Pair,
     new_id: u32,
-    mut change: impl FnMut(Pair, i64),
+    token_len: &[u32],
+    mut change: impl FnMut(Pair, i64, u32),
 ) -> usize {
     let (a, b) = pair;
     let n = symbols.len();
     let is_match = |s: &[u32], i: usize| i + 1 < n && s[i] == a && s[i + 1] == b;
+    let len = |t: u32| token_len[t as usize];
     // Reads run ahead of writes (`o <= i`), so lookahead sees original symbols.
     let mut o = 0;
+    let mut at = 0; // position of output symbol `o`
     let mut last_was_merge = false;
     let mut i = 0;
     while i < n {
         if is_match(symbols, i) {
-            change(pair, -1);
+            change(pair, -1, at);
             if o > 0 {
                 let left = symbols[o - 1];
+                let left_at = at - len(left);
                 if last_was_merge {
                     // (b, a) was already removed as the previous merge's right side.
-                    change((new_id, new_id), 1);
+                    change((new_id, new_id), 1, left_at);
                 } else {
-                    change((left, a), -1);
-                    change((left, new_id), 1);
+                    change((left, a), -1, left_at);
+                    change((left, new_id), 1, left_at);
                 }
             }
             if i + 2 < n {
-                change((b, symbols[i + 2]), -1);
+                change((b, symbols[i + 2]), -1, at + len(a));
                 if !is_match(symbols, i + 2) {
-                    change((new_id, symbols[i + 2]), 1);
+                    change((new_id, symbols[i + 2]), 1, at);
                 }
             }
             symbols[o] = new_id;
@@ -299,6 +449,7 @@ pub fn merge_word(
             last_was_merge = false;
             i += 1;
         }
+        at += len(symbols[o]);
         o += 1;
     }
     o
@@ -325,12 +476,7 @@ fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
     let mut stats: FxHashMap<Pair, PairStats> = FxHashMap::default();
     for part in parts {
         for (p, s) in part {
-            let st = stats.entry(p).or_default();
-            st.count += s.count;
-            if st.words.is_empty() {
-                st.sorted = true;
-            }
-            st.words.extend(s.words);
+            stats.entry(p).or_default().append(s);
         }
     }
     stats
@@ -348,18 +494,12 @@ pub fn char_alphabet(words: &[&str]) -> Vec<String> {
 
 /// Words as base-symbol sequences: their bytes (`alphabet` None) or their
 /// characters plus end-of-word. Returns the words and the number of base tokens.
-pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) -> (Vec<Word>, u32) {
+pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) -> (Words, u32) {
     match alphabet {
         None => {
-            let table = words
-                .par_iter()
-                .zip(counts)
-                .map(|(w, &count)| Word {
-                    symbols: w.bytes().map(u32::from).collect(),
-                    count,
-                })
-                .collect();
-            (table, 256)
+            let lens: Vec<u32> = words.iter().map(|w| w.len() as u32).collect();
+            let symbols = words.iter().flat_map(|w| w.bytes().map(u32::from));
+            (Words::build(symbols, &lens, counts), 256)
         }
         Some(alphabet) => {
             let ids: FxHashMap<&str, u32> = alphabet
@@ -368,18 +508,14 @@ pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) ->
                 .map(|(i, s)| (s.as_str(), i as u32))
                 .collect();
             let end_of_word = ids[END_OF_WORD];
-            let mut buf = [0u8; 4];
-            let table = words
-                .iter()
-                .zip(counts)
-                .map(|(w, &count)| {
-                    let mut symbols: Vec<u32> =
-                        w.chars().map(|c| ids[&*c.encode_utf8(&mut buf)]).collect();
-                    symbols.push(end_of_word);
-                    Word { symbols, count }
-                })
-                .collect();
-            (table, alphabet.len() as u32)
+            let lens: Vec<u32> = words.iter().map(|w| w.chars().count() as u32 + 1).collect();
+            let ids = &ids;
+            let symbols = words.iter().flat_map(|w| {
+                w.chars()
+                    .map(move |c| ids[&*c.encode_utf8(&mut [0u8; 4])])
+                    .chain([end_of_word])
+            });
+            (Words::build(symbols, &lens, counts), alphabet.len() as u32)
         }
     }
 }
@@ -411,11 +547,44 @@ mod tests {
             for case in &cases {
                 let mut s = case.clone();
                 let mut counts = pair_counts(std::slice::from_ref(case));
-                let n = merge_word(&mut s, pair, 9, |p, d| *counts.entry(p).or_default() += d);
+                let n = merge_word(&mut s, pair, 9, &TOKEN_LEN, |p, d, _| {
+                    *counts.entry(p).or_default() += d
+                });
                 s.truncate(n);
                 counts.retain(|_, c| *c != 0);
                 assert_eq!(counts, pair_counts(&[s.clone()]), "{case:?} {pair:?}");
             }
+        }
+    }
+
+    /// Tokens 0..9 are base symbols; 9 is a merge of two.
+    const TOKEN_LEN: [u32; 10] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 2];
+
+    #[test]
+    fn merge_word_reports_where_pairs_are_created() {
+        let cases: Vec<Vec<u32>> = vec![
+            vec![0, 1, 0, 1, 2],
+            vec![2, 0, 1, 2, 0, 1, 0, 1],
+            vec![1, 0, 1, 1, 0, 1, 0],
+        ];
+        for case in &cases {
+            let mut s = case.clone();
+            let mut created = Vec::new();
+            let n = merge_word(&mut s, (0, 1), 9, &TOKEN_LEN, |p, d, at| {
+                if d > 0 {
+                    created.push((p, at));
+                }
+            });
+            s.truncate(n);
+            let mut expected = Vec::new();
+            let mut at = 0;
+            for w in s.windows(2) {
+                if w.contains(&9) {
+                    expected.push(((w[0], w[1]), at));
+                }
+                at += TOKEN_LEN[w[0] as usize];
+            }
+            assert_eq!(created, expected, "{case:?}");
         }
     }
 

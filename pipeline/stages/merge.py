@@ -3,6 +3,7 @@
 Polars does it lazily with the streaming engine, so the tables need not fit
 in memory together. A word's first occurrence is the smallest
 (shard ordinal, first key) over the shards; shards are ordered by source path.
+The output holds word and count, sorted by that first occurrence.
 """
 
 from __future__ import annotations
@@ -32,25 +33,18 @@ def count_files(counts_dir: Path) -> list[Path]:
 
 
 def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
-    frames = [
-        pl.scan_parquet(f).with_columns(shard=pl.lit(i, dtype=pl.UInt32))
-        for i, f in enumerate(files)
-    ]
-    # One 128-bit key orders (shard, first) lexicographically, so the earliest
-    # occurrence is a plain streaming `min` instead of a sort per group.
-    key = pl.col("shard").cast(pl.Int128) * (1 << 64) + pl.col("first").cast(pl.Int128)
+    # Each table is sorted by first occurrence and the files come in shard
+    # order, so a row's index in their concatenation orders (shard, first):
+    # the earliest occurrence is a plain streaming `min` of a u32/u64 index.
+    frames = [pl.scan_parquet(f).select("word", "count") for f in files]
     return (
         pl.concat(frames)
+        .with_row_index("at")
         .group_by("word")
-        .agg(pl.col("count").sum(), key.min().alias("key"))
+        .agg(pl.col("count").sum(), pl.col("at").min())
         .filter(pl.col("count") >= min_count)
-        .sort("key")
-        .select(
-            "word",
-            "count",
-            shard=(pl.col("key") // (1 << 64)).cast(pl.UInt32),
-            first=(pl.col("key") % (1 << 64)).cast(pl.UInt64),
-        )
+        .sort("at")
+        .select("word", "count")
     )
 
 
