@@ -73,7 +73,8 @@ def run_merge(
     reused = reusable_file(counts_file, key, Config(force=force))
     if not reused:
         with atomic_path(Path(counts_file)) as tmp:
-            merged_counts(files, min_count).sink_parquet(tmp)
+            # LZ4: the table is written once and read once, right away, by train.
+            merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
         record_file(counts_file, key)
     words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)
