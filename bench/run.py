@@ -5,7 +5,8 @@
 
 CORPUS is a folder of Parquet shards with a `text` column (see
 ../shared/bench/make_corpus.py). Every contender runs in its own fresh child
-process, one after the other: training (cl100k pattern), encoding with the
+process, one at a time; with --repeat N the contenders of a phase take turns
+(N rounds) and each keeps its fastest run: training (cl100k pattern), encoding with the
 vocabulary tokenmill learned, an exactness check of tokenmill's ids against
 tiktoken's and tokenizers', and tokenmill's scaling with --workers.
 """
@@ -47,18 +48,28 @@ class Context:
     def run(self, name: str, env: dict | None = None, repeat: int = 0, **params) -> Measurement:
         """Run contender `name` `repeat` times (default: self.repeat), each in a
         fresh child; keep the fastest run (the least disturbed by other load)."""
-        label = " ".join([name, *(f"{k}={v}" for k, v in params.items())])
+        return self.rounds([(name, params)], env, repeat)[0]
+
+    def rounds(
+        self, contenders: list[tuple[str, dict]], env: dict | None = None, repeat: int = 0
+    ) -> list[Measurement]:
+        """Run each (name, params) `repeat` times (default: self.repeat), one
+        round after another (A B C, A B C, ...), each run in a fresh child, and
+        keep each one's fastest run. Taking turns makes a slow spell of a
+        shared machine fall on every contender alike, which keeps the ratios fair."""
         base = {"corpus": str(self.corpus), "tmp": str(self.tmp), "tokenizer": self.tokenizer}
-        runs = []
+        runs: list[list[Measurement]] = [[] for _ in contenders]
         for i in range(repeat or self.repeat):
-            if self.quiet_wait:
-                wait_for_quiet(self.quiet_wait)
-            print(f"running {label} (#{i + 1}) ...", file=sys.stderr, flush=True)
-            m = run_child(name, base | params, self.tmp, env=env)
-            seconds = m.result["seconds"]
-            print(f"  {seconds:.2f} s, other load {m.other_cores:.2f} cores", file=sys.stderr)
-            runs.append(m)
-        return min(runs, key=lambda m: m.result["seconds"])
+            for (name, params), done in zip(contenders, runs, strict=True):
+                label = " ".join([name, *(f"{k}={v}" for k, v in params.items())])
+                if self.quiet_wait:
+                    wait_for_quiet(self.quiet_wait)
+                print(f"running {label} (#{i + 1}) ...", file=sys.stderr, flush=True)
+                m = run_child(name, base | params, self.tmp, env=env)
+                seconds = m.result["seconds"]
+                print(f"  {seconds:.2f} s, other load {m.other_cores:.2f} cores", file=sys.stderr)
+                done.append(m)
+        return [min(done, key=lambda m: m.result["seconds"]) for done in runs]
 
     def row(self, phase: str, contender: str, m: Measurement, baseline: Row | None = None) -> Row:
         return Row(
@@ -89,9 +100,14 @@ def child_env() -> dict:
 
 def training(ctx: Context) -> tuple[list[Row], list[str], dict]:
     env = child_env()
-    ours = ctx.run("train_tokenmill", env, workers=ctx.workers, vocab_size=ctx.vocab_size)
-    rust = ctx.run("train_rustbpe", env, vocab_size=ctx.vocab_size)
-    hf = ctx.run("train_tokenizers", env, vocab_size=ctx.vocab_size)
+    ours, rust, hf = ctx.rounds(
+        [
+            ("train_tokenmill", {"workers": ctx.workers, "vocab_size": ctx.vocab_size}),
+            ("train_rustbpe", {"vocab_size": ctx.vocab_size}),
+            ("train_tokenizers", {"vocab_size": ctx.vocab_size}),
+        ],
+        env,
+    )
     base = ctx.row("train", "tokenmill count+merge+train", ours)
     rows = [base, ctx.row("train", "rustbpe", rust, base), ctx.row("train", "tokenizers", hf, base)]
     stages = ours.result["stages"]
@@ -111,9 +127,14 @@ def training(ctx: Context) -> tuple[list[Row], list[str], dict]:
 def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
     env = child_env()
     tokens = str(ctx.tmp / "tokens")
-    ours = ctx.run("encode_tokenmill", env, workers=ctx.workers, tokens=tokens)
-    tik = ctx.run("encode_tiktoken", env)
-    hf = ctx.run("encode_tokenizers", env)
+    ours, tik, hf = ctx.rounds(
+        [
+            ("encode_tokenmill", {"workers": ctx.workers, "tokens": tokens}),
+            ("encode_tiktoken", {}),
+            ("encode_tokenizers", {}),
+        ],
+        env,
+    )
     check = ctx.run("verify", env, repeat=1, tokens=tokens)
     base = ctx.row("encode", "tokenmill encode (Parquet → Parquet)", ours)
     rows = [
@@ -152,13 +173,16 @@ OUTPUT = {"count": "counts", "encode": "tokens"}
 def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
     rows = []
     for stage in ("count", "encode"):
-        baseline = None
-        for workers in (1, 2):
-            out = {OUTPUT[stage]: str(ctx.tmp / f"scaling-{stage}-{workers}")}
-            m = ctx.run(f"{stage}_tokenmill", child_env(), workers=workers, **out)
-            row = ctx.row("scaling", f"tokenmill {stage} --workers {workers}", m, baseline)
-            baseline = baseline or row
-            rows.append(row)
+        runs = [
+            (
+                f"{stage}_tokenmill",
+                {"workers": w, OUTPUT[stage]: str(ctx.tmp / f"scaling-{stage}-{w}")},
+            )
+            for w in (1, 2)
+        ]
+        one, two = ctx.rounds(runs, child_env())
+        baseline = ctx.row("scaling", f"tokenmill {stage} --workers 1", one)
+        rows += [baseline, ctx.row("scaling", f"tokenmill {stage} --workers 2", two, baseline)]
     notes = [
         "Scaling rows: `tokenmill speed ×` is the --workers 1 wall ÷ this row's wall (2.00 "
         "would be linear on 2 cores). --workers is passed as tokenmill defines it."

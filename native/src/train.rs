@@ -91,6 +91,9 @@ impl Delta {
 /// below that, waking the other threads costs more than it saves.
 const PARALLEL_MIN_WORDS: usize = 2048;
 
+/// Entries `apply_merge`'s scratch maps may keep capacity for between merges.
+const SCRATCH_CAPACITY: usize = 1024;
+
 /// Heap key: higher count first, then earlier word, then earlier position.
 type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
@@ -98,9 +101,17 @@ type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 /// list walks memory forward, which is what makes merging fast.
 pub struct Words {
     symbols: Vec<u32>,
-    /// (start, current length) of each word in `symbols`; merges shrink words in place.
-    spans: Vec<(usize, u32)>,
-    counts: Vec<i64>,
+    spans: Vec<Span>,
+}
+
+/// Where a word's symbols are and how often the word occurs: one record, so
+/// visiting a word costs one cache miss rather than two.
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    /// Current length; merges shrink words in place.
+    len: u32,
+    count: i64,
 }
 
 impl Words {
@@ -108,8 +119,12 @@ impl Words {
     fn build(symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Self {
         let mut spans = Vec::with_capacity(lens.len());
         let mut start = 0;
-        for &len in lens {
-            spans.push((start, len));
+        for (&len, &count) in lens.iter().zip(counts) {
+            spans.push(Span {
+                start,
+                len,
+                count: count as i64,
+            });
             start += len as usize;
         }
         let mut flat = Vec::with_capacity(start);
@@ -118,12 +133,11 @@ impl Words {
         Words {
             symbols: flat,
             spans,
-            counts: counts.iter().map(|&c| c as i64).collect(),
         }
     }
 
     fn get(&self, w: u32) -> &[u32] {
-        let (start, len) = self.spans[w as usize];
+        let Span { start, len, .. } = self.spans[w as usize];
         &self.symbols[start..start + len as usize]
     }
 }
@@ -265,23 +279,19 @@ impl Trainer {
             .unwrap_or_default();
         let delta = if words.len() < PARALLEL_MIN_WORDS {
             let mut delta = std::mem::take(&mut self.scratch);
-            let Words {
-                symbols,
-                spans,
-                counts,
-            } = &mut self.words;
+            let Words { symbols, spans } = &mut self.words;
             let op = MergeOp {
                 pair,
                 new_id,
                 token_len: &self.token_len,
             };
-            merge_run(symbols, 0, (spans, counts), &words, op, &mut delta);
+            merge_run(symbols, 0, spans, &words, op, &mut delta);
             delta
         } else {
             self.merge_parallel(&words, pair, new_id)
         };
         for (&w, &len) in words.iter().zip(&delta.lens) {
-            self.words.spans[w as usize].1 = len;
+            self.words.spans[w as usize].len = len;
         }
         let mut delta = delta;
         for (p, d) in delta.lost.drain() {
@@ -300,17 +310,18 @@ impl Trainer {
             self.push(p, count, first);
         }
         delta.lens.clear();
+        // Draining a map walks its whole capacity: keep the scratch maps small,
+        // or one big merge would slow every small one after it.
+        if delta.lost.capacity() > SCRATCH_CAPACITY || delta.created.capacity() > SCRATCH_CAPACITY {
+            delta = Delta::default();
+        }
         self.scratch = delta;
     }
 
     /// `apply_merge`'s word loop over the thread pool: each task merges a run
     /// of consecutive words, whose symbols are one disjoint slice of the buffer.
     fn merge_parallel(&mut self, words: &[u32], pair: Pair, new_id: u32) -> Delta {
-        let Words {
-            symbols,
-            spans,
-            counts,
-        } = &mut self.words;
+        let Words { symbols, spans } = &mut self.words;
         let size = words
             .len()
             .div_ceil(rayon::current_num_threads() * 4)
@@ -319,9 +330,9 @@ impl Trainer {
         let mut consumed = 0;
         let mut runs = Vec::new();
         for run in words.chunks(size) {
-            let lo = spans[run[0] as usize].0;
-            let (last_start, last_len) = spans[run[run.len() - 1] as usize];
-            let hi = last_start + last_len as usize;
+            let lo = spans[run[0] as usize].start;
+            let last = spans[run[run.len() - 1] as usize];
+            let hi = last.start + last.len as usize;
             let tail = std::mem::take(&mut rest).split_at_mut(lo - consumed).1;
             let (region, tail) = tail.split_at_mut(hi - lo);
             rest = tail;
@@ -329,7 +340,6 @@ impl Trainer {
             runs.push((region, lo, run));
         }
         let spans = &*spans;
-        let counts = &*counts;
         let op = MergeOp {
             pair,
             new_id,
@@ -339,7 +349,7 @@ impl Trainer {
             .into_par_iter()
             .map(|(region, base, run)| {
                 let mut delta = Delta::default();
-                merge_run(region, base, (spans, counts), run, op, &mut delta);
+                merge_run(region, base, spans, run, op, &mut delta);
                 delta
             })
             .collect();
@@ -366,7 +376,7 @@ struct MergeOp<'a> {
 fn merge_run(
     region: &mut [u32],
     base: usize,
-    (spans, counts): (&[(usize, u32)], &[i64]),
+    spans: &[Span],
     words: &[u32],
     op: MergeOp,
     delta: &mut Delta,
@@ -380,13 +390,19 @@ fn merge_run(
         // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
         if let Some(&ahead) = words.get(k + 16) {
             prefetch(&spans[ahead as usize]);
-            prefetch(&counts[ahead as usize]);
         }
         if let Some(&ahead) = words.get(k + 8) {
-            prefetch(region.as_ptr().wrapping_add(spans[ahead as usize].0 - base));
+            prefetch(
+                region
+                    .as_ptr()
+                    .wrapping_add(spans[ahead as usize].start - base),
+            );
         }
-        let (start, len) = spans[w as usize];
-        let weight = counts[w as usize];
+        let Span {
+            start,
+            len,
+            count: weight,
+        } = spans[w as usize];
         let word = &mut region[start - base..start - base + len as usize];
         let new_len = merge_word(word, op.pair, op.new_id, op.token_len, |p, d, at| {
             if p == op.pair {
@@ -468,7 +484,7 @@ fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
             for w in (ci * chunk..n.min((ci + 1) * chunk)).map(|w| w as u32) {
                 for s in words.get(w).windows(2) {
                     let st = local.entry((s[0], s[1])).or_default();
-                    st.count += words.counts[w as usize];
+                    st.count += words.spans[w as usize].count;
                     st.note_word(w);
                 }
             }
