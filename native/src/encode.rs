@@ -256,7 +256,10 @@ impl Encoder {
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
             .map(|part| {
-                let mut ids = Vec::new();
+                // Text averages about four bytes a token: sized so, the buffer
+                // rarely grows (each growth copies it and faults in new pages).
+                let bytes: usize = part.iter().map(|t| t.len()).sum();
+                let mut ids = Vec::with_capacity(bytes / 3 + part.len());
                 let mut lens = Vec::with_capacity(part.len());
                 for t in part {
                     let before = ids.len();
