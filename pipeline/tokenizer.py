@@ -367,8 +367,9 @@ class Tokenizer:
         """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens uint32)."""
         n = len(docs)
         id_type = pa.uint32() if self.wide_ids else pa.uint16()
+        list_type = ids_type(id_type)
         if n == 0:
-            return pa.array([], pa.list_(id_type)), pa.array([], pa.uint32())
+            return pa.array([], list_type), pa.array([], pa.uint32())
         try:
             ids, lens = self._encoder.encode_batch(
                 *arrow_buffers(self._normalize(docs)), self.eos_id if eos else None, self.wide_ids
@@ -380,7 +381,7 @@ class Tokenizer:
             id_type, len(ids) // id_type.byte_width, [None, pa.py_buffer(ids)]
         )
         offsets = pa.concat_arrays([pa.array([0], pa.int64()), _cumsum(n_tokens)])
-        return pa.LargeListArray.from_arrays(offsets, flat), n_tokens
+        return pa.LargeListArray.from_arrays(offsets, flat, type=list_type), n_tokens
 
     def tokens(self, text: str) -> list[str]:
         """The text's segmentation as token strings (bytes shown decoded)."""
@@ -514,6 +515,12 @@ def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: 
             "first": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(firsts)]),
         }
     )
+
+
+def ids_type(id_type: pa.DataType) -> pa.DataType:
+    """Token ids of a document: never null, which also makes Parquet's level
+    encoding of the column cheaper."""
+    return pa.large_list(pa.field("item", id_type, nullable=False))
 
 
 def check_options(mode: str, pattern: str) -> None:

@@ -69,11 +69,61 @@ pub struct Encoder {
     caches: Vec<Mutex<WordCache>>,
 }
 
-/// Word -> ids, one per worker thread; ids live in one arena.
+/// Word -> ids, one per worker thread.
 #[derive(Default)]
 struct WordCache {
-    spans: WordMap<Box<str>, (u32, u32)>,
-    ids: Vec<u32>,
+    words: WordMap<Box<str>, CachedIds>,
+    /// Ids of words with more than `INLINE_IDS` tokens.
+    spilled: Vec<u32>,
+}
+
+const INLINE_IDS: usize = 3;
+
+/// A word's ids: inline when there are few (nearly every word), so a cache
+/// hit costs one memory access; else a span of `WordCache::spilled`. The map
+/// entry is as big either way: its `u128` key aligns it to 32 bytes.
+#[derive(Clone, Copy)]
+struct CachedIds {
+    len: u32,
+    /// The ids, or `[start in spilled, ..]` when `len > INLINE_IDS`.
+    data: [u32; INLINE_IDS],
+}
+
+impl WordCache {
+    fn insert(&mut self, word: &str, ids: &[u32]) {
+        if self.words.len() >= CACHE_LIMIT {
+            self.words.clear();
+            self.spilled.clear();
+        }
+        let mut data = [0; INLINE_IDS];
+        if ids.len() <= INLINE_IDS {
+            data[..ids.len()].copy_from_slice(ids);
+        } else {
+            data[0] = self.spilled.len() as u32;
+            self.spilled.extend_from_slice(ids);
+        }
+        let len = ids.len() as u32;
+        self.words
+            .upsert(word, Box::from, |_| {}, || CachedIds { len, data });
+    }
+
+    /// Append the word's ids to `out`; false when the word is not cached.
+    fn extend(&self, word: &str, out: &mut Vec<u32>) -> bool {
+        let Some(c) = self.words.get(word) else {
+            return false;
+        };
+        let len = c.len as usize;
+        if len <= INLINE_IDS {
+            // A loop of pushes beats a memcpy call for one to three ids.
+            for &id in &c.data[..len] {
+                out.push(id);
+            }
+        } else {
+            let start = c.data[0] as usize;
+            out.extend_from_slice(&self.spilled[start..start + len]);
+        }
+        true
+    }
 }
 
 const CACHE_LIMIT: usize = 1 << 20;
@@ -202,24 +252,14 @@ impl Encoder {
     }
 
     fn encode_cached(&self, word: &str, cache: &mut WordCache, out: &mut Vec<u32>) {
-        if let Some(&(start, len)) = cache.spans.get(word) {
-            out.extend_from_slice(&cache.ids[start as usize..(start + len) as usize]);
+        if cache.extend(word, out) {
             return;
         }
         let ids = self.encode_word(word);
         out.extend_from_slice(&ids);
-        if word.len() > CACHE_WORD_BYTES {
-            return;
+        if word.len() <= CACHE_WORD_BYTES {
+            cache.insert(word, &ids);
         }
-        if cache.spans.len() >= CACHE_LIMIT {
-            cache.spans.clear();
-            cache.ids.clear();
-        }
-        let start = cache.ids.len() as u32;
-        cache.ids.extend_from_slice(&ids);
-        cache
-            .spans
-            .upsert(word, Box::from, |_| {}, || (start, ids.len() as u32));
     }
 
     /// Token ids of one document, with `eos` appended when given.
