@@ -277,23 +277,28 @@ impl Trainer {
             .remove(&pair)
             .map(|s| s.words)
             .unwrap_or_default();
-        let delta = if words.len() < PARALLEL_MIN_WORDS {
+        let op = MergeOp {
+            pair,
+            new_id,
+            token_len: &self.token_len,
+        };
+        let mut delta = if words.len() < PARALLEL_MIN_WORDS {
             let mut delta = std::mem::take(&mut self.scratch);
-            let Words { symbols, spans } = &mut self.words;
-            let op = MergeOp {
-                pair,
-                new_id,
-                token_len: &self.token_len,
-            };
-            merge_run(symbols, 0, spans, &words, op, &mut delta);
+            merge_run(
+                &mut self.words.symbols,
+                0,
+                &self.words.spans,
+                &words,
+                op,
+                &mut delta,
+            );
             delta
         } else {
-            self.merge_parallel(&words, pair, new_id)
+            merge_parallel(&mut self.words, &words, op)
         };
         for (&w, &len) in words.iter().zip(&delta.lens) {
             self.words.spans[w as usize].len = len;
         }
-        let mut delta = delta;
         for (p, d) in delta.lost.drain() {
             if let Entry::Occupied(mut e) = self.stats.entry(p) {
                 e.get_mut().count -= d;
@@ -317,49 +322,44 @@ impl Trainer {
         }
         self.scratch = delta;
     }
+}
 
-    /// `apply_merge`'s word loop over the thread pool: each task merges a run
-    /// of consecutive words, whose symbols are one disjoint slice of the buffer.
-    fn merge_parallel(&mut self, words: &[u32], pair: Pair, new_id: u32) -> Delta {
-        let Words { symbols, spans } = &mut self.words;
-        let size = words
-            .len()
-            .div_ceil(rayon::current_num_threads() * 4)
-            .max(PARALLEL_MIN_WORDS / 2);
-        let mut rest: &mut [u32] = symbols;
-        let mut consumed = 0;
-        let mut runs = Vec::new();
-        for run in words.chunks(size) {
-            let lo = spans[run[0] as usize].start;
-            let last = spans[run[run.len() - 1] as usize];
-            let hi = last.start + last.len as usize;
-            let tail = std::mem::take(&mut rest).split_at_mut(lo - consumed).1;
-            let (region, tail) = tail.split_at_mut(hi - lo);
-            rest = tail;
-            consumed = hi;
-            runs.push((region, lo, run));
-        }
-        let spans = &*spans;
-        let op = MergeOp {
-            pair,
-            new_id,
-            token_len: &self.token_len,
-        };
-        let deltas: Vec<Delta> = runs
-            .into_par_iter()
-            .map(|(region, base, run)| {
-                let mut delta = Delta::default();
-                merge_run(region, base, spans, run, op, &mut delta);
-                delta
-            })
-            .collect();
-        let mut deltas = deltas.into_iter();
-        let mut total = deltas.next().unwrap_or_default();
-        for delta in deltas {
-            total.append(delta);
-        }
-        total
+/// `apply_merge`'s word loop over the thread pool: each task merges a run of
+/// consecutive words, whose symbols are one disjoint slice of the buffer.
+fn merge_parallel(table: &mut Words, words: &[u32], op: MergeOp) -> Delta {
+    let Words { symbols, spans } = table;
+    let size = words
+        .len()
+        .div_ceil(rayon::current_num_threads() * 4)
+        .max(PARALLEL_MIN_WORDS / 2);
+    let mut rest: &mut [u32] = symbols;
+    let mut consumed = 0;
+    let mut runs = Vec::new();
+    for run in words.chunks(size) {
+        let lo = spans[run[0] as usize].start;
+        let last = spans[run[run.len() - 1] as usize];
+        let hi = last.start + last.len as usize;
+        let tail = std::mem::take(&mut rest).split_at_mut(lo - consumed).1;
+        let (region, tail) = tail.split_at_mut(hi - lo);
+        rest = tail;
+        consumed = hi;
+        runs.push((region, lo, run));
     }
+    let spans = &*spans;
+    let deltas: Vec<Delta> = runs
+        .into_par_iter()
+        .map(|(region, base, run)| {
+            let mut delta = Delta::default();
+            merge_run(region, base, spans, run, op, &mut delta);
+            delta
+        })
+        .collect();
+    let mut deltas = deltas.into_iter();
+    let mut total = deltas.next().unwrap_or_default();
+    for delta in deltas {
+        total.append(delta);
+    }
+    total
 }
 
 /// One merge: the pair, the id of the token it makes, and every token's
@@ -406,7 +406,10 @@ fn merge_run(
         let word = &mut region[start - base..start - base + len as usize];
         let new_len = merge_word(word, op.pair, op.new_id, op.token_len, |p, d, at| {
             if p == op.pair {
-            } else if d > 0 {
+                // Its statistics go as a whole: apply_merge removed them.
+                return;
+            }
+            if d > 0 {
                 let (st, _) = created
                     .entry(p)
                     .or_insert_with(|| (PairStats::default(), (w, at)));
