@@ -47,23 +47,19 @@ def versions() -> dict[str, str]:
     return found
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def tokenmill_build() -> dict[str, str]:
     """The git commit and the native library's hash: others may rebuild it mid-run."""
     native = sorted((ROOT / "pipeline").glob("_native*.so"))
     digest = hashlib.sha256(native[0].read_bytes()).hexdigest()[:12] if native else "missing"
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        commit = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", ""
     return {"commit": commit + ("+dirty" if dirty else ""), "native_sha256": digest}

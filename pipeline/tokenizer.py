@@ -355,6 +355,16 @@ class Tokenizer:
         """Whether ids need 32 bits (else they fit uint16)."""
         return self.vocab_size > 1 << 16
 
+    @property
+    def id_type(self) -> pa.DataType:
+        return pa.uint32() if self.wide_ids else pa.uint16()
+
+    @property
+    def ids_type(self) -> pa.DataType:
+        """A document's token ids: never null, which also makes Parquet's level
+        encoding of the column cheaper."""
+        return pa.large_list(pa.field("item", self.id_type, nullable=False))
+
     def encode(self, text: str, *, eos: bool = False) -> list[int]:
         if self.normalization:
             text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
@@ -366,8 +376,7 @@ class Tokenizer:
     def encode_arrow(self, docs: pa.Array, *, eos: bool = True) -> tuple[pa.Array, pa.Array]:
         """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens uint32)."""
         n = len(docs)
-        id_type = pa.uint32() if self.wide_ids else pa.uint16()
-        list_type = ids_type(id_type)
+        id_type, list_type = self.id_type, self.ids_type
         if n == 0:
             return pa.array([], list_type), pa.array([], pa.uint32())
         try:
@@ -515,12 +524,6 @@ def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: 
             "first": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(firsts)]),
         }
     )
-
-
-def ids_type(id_type: pa.DataType) -> pa.DataType:
-    """Token ids of a document: never null, which also makes Parquet's level
-    encoding of the column cheaper."""
-    return pa.large_list(pa.field("item", id_type, nullable=False))
 
 
 def check_options(mode: str, pattern: str) -> None:

@@ -24,15 +24,14 @@ from pipeline.io.writers import remove_stale_temporaries
 from pipeline.stages.count import output_name
 from pipeline.stages.shards import shard_task, stage_summary
 from pipeline.stages.state import STATE_KEY, encode_key
-from pipeline.tokenizer import ENDOFTEXT, Tokenizer, ids_type
+from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
 
 def token_schema(tok: Tokenizer, source: str) -> pa.Schema:
-    id_type = pa.uint32() if tok.wide_ids else pa.uint16()
     return pa.schema(
         [
             pa.field("row", pa.uint64(), nullable=False),
-            pa.field("ids", ids_type(id_type), nullable=False),
+            pa.field("ids", tok.ids_type, nullable=False),
             pa.field("n_tokens", pa.uint32(), nullable=False),
         ],
         metadata={

@@ -56,11 +56,10 @@ PIECE = pa.struct(
 
 
 def packed_schema(tok: Tokenizer, shard: TokenShard, seq_len: int, bos: int | None) -> pa.Schema:
-    id_type = pa.uint32() if tok.wide_ids else pa.uint16()
     return pa.schema(
         [
             ("sequence", pa.uint64()),
-            ("ids", pa.large_list(id_type)),
+            ("ids", pa.large_list(tok.id_type)),
             ("n_tokens", pa.uint32()),
             ("documents", pa.large_list(PIECE)),
         ],
