@@ -11,6 +11,7 @@
 use dary_heap::QuaternaryHeap;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 
@@ -29,8 +30,9 @@ pub struct Word {
 struct PairStats {
     count: i64,
     /// Indices of words that may hold the pair, ascending (a superset: words
-    /// that lost the pair are dropped lazily).
-    words: Vec<u32>,
+    /// that lost the pair are dropped lazily). Most pairs are in a few
+    /// words: those lists live inline, with no allocation to make or free.
+    words: SmallVec<[u32; 4]>,
 }
 
 impl PairStats {
