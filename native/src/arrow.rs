@@ -22,7 +22,8 @@ pub fn string_views<'a>(
     let text = data
         .get(lo..hi)
         .ok_or_else(|| "data buffer too short".to_string())?;
-    let text = std::str::from_utf8(text).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    // Validated once per batch; simdutf8 does it several times faster than std.
+    let text = simdutf8::compat::from_utf8(text).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let mut views = Vec::with_capacity(n);
     let mut a = lo;
     for i in start + 1..=start + n {

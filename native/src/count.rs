@@ -112,7 +112,7 @@ impl Counter {
         let mut entries: Vec<(u64, u64, usize, usize)> = Vec::with_capacity(self.words.len());
         self.words.drain_into(|w, s| {
             entries.push((s.first, s.count, unsorted.len(), w.len()));
-            unsorted.extend_from_slice(w.as_bytes());
+            unsorted.extend_from_slice(w);
         });
         entries.sort_unstable_by_key(|e| e.0);
         let mut table = CountTable {

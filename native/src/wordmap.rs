@@ -128,18 +128,14 @@ impl<L: Hash + Eq + Borrow<str>, V> WordMap<L, V> {
         }
     }
 
-    /// Every (word, value), in no particular order.
-    pub fn drain_into(self, mut f: impl FnMut(&str, V)) {
+    /// Every (word's UTF-8 bytes, value), in no particular order.
+    pub fn drain_into(self, mut f: impl FnMut(&[u8], V)) {
         for (k, v) in self.short {
             let (buf, len) = short_word(k);
-            // Keys were made from whole `&str` words, so the bytes are UTF-8.
-            f(
-                std::str::from_utf8(&buf[..len]).expect("word keys hold UTF-8"),
-                v,
-            );
+            f(&buf[..len], v);
         }
         for (k, v) in self.long {
-            f(k.borrow(), v);
+            f(k.borrow().as_bytes(), v);
         }
     }
 }
@@ -182,7 +178,7 @@ mod tests {
         }
         assert_eq!(m.get("a\0\0"), None);
         let mut back = Vec::new();
-        m.drain_into(|w, i| back.push((i, w.to_string())));
+        m.drain_into(|w, i| back.push((i, String::from_utf8(w.to_vec()).unwrap())));
         back.sort();
         let expected: Vec<(usize, String)> = words
             .iter()
