@@ -67,8 +67,6 @@ struct Delta {
     /// position): every one holds the new token, so none existed before, and
     /// its first creation is its first occurrence.
     created: FxHashMap<Pair, (PairStats, (u32, u32))>,
-    /// New length of each merged word, in word order.
-    lens: Vec<u32>,
 }
 
 impl Delta {
@@ -85,7 +83,6 @@ impl Delta {
                 }
             }
         }
-        self.lens.extend(other.lens);
     }
 }
 
@@ -99,48 +96,52 @@ const SCRATCH_CAPACITY: usize = 1024;
 /// Heap key: higher count first, then earlier word, then earlier position.
 type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
-/// Every word's symbols in one buffer, in table order: walking a sorted word
+/// Every word in one buffer, in table order: a header (its current length
+/// and its count) followed by its symbols. A word is named by its header's
+/// offset, so visiting one costs one cache miss, and walking a sorted word
 /// list walks memory forward, which is what makes merging fast.
 pub struct Words {
-    symbols: Vec<u32>,
-    spans: Vec<Span>,
+    buf: Vec<u32>,
+    /// Header offsets, in table order.
+    starts: Vec<u32>,
 }
 
-/// Where a word's symbols are and how often the word occurs: one record, so
-/// visiting a word costs one cache miss rather than two.
-#[derive(Clone, Copy)]
-struct Span {
-    start: usize,
-    /// Current length; merges shrink words in place.
-    len: u32,
-    count: i64,
+/// Header words: the length, then the count's low and high halves.
+const HEADER: usize = 3;
+
+fn header(len: u32, count: u64) -> [u32; HEADER] {
+    [len, count as u32, (count >> 32) as u32]
+}
+
+/// The symbols and count of the word whose header is at the start of `at`.
+#[inline(always)]
+fn word_at(at: &[u32]) -> (&[u32], i64) {
+    let count = (at[1] as u64 | (at[2] as u64) << 32) as i64;
+    (&at[HEADER..HEADER + at[0] as usize], count)
 }
 
 impl Words {
     /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
-    fn build(symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Self {
-        let mut spans = Vec::with_capacity(lens.len());
-        let mut start = 0;
+    fn build(mut symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Self {
+        let total: usize = lens.iter().map(|&n| n as usize + HEADER).sum();
+        // Words are named by u32 offsets: 16 GiB of symbols is beyond any word table.
+        assert!(
+            total <= u32::MAX as usize,
+            "word table too large to train on"
+        );
+        let mut buf = Vec::with_capacity(total);
+        let mut starts = Vec::with_capacity(lens.len());
         for (&len, &count) in lens.iter().zip(counts) {
-            spans.push(Span {
-                start,
-                len,
-                count: count as i64,
-            });
-            start += len as usize;
+            starts.push(buf.len() as u32);
+            buf.extend(header(len, count));
+            buf.extend(symbols.by_ref().take(len as usize));
         }
-        let mut flat = Vec::with_capacity(start);
-        flat.extend(symbols);
-        debug_assert_eq!(flat.len(), start);
-        Words {
-            symbols: flat,
-            spans,
-        }
+        debug_assert_eq!(buf.len(), total);
+        Words { buf, starts }
     }
 
     fn get(&self, w: u32) -> &[u32] {
-        let Span { start, len, .. } = self.spans[w as usize];
-        &self.symbols[start..start + len as usize]
+        word_at(&self.buf[w as usize..]).0
     }
 }
 
@@ -286,21 +287,11 @@ impl Trainer {
         };
         let mut delta = if words.len() < PARALLEL_MIN_WORDS {
             let mut delta = std::mem::take(&mut self.scratch);
-            merge_run(
-                &mut self.words.symbols,
-                0,
-                &self.words.spans,
-                &words,
-                op,
-                &mut delta,
-            );
+            merge_run(&mut self.words.buf, 0, &words, op, &mut delta);
             delta
         } else {
             merge_parallel(&mut self.words, &words, op)
         };
-        for (&w, &len) in words.iter().zip(&delta.lens) {
-            self.words.spans[w as usize].len = len;
-        }
         for (p, d) in delta.lost.drain() {
             if let Entry::Occupied(mut e) = self.stats.entry(p) {
                 e.get_mut().count -= d;
@@ -316,7 +307,6 @@ impl Trainer {
             self.stats.insert(p, st);
             self.push(p, count, first);
         }
-        delta.lens.clear();
         // Draining a map walks its whole capacity: keep the scratch maps small,
         // or one big merge would slow every small one after it.
         if delta.lost.capacity() > SCRATCH_CAPACITY || delta.created.capacity() > SCRATCH_CAPACITY {
@@ -329,30 +319,26 @@ impl Trainer {
 /// `apply_merge`'s word loop over the thread pool: each task merges a run of
 /// consecutive words, whose symbols are one disjoint slice of the buffer.
 fn merge_parallel(table: &mut Words, words: &[u32], op: MergeOp) -> Delta {
-    let Words { symbols, spans } = table;
     let size = words
         .len()
         .div_ceil(rayon::current_num_threads() * 4)
         .max(PARALLEL_MIN_WORDS / 2);
-    let mut rest: &mut [u32] = symbols;
-    let mut consumed = 0;
+    // Each run's region reaches from its first word's header to the next
+    // run's: disjoint slices, split off back to front.
+    let mut rest: &mut [u32] = &mut table.buf;
     let mut runs = Vec::new();
-    for run in words.chunks(size) {
-        let lo = spans[run[0] as usize].start;
-        let last = spans[run[run.len() - 1] as usize];
-        let hi = last.start + last.len as usize;
-        let tail = std::mem::take(&mut rest).split_at_mut(lo - consumed).1;
-        let (region, tail) = tail.split_at_mut(hi - lo);
-        rest = tail;
-        consumed = hi;
+    for run in words.chunks(size).rev() {
+        let lo = run[0] as usize;
+        let (head, region) = std::mem::take(&mut rest).split_at_mut(lo);
+        rest = head;
         runs.push((region, lo, run));
     }
-    let spans = &*spans;
+    runs.reverse();
     let deltas: Vec<Delta> = runs
         .into_par_iter()
         .map(|(region, base, run)| {
             let mut delta = Delta::default();
-            merge_run(region, base, spans, run, op, &mut delta);
+            merge_run(region, base, run, op, &mut delta);
             delta
         })
         .collect();
@@ -375,37 +361,17 @@ struct MergeOp<'a> {
 
 /// Merge `op.pair` in each of `words` (ascending), whose symbols lie in
 /// `region` from buffer offset `base` on, recording the changes in `delta`.
-fn merge_run(
-    region: &mut [u32],
-    base: usize,
-    spans: &[Span],
-    words: &[u32],
-    op: MergeOp,
-    delta: &mut Delta,
-) {
-    let Delta {
-        lost,
-        created,
-        lens,
-    } = delta;
+fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta: &mut Delta) {
+    let Delta { lost, created } = delta;
     for (k, &w) in words.iter().enumerate() {
         // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
-        if let Some(&ahead) = words.get(k + 16) {
-            prefetch(&spans[ahead as usize]);
-        }
         if let Some(&ahead) = words.get(k + 8) {
-            prefetch(
-                region
-                    .as_ptr()
-                    .wrapping_add(spans[ahead as usize].start - base),
-            );
+            prefetch(region.as_ptr().wrapping_add(ahead as usize - base));
         }
-        let Span {
-            start,
-            len,
-            count: weight,
-        } = spans[w as usize];
-        let word = &mut region[start - base..start - base + len as usize];
+        let at = w as usize - base;
+        let weight = word_at(&region[at..]).1;
+        let (head, symbols) = region[at..].split_at_mut(HEADER);
+        let word = &mut symbols[..head[0] as usize];
         let new_len = merge_word(word, op.pair, op.new_id, op.token_len, |p, d, at| {
             if p == op.pair {
                 // Its statistics go as a whole: apply_merge removed them.
@@ -421,7 +387,7 @@ fn merge_run(
                 *lost.entry(p).or_default() += weight;
             }
         });
-        lens.push(new_len as u32);
+        head[0] = new_len as u32;
     }
 }
 
@@ -480,16 +446,18 @@ pub fn merge_word(
 }
 
 fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
-    let n = words.spans.len();
+    let n = words.starts.len();
     let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1024);
-    let parts: Vec<FxHashMap<Pair, PairStats>> = (0..n.div_ceil(chunk))
-        .into_par_iter()
-        .map(|ci| {
+    let parts: Vec<FxHashMap<Pair, PairStats>> = words
+        .starts
+        .par_chunks(chunk)
+        .map(|starts| {
             let mut local: FxHashMap<Pair, PairStats> = FxHashMap::default();
-            for w in (ci * chunk..n.min((ci + 1) * chunk)).map(|w| w as u32) {
-                for s in words.get(w).windows(2) {
+            for &w in starts {
+                let (symbols, count) = word_at(&words.buf[w as usize..]);
+                for s in symbols.windows(2) {
                     let st = local.entry((s[0], s[1])).or_default();
-                    st.count += words.spans[w as usize].count;
+                    st.count += count;
                     st.note_word(w);
                 }
             }
