@@ -363,10 +363,16 @@ struct MergeOp<'a> {
 /// `region` from buffer offset `base` on, recording the changes in `delta`.
 fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta: &mut Delta) {
     let Delta { lost, created } = delta;
+    // Word lists are sparse in memory: fetch ahead, or every word is a cache
+    // miss. The first words are fetched together up front, which is what
+    // most merges (a few words each) wait on.
+    const AHEAD: usize = 8;
+    let origin = region.as_ptr();
+    let fetch = |w: u32| prefetch(origin.wrapping_add(w as usize - base));
+    words.iter().take(AHEAD).for_each(|&w| fetch(w));
     for (k, &w) in words.iter().enumerate() {
-        // Word lists are sparse in memory: fetch ahead, or every word is a cache miss.
-        if let Some(&ahead) = words.get(k + 8) {
-            prefetch(region.as_ptr().wrapping_add(ahead as usize - base));
+        if let Some(&ahead) = words.get(k + AHEAD) {
+            fetch(ahead);
         }
         let at = w as usize - base;
         let weight = word_at(&region[at..]).1;
