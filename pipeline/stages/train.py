@@ -20,7 +20,8 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
     start = time.monotonic()
     counts_file = Path(counts_file)
     try:
-        table = pq.read_table(counts_file, columns=["word", "count"])
+        # ParquetFile, not read_table: read_table would import pyarrow.dataset.
+        table = pq.ParquetFile(counts_file).read(columns=["word", "count"], use_threads=False)
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
     if table.num_rows == 0:
