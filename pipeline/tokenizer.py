@@ -500,8 +500,11 @@ class Tokenizer:
         self.__dict__.update(state)
 
 
-def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool) -> pa.Table:
-    """Count the words of documents given as large_string batches.
+def word_table(
+    batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool, *, parallel: bool = True
+) -> pa.Table:
+    """Count the words of documents given as large_string batches, on the
+    native thread pool (`parallel`) or on the calling thread alone.
 
     Columns: word, count, first (``row << 32 | position``: where the word was
     first seen), sorted by first occurrence.
@@ -511,7 +514,7 @@ def word_table(batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: 
     row = 0
     for docs in batches:
         if len(docs):
-            counter.add(*arrow_buffers(docs), row)
+            counter.add(*arrow_buffers(docs), row, parallel)
         row += len(docs)
     offsets, data, counts, firsts, n = counter.finish()
     words = pa.Array.from_buffers(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
+from realtext import load_sample_texts
 
 from pipeline.io.readers import list_shards, read_documents
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, word_table
 
 RUN = ("--vocab-size", "600", "--workers")
 
@@ -147,3 +149,20 @@ def test_min_count_drops_rare_words(corpus, cli, tmp_path):
     expected = [w for w, c in zip(every["word"], every["count"], strict=True) if c >= 5]
     assert common["word"] == expected
     assert 0 < len(expected) < len(every["word"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "pattern", "lowercase"),
+    [("byte", "cl100k", False), ("byte", "o200k", False), ("char", "cl100k", True)],
+)
+def test_word_table_is_the_same_split_over_threads_or_on_one(mode, pattern, lowercase):
+    # Count splits a shard over the thread pool only when shards are fewer
+    # than workers; both paths must give the same table, batch after batch.
+    texts = load_sample_texts() + make_documents(300, seed=3)
+    batches = [pa.array(texts[i : i + 97], pa.large_string()) for i in range(0, len(texts), 97)]
+    tables = [
+        word_table(batches, mode, pattern, lowercase, parallel=parallel)
+        for parallel in (True, False)
+    ]
+    assert tables[0].num_rows > 1000
+    assert tables[0].equals(tables[1])

@@ -73,23 +73,35 @@ fn count_chunk<'a>(
 }
 
 impl Counter {
-    /// Count the words of a batch of documents whose first row is `first_row`.
+    /// Count the words of a batch of documents whose first row is `first_row`,
+    /// split over the current thread pool when `parallel`, else on this
+    /// thread alone (the caller runs other shards beside it).
     pub fn add(
         &mut self,
         pretok: &PreTokenizer,
         texts: &[&str],
         first_row: u64,
+        parallel: bool,
     ) -> Result<(), String> {
         // Char mode lowercases whole documents first (word boundaries are
         // unchanged, and final sigma needs the context).
         let lowered: Vec<String>;
         let texts: Vec<&str> = match pretok {
             PreTokenizer::Whitespace { lowercase: true } => {
-                lowered = texts.par_iter().map(|t| t.to_lowercase()).collect();
+                lowered = if parallel {
+                    texts.par_iter().map(|t| t.to_lowercase()).collect()
+                } else {
+                    texts.iter().map(|t| t.to_lowercase()).collect()
+                };
                 lowered.iter().map(String::as_str).collect()
             }
             _ => texts.to_vec(),
         };
+        if !parallel {
+            let map = count_chunk(pretok, &texts, first_row)?;
+            self.words.absorb(map, Box::from, Seen::absorb);
+            return Ok(());
+        }
         let chunk = texts
             .len()
             .div_ceil(rayon::current_num_threads() * 2)
@@ -140,7 +152,7 @@ mod tests {
     fn counts_and_first_occurrence() {
         let pt = PreTokenizer::whitespace(true);
         let mut c = Counter::default();
-        c.add(&pt, &["b a", "A c b"], 0).unwrap();
+        c.add(&pt, &["b a", "A c b"], 0, true).unwrap();
         let t = c.finish();
         let words: Vec<&str> = (0..t.len()).map(|i| t.word(i)).collect();
         assert_eq!(words, ["b", "a", "c"]);

@@ -88,7 +88,10 @@ impl Counter {
         })
     }
 
-    /// Add `n` documents of a large_string array (offsets, data buffers; `start` = array offset).
+    /// Add `n` documents of a large_string array (offsets, data buffers; `start` = array offset),
+    /// on the thread pool when `parallel`, else on the calling thread.
+    #[pyo3(signature = (offsets, data, start, n, first_row, parallel=true))]
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         py: Python<'_>,
@@ -97,6 +100,7 @@ impl Counter {
         start: usize,
         n: usize,
         first_row: u64,
+        parallel: bool,
     ) -> PyResult<()> {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
@@ -105,8 +109,14 @@ impl Counter {
             .as_mut()
             .ok_or_else(|| value_error("counter already finished".into()))?;
         let pretok = &self.pretok;
-        py.detach(|| pool::install(|| counter.add(pretok, &texts, first_row)))
-            .map_err(value_error)
+        py.detach(|| {
+            if parallel {
+                pool::install(|| counter.add(pretok, &texts, first_row, true))
+            } else {
+                counter.add(pretok, &texts, first_row, false)
+            }
+        })
+        .map_err(value_error)
     }
 
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.

@@ -32,6 +32,10 @@ class CountTask:
     name: str
     out: Path
     config: Config
+    # Split the shard's documents over the thread pool: only worth it when
+    # shards are fewer than workers. Otherwise the shards keep every core busy,
+    # and one word map per batch, on the task's own thread, is less work.
+    split: bool = True
 
 
 def count_shard(task: CountTask) -> dict:
@@ -46,7 +50,7 @@ def count_shard(task: CountTask) -> dict:
                 result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
                 yield docs
 
-        table = word_table(documents(), c.mode, c.pattern, c.lowercase)
+        table = word_table(documents(), c.mode, c.pattern, c.lowercase, parallel=task.split)
         result["words"] = table.num_rows
         table = table.replace_schema_metadata(
             {SOURCE_KEY: task.name.encode(), STATE_KEY: state(result)}
@@ -63,9 +67,14 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
     start = time.monotonic()
     shards = list_shards(data, config.glob)
     remove_stale_temporaries(Path(counts_dir))
+    split = len(shards) < config.n_workers
     tasks = [
         CountTask(
-            p, shard_name(p, data), Path(counts_dir) / output_name(shard_name(p, data)), config
+            p,
+            shard_name(p, data),
+            Path(counts_dir) / output_name(shard_name(p, data)),
+            config,
+            split,
         )
         for p in shards
     ]
