@@ -373,15 +373,21 @@ class Tokenizer:
         except ValueError as e:  # a custom pattern hit the regex engine's limits
             raise TokenmillError(str(e)) from None
 
-    def encode_arrow(self, docs: pa.Array, *, eos: bool = True) -> tuple[pa.Array, pa.Array]:
-        """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens uint32)."""
+    def encode_arrow(
+        self, docs: pa.Array, *, eos: bool = True, parallel: bool = True
+    ) -> tuple[pa.Array, pa.Array]:
+        """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens
+        uint32), on the native thread pool (`parallel`) or on the calling thread."""
         n = len(docs)
         id_type, list_type = self.id_type, self.ids_type
         if n == 0:
             return pa.array([], list_type), pa.array([], pa.uint32())
         try:
             ids, lens = self._encoder.encode_batch(
-                *arrow_buffers(self._normalize(docs)), self.eos_id if eos else None, self.wide_ids
+                *arrow_buffers(self._normalize(docs)),
+                self.eos_id if eos else None,
+                self.wide_ids,
+                parallel,
             )
         except ValueError as e:
             raise TokenmillError(str(e)) from None

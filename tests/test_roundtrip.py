@@ -7,6 +7,7 @@ import pytest
 from conftest import make_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from realtext import load_sample_texts
 
 from pipeline.tokenizer import Tokenizer
 
@@ -23,13 +24,22 @@ def test_round_trip_arbitrary_unicode(tok, text):
 
 
 @settings(max_examples=50, deadline=None)
-@given(docs=st.lists(st.text(), max_size=20))
-def test_batch_encoding_equals_one_by_one_and_round_trips(tok, docs):
-    ids, n_tokens = tok.encode_arrow(pa.array(docs, pa.large_string()))
+@given(docs=st.lists(st.text(), max_size=20), parallel=st.booleans())
+def test_batch_encoding_equals_one_by_one_and_round_trips(tok, docs, parallel):
+    # parallel=False is how a stage encodes when its shards keep every core busy.
+    ids, n_tokens = tok.encode_arrow(pa.array(docs, pa.large_string()), parallel=parallel)
     rows = ids.to_pylist()
     assert rows == [tok.encode(d, eos=True) for d in docs]
     assert n_tokens.to_pylist() == [len(r) for r in rows]
     assert [tok.decode(r[:-1]) for r in rows] == docs
+
+
+def test_batch_encoding_on_the_calling_thread_equals_the_pool_on_real_text(tok):
+    docs = pa.array(load_sample_texts() + make_documents(200, seed=5), pa.large_string())
+    pooled = tok.encode_arrow(docs)
+    inline = tok.encode_arrow(docs, parallel=False)
+    assert len(pooled[0]) == len(docs) and pooled[0].equals(inline[0])
+    assert pooled[1].equals(inline[1])
 
 
 def test_empty_documents(tok):

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// How a word becomes base symbols.
 pub enum Alphabet {
@@ -273,22 +273,67 @@ impl Encoder {
         let shared = self.caches.len() - 1;
         let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
         let mut cache = self.caches[slot].lock().unwrap();
+        self.encode_with(text, eos, &mut cache, out)
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        eos: Option<u32>,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
         self.pretok
-            .for_each_word(text, |w| self.encode_cached(w, &mut cache, out))?;
+            .for_each_word(text, |w| self.encode_cached(w, cache, out))?;
         if let Some(eos) = eos {
             out.push(eos);
         }
         Ok(())
     }
 
-    /// Encode documents in parallel; returns the ids in consecutive parts (to
-    /// be concatenated by the caller, who copies them out anyway) and one
-    /// length per document.
+    /// A cache no other caller holds (callers outside the pool each take
+    /// one, so tasks running side by side never wait on each other).
+    fn free_cache(&self) -> MutexGuard<'_, WordCache> {
+        self.caches
+            .iter()
+            .find_map(|c| c.try_lock().ok())
+            .unwrap_or_else(|| self.caches[self.caches.len() - 1].lock().unwrap())
+    }
+
+    /// Ids of `texts` and one length per document, on the calling thread.
+    fn encode_run(
+        &self,
+        texts: &[&str],
+        eos: Option<u32>,
+        cache: &mut WordCache,
+    ) -> Result<(Vec<u32>, Vec<u32>), String> {
+        // Text averages about four bytes a token: sized so, the buffer
+        // rarely grows (each growth copies it and faults in new pages).
+        let bytes: usize = texts.iter().map(|t| t.len()).sum();
+        let mut ids = Vec::with_capacity(bytes / 3 + texts.len());
+        let mut lens = Vec::with_capacity(texts.len());
+        for t in texts {
+            let before = ids.len();
+            self.encode_with(t, eos, cache, &mut ids)?;
+            lens.push((ids.len() - before) as u32);
+        }
+        Ok((ids, lens))
+    }
+
+    /// Encode documents, split over the current thread pool when `parallel`,
+    /// else on the calling thread alone (the caller runs other shards beside
+    /// it); returns the ids in consecutive parts (to be concatenated by the
+    /// caller, who copies them out anyway) and one length per document.
     pub fn encode_batch(
         &self,
         texts: &[&str],
         eos: Option<u32>,
+        parallel: bool,
     ) -> Result<(Vec<Vec<u32>>, Vec<u32>), String> {
+        if !parallel {
+            let (ids, lens) = self.encode_run(texts, eos, &mut self.free_cache())?;
+            return Ok((vec![ids], lens));
+        }
         let chunk = texts
             .len()
             .div_ceil(rayon::current_num_threads() * 8)
@@ -296,17 +341,9 @@ impl Encoder {
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
             .map(|part| {
-                // Text averages about four bytes a token: sized so, the buffer
-                // rarely grows (each growth copies it and faults in new pages).
-                let bytes: usize = part.iter().map(|t| t.len()).sum();
-                let mut ids = Vec::with_capacity(bytes / 3 + part.len());
-                let mut lens = Vec::with_capacity(part.len());
-                for t in part {
-                    let before = ids.len();
-                    self.encode_text(t, eos, &mut ids)?;
-                    lens.push((ids.len() - before) as u32);
-                }
-                Ok((ids, lens))
+                let shared = self.caches.len() - 1;
+                let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
+                self.encode_run(part, eos, &mut self.caches[slot].lock().unwrap())
             })
             .collect::<Result<_, String>>()?;
         let lens = parts.iter().flat_map(|p| p.1.iter().copied()).collect();

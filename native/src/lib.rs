@@ -295,9 +295,10 @@ impl Encoder {
         Ok(out)
     }
 
-    /// Encode `n` documents of a large_string array. Returns (ids as
-    /// little-endian u16 or u32 bytes, per-document token counts as u32 bytes).
-    #[pyo3(signature = (offsets, data, start, n, eos=None, wide=true))]
+    /// Encode `n` documents of a large_string array, on the thread pool when
+    /// `parallel`, else on the calling thread. Returns (ids as little-endian
+    /// u16 or u32 bytes, per-document token counts as u32 bytes).
+    #[pyo3(signature = (offsets, data, start, n, eos=None, wide=true, parallel=true))]
     #[allow(clippy::too_many_arguments)]
     fn encode_batch<'py>(
         &self,
@@ -308,11 +309,18 @@ impl Encoder {
         n: usize,
         eos: Option<u32>,
         wide: bool,
+        parallel: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
         let (parts, lens) = py
-            .detach(|| pool::install(|| self.inner.encode_batch(&texts, eos)))
+            .detach(|| {
+                if parallel {
+                    pool::install(|| self.inner.encode_batch(&texts, eos, true))
+                } else {
+                    self.inner.encode_batch(&texts, eos, false)
+                }
+            })
             .map_err(value_error)?;
         // Written straight into the Python object: no intermediate buffer.
         let width = if wide { 4 } else { 2 };

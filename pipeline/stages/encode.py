@@ -49,6 +49,9 @@ class EncodeTask:
     out: Path
     tokenizer: Tokenizer
     config: Config
+    # Split batches over the thread pool: only when shards are fewer than
+    # workers (see CountTask.split).
+    split: bool = True
 
 
 def encode_shard(task: EncodeTask) -> dict:
@@ -68,7 +71,7 @@ def encode_shard(task: EncodeTask) -> dict:
             write_statistics=["row", "n_tokens"],
         ) as writer:
             for rows, docs in read_batches(task.shard, c.text_column, on_skip=on_skip, stats=stats):
-                ids, n_tokens = tok.encode_arrow(docs, eos=c.eos)
+                ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
                 writer.write_table(pa.Table.from_arrays([rows, ids, n_tokens], schema=schema))
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
@@ -89,6 +92,8 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
             f"{ENDOFTEXT} special token to end each document with (use --no-eos)"
         )
     remove_stale_temporaries(Path(tokens_dir))
+    shards = list_shards(data, config.glob)
+    split = len(shards) < config.n_workers
     tasks = [
         EncodeTask(
             p,
@@ -96,8 +101,9 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
             Path(tokens_dir) / output_name(shard_name(p, data)),
             tok,
             config,
+            split,
         )
-        for p in list_shards(data, config.glob)
+        for p in shards
     ]
     results = run_tasks(
         encode_shard,
