@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.files import read_json
+from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
 from pipeline.memory import release_memory
 
@@ -228,7 +228,7 @@ class Tokenizer:
     def merge_ids(self) -> list[int]:
         """The id each merge yields, in rank order."""
         if self.vocab is None:
-            return [self.base_size + k for k in range(len(self.merges))]
+            return list(range(self.base_size, self.base_size + len(self.merges)))
         index, vocab, n = self._vocab_index, self.vocab, len(self.vocab)
         ids = []
         for k, (a, b) in enumerate(self.merges):
@@ -457,7 +457,7 @@ class Tokenizer:
 
     @cached_property
     def sha256(self) -> str:
-        """Of the saved file's bytes."""
+        """Of the saved file's bytes: the file save() writes, or the one load() read."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def save(self, path: Path) -> None:
@@ -495,7 +495,17 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
-        return cls.from_dict(read_json(path, "tokenizer"), str(path))
+        data = read_bytes(path, "tokenizer")
+        return cls.from_file(parse_json(data, path), data, str(path))
+
+    @classmethod
+    def from_file(cls, d: dict, data: bytes, source: str) -> Tokenizer:
+        """From a tokenizer file's parsed JSON `d` and its bytes `data`."""
+        tok = cls.from_dict(d, source)
+        # The file's own hash: re-serializing 32k merges just to hash them
+        # would hold up every encode run (a file save() wrote hashes the same).
+        tok.__dict__["sha256"] = hashlib.sha256(data).hexdigest()
+        return tok
 
     # ---- pickling (to worker processes): tables only, no native state --
 

@@ -69,7 +69,8 @@ pub struct Encoder {
     caches: Vec<Mutex<WordCache>>,
 }
 
-/// Word -> ids, one per worker thread.
+/// Word -> ids. One per pool thread and one more; a caller outside the pool
+/// takes any that is free.
 #[derive(Default)]
 struct WordCache {
     words: WordMap<Box<str>, CachedIds>,
@@ -269,11 +270,7 @@ impl Encoder {
         eos: Option<u32>,
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
-        // One cache per pool thread; the last one for callers outside the pool.
-        let shared = self.caches.len() - 1;
-        let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
-        let mut cache = self.caches[slot].lock().unwrap();
-        self.encode_with(text, eos, &mut cache, out)
+        self.encode_with(text, eos, &mut self.free_cache(), out)
     }
 
     fn encode_with(
@@ -291,13 +288,20 @@ impl Encoder {
         Ok(())
     }
 
-    /// A cache no other caller holds (callers outside the pool each take
-    /// one, so tasks running side by side never wait on each other).
+    /// A cache no other caller holds: callers outside the pool each take
+    /// one, so tasks running side by side never wait on each other.
     fn free_cache(&self) -> MutexGuard<'_, WordCache> {
         self.caches
             .iter()
             .find_map(|c| c.try_lock().ok())
             .unwrap_or_else(|| self.caches[self.caches.len() - 1].lock().unwrap())
+    }
+
+    /// The current pool thread's cache (the last one is no pool thread's).
+    fn pool_cache(&self) -> MutexGuard<'_, WordCache> {
+        let outside = self.caches.len() - 1;
+        let slot = rayon::current_thread_index().map_or(outside, |i| i % outside);
+        self.caches[slot].lock().unwrap()
     }
 
     /// Ids of `texts` and one length per document, on the calling thread.
@@ -340,11 +344,7 @@ impl Encoder {
             .max(1);
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
-            .map(|part| {
-                let shared = self.caches.len() - 1;
-                let slot = rayon::current_thread_index().map_or(shared, |i| i % shared);
-                self.encode_run(part, eos, &mut self.caches[slot].lock().unwrap())
-            })
+            .map(|part| self.encode_run(part, eos, &mut self.pool_cache()))
             .collect::<Result<_, String>>()?;
         let lens = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
         Ok((parts.into_iter().map(|p| p.0).collect(), lens))

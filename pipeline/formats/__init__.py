@@ -13,43 +13,37 @@ are given (and a ranks file's JSON beside it), nothing else.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline.errors import TokenmillError
+from pipeline.io.files import parse_json, read_bytes
 from pipeline.tokenizer import FORMAT, Tokenizer
 
 FORMATS = ("hf", "tiktoken")
 
 
-def detect(path: Path) -> tuple[str, object]:
-    """(format, parsed JSON or None) of a tokenizer file."""
+def detect(path: Path) -> tuple[str, object, bytes]:
+    """(format, parsed JSON or None, the file's bytes) of a tokenizer file."""
     path = Path(path)
     if path.name.endswith(".tiktoken"):
-        return "tiktoken", None
-    try:
-        head = path.read_bytes()
-    except OSError as e:
-        raise TokenmillError(f"{path}: cannot read tokenizer ({e.strerror})") from None
+        return "tiktoken", None, b""
+    head = read_bytes(path, "tokenizer")
     if head.lstrip()[:1] == b"{":
-        try:
-            d = json.loads(head.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TokenmillError(f"{path}: not valid JSON ({e})") from None
+        d = parse_json(head, path)
         if isinstance(d, dict):
             if d.get("format") == FORMAT:
-                return "tokenmill", d
+                return "tokenmill", d, head
             if "model" in d:
-                return "hf", d
+                return "hf", d, head
             if "pat_str" in d:
-                return "tiktoken-settings", d
+                return "tiktoken-settings", d, head
         raise TokenmillError(
             f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
             ".tiktoken ranks or their .tiktoken.json)"
         )
     first = head.split(b"\n", 1)[0].split()
     if len(first) == 2 and first[1].isdigit():
-        return "tiktoken", None
+        return "tiktoken", None, head
     raise TokenmillError(
         f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
         ".tiktoken ranks or their .tiktoken.json)"
@@ -71,7 +65,7 @@ def load_any(
     from pipeline.formats import hf, tiktoken
 
     path = Path(path)
-    kind, d = detect(path)
+    kind, d, data = detect(path)
     if kind == "tiktoken-settings":
         path, kind = path.with_name(path.name.removesuffix(".json")), "tiktoken"
     if kind == "tiktoken":
@@ -83,7 +77,7 @@ def load_any(
         )
     if kind == "hf":
         return hf.from_dict(d, str(path))
-    return Tokenizer.from_dict(d, str(path))
+    return Tokenizer.from_file(d, data, str(path))
 
 
 def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:

@@ -18,11 +18,21 @@ _known: dict[tuple, str] = {}
 
 def read_json(path: Path, what: str) -> object:
     """Parse a JSON file; a one-line TokenmillError names the file otherwise."""
+    return parse_json(read_bytes(path, what), path)
+
+
+def read_bytes(path: Path, what: str) -> bytes:
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_bytes()
     except OSError as e:
         raise TokenmillError(f"{path}: cannot read {what} ({e.strerror})") from None
+
+
+def parse_json(data: bytes, path: Path) -> object:
+    """JSON from a file's UTF-8 bytes; a one-line TokenmillError names the file otherwise."""
+    try:
+        return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise TokenmillError(f"{path}: not valid JSON ({e})") from None
 
