@@ -6,6 +6,7 @@ use crate::train::Pair;
 use crate::wordmap::WordMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use smallvec::{smallvec, SmallVec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Mutex, MutexGuard};
@@ -190,16 +191,43 @@ impl Encoder {
         symbols
     }
 
+    /// Merging for short words: the lowest-ranked, leftmost pair each round.
+    /// Each pair's (rank, id) is looked up once and kept; a merge looks up
+    /// only the two pairs it changes (as tiktoken does).
     fn merge_short(&self, symbols: &mut Vec<u32>) {
+        const NO_MERGE: (u32, u32) = (u32::MAX, 0);
+        let pair_at = |s: &[u32], i: usize| match s.get(i + 1) {
+            Some(&b) => self.merges.get(&(s[i], b)).copied().unwrap_or(NO_MERGE),
+            None => NO_MERGE,
+        };
+        let mut n = symbols.len();
+        let mut pairs: SmallVec<[(u32, u32); SHORT_WORD]> = smallvec![NO_MERGE; n.max(1)];
+        for (i, p) in pairs.iter_mut().enumerate().take(n.saturating_sub(1)) {
+            *p = pair_at(symbols, i);
+        }
         loop {
-            let best = symbols
-                .windows(2)
-                .enumerate()
-                .filter_map(|(i, w)| self.merges.get(&(w[0], w[1])).map(|&(r, id)| (r, i, id)))
-                .min();
-            let Some((_, i, id)) = best else { return };
-            symbols[i] = id;
-            symbols.remove(i + 1);
+            let mut best = 0;
+            for i in 1..n.saturating_sub(1) {
+                if pairs[i].0 < pairs[best].0 {
+                    best = i;
+                }
+            }
+            let (rank, id) = pairs[best];
+            if n < 2 || rank == u32::MAX {
+                return;
+            }
+            symbols[best] = id;
+            symbols.remove(best + 1);
+            // Pairs are 0..n - 1: the one at best + 1 is gone, later ones move left.
+            if best + 2 < n {
+                pairs.copy_within(best + 2..n - 1, best + 1);
+            }
+            n -= 1;
+            pairs[n - 1] = NO_MERGE;
+            pairs[best] = pair_at(symbols, best);
+            if best > 0 {
+                pairs[best - 1] = pair_at(symbols, best - 1);
+            }
         }
     }
 
