@@ -55,9 +55,16 @@ def count_shard(task: CountTask) -> dict:
         table = table.replace_schema_metadata(
             {SOURCE_KEY: task.name.encode(), STATE_KEY: state(result)}
         )
-        # Every word is distinct: dictionary pages would only cost time. The
-        # table is read once, by merge: LZ4 compresses at several times Snappy's speed.
-        pq.write_table(table, tmp, use_dictionary=False, compression="lz4")
+        # Every word is distinct: dictionary pages would only cost time. Delta
+        # encoding packs the sorted first keys and the small counts about as
+        # tightly as LZ4 does, at a fraction of the cost of compressing.
+        pq.write_table(
+            table,
+            tmp,
+            use_dictionary=False,
+            compression="none",
+            column_encoding={"count": "DELTA_BINARY_PACKED", "first": "DELTA_BINARY_PACKED"},
+        )
         return result
 
     return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
