@@ -50,8 +50,11 @@ def run_tasks(
     desc: str,
     executor: str = "threads",
     ray_address: str | None = None,
+    size: Callable[[T], int] | None = None,
 ) -> list[R]:
-    """Apply `fn` to every task with `workers` cores, showing progress."""
+    """Apply `fn` to every task with `workers` cores, showing progress.
+    Given `size` (a task's expected work), the largest tasks start first, so
+    the run does not end waiting on one big task while other cores idle."""
     _native.set_threads(workers)
     parallel = max(1, min(workers, len(tasks)))
     bar = tqdm(total=len(tasks), desc=desc, unit="shard", disable=None, leave=False)
@@ -69,11 +72,15 @@ def run_tasks(
                 results.append(fn(task))
                 done(len(results))
             return results
+        order = list(range(len(tasks)))
+        if size is not None:
+            order.sort(key=lambda i: -size(tasks[i]))
         with _pool(executor, parallel, workers) as pool:
-            futures = [pool.submit(fn, task) for task in tasks]
+            futures = {i: pool.submit(fn, tasks[i]) for i in order}
+            # Collected in task order: the error raised is the first task's.
             results = []
-            for f in futures:
-                results.append(f.result())
+            for i in range(len(tasks)):
+                results.append(futures[i].result())
                 done(len(results))
             return results
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pytest
 from conftest import make_documents, write_shard
 from realtext import load_sample_texts
 
+from pipeline import executors
 from pipeline.io.readers import list_shards, read_documents
 from pipeline.tokenizer import Tokenizer, word_table
 
@@ -166,3 +168,32 @@ def test_word_table_is_the_same_split_over_threads_or_on_one(mode, pattern, lowe
     ]
     assert tables[0].num_rows > 1000
     assert tables[0].equals(tables[1])
+
+
+class _InlineExecutor:
+    """Runs each task as it is submitted, so submission order is observable."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, task):
+        f = Future()
+        f.set_result(fn(task))
+        return f
+
+
+def test_largest_tasks_start_first_and_results_keep_task_order(monkeypatch):
+    monkeypatch.setattr(executors, "_pool", lambda *args: _InlineExecutor())
+    started = []
+
+    def work(size: int) -> int:
+        started.append(size)
+        return size * 10
+
+    sizes = [3, 9, 1, 7, 9]
+    results = executors.run_tasks(work, sizes, workers=2, desc="test", size=lambda s: s)
+    assert results == [30, 90, 10, 70, 90]
+    assert started == [9, 9, 7, 3, 1]

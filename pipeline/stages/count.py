@@ -92,6 +92,7 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
         executor=config.executor,
         ray_address=config.ray_address,
         desc="count",
+        size=lambda task: task.shard.stat().st_size,
     )
     return stage_summary("count", results, time.monotonic() - start)
 

@@ -112,6 +112,7 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
         executor=config.executor,
         ray_address=config.ray_address,
         desc="encode",
+        size=lambda task: task.shard.stat().st_size,
     )
     return stage_summary(
         "encode",
