@@ -12,7 +12,7 @@ OUT ?= out
 ARGS ?=
 CORPUS ?= /tmp/corpus
 # Runs per contender (the fastest counts); the machine is shared and noisy.
-REPEAT ?= 3
+REPEAT ?= 5
 JOB ?= jobs/sample.toml
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')

@@ -107,6 +107,8 @@ def run_child(name: str, params: dict, workdir: Path, env: dict | None = None) -
     result_path = workdir / f"{name}.result.json"
     log_path = workdir / f"{name}.log"
     cmd = [sys.executable, str(CHILD), name, json.dumps(params), str(result_path)]
+    # Write back what earlier runs wrote now, not during this run.
+    os.sync()
     start, busy = time.perf_counter(), busy_seconds()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
