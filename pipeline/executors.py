@@ -3,9 +3,11 @@ whatever the timing, so outputs never depend on scheduling.
 
 `threads` (the default) runs tasks on threads of this process: the native
 core releases the GIL and PyArrow does its I/O without it, so shards overlap
-their reading, encoding and writing, and the encoder's word cache is shared.
-`--workers` is also the size of the native thread pool, so `--workers 1`
-uses one core and `--workers N` about N. `processes` runs each task in a
+their reading, encoding and writing. With at least as many shards as
+workers, each task counts or encodes on its own thread; with fewer, a
+shard's batches are split over the native thread pool, whose size is also
+`--workers`. Either way `--workers 1` uses one core and `--workers N` about
+N. Given task sizes, the largest tasks start first. `processes` runs each task in a
 worker process (spawned, so no thread state is forked). `ray` runs each task
 as a Ray task (one CPU each) on an existing cluster (`ray_address`) or on a
 local Ray started with `workers` CPUs; the tasks' inputs and outputs must be
