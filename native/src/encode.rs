@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// How a word becomes base symbols.
 pub enum Alphabet {
@@ -67,11 +67,13 @@ pub struct Encoder {
     whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
-    caches: Vec<Mutex<WordCache>>,
+    /// Word caches not in use: a caller takes one for a run of documents and
+    /// gives it back, so callers running side by side never share or wait on
+    /// one, and the warmest comes back first.
+    caches: Mutex<Vec<WordCache>>,
 }
 
-/// Word -> ids. One per pool thread and one more; a caller outside the pool
-/// takes any that is free.
+/// Word -> ids.
 #[derive(Default)]
 struct WordCache {
     words: WordMap<Box<str>, CachedIds>,
@@ -146,15 +148,12 @@ impl Encoder {
             .enumerate()
             .map(|(rank, &(pair, id))| (pair, (rank as u32, id)))
             .collect();
-        let caches = (0..crate::pool::default_threads() + 1)
-            .map(|_| Mutex::new(WordCache::default()))
-            .collect();
         Encoder {
             pretok,
             alphabet,
             whole_words,
             merges,
-            caches,
+            caches: Mutex::default(),
         }
     }
 
@@ -298,7 +297,7 @@ impl Encoder {
         eos: Option<u32>,
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
-        self.encode_with(text, eos, &mut self.free_cache(), out)
+        self.with_cache(|cache| self.encode_with(text, eos, cache, out))
     }
 
     fn encode_with(
@@ -316,20 +315,12 @@ impl Encoder {
         Ok(())
     }
 
-    /// A cache no other caller holds: callers outside the pool each take
-    /// one, so tasks running side by side never wait on each other.
-    fn free_cache(&self) -> MutexGuard<'_, WordCache> {
-        self.caches
-            .iter()
-            .find_map(|c| c.try_lock().ok())
-            .unwrap_or_else(|| self.caches[self.caches.len() - 1].lock().unwrap())
-    }
-
-    /// The current pool thread's cache (the last one is no pool thread's).
-    fn pool_cache(&self) -> MutexGuard<'_, WordCache> {
-        let outside = self.caches.len() - 1;
-        let slot = rayon::current_thread_index().map_or(outside, |i| i % outside);
-        self.caches[slot].lock().unwrap()
+    /// Run `f` with a word cache no other caller holds.
+    fn with_cache<R>(&self, f: impl FnOnce(&mut WordCache) -> R) -> R {
+        let mut cache = self.caches.lock().unwrap().pop().unwrap_or_default();
+        let result = f(&mut cache);
+        self.caches.lock().unwrap().push(cache);
+        result
     }
 
     /// Ids of `texts` and one length per document, on the calling thread.
@@ -363,7 +354,7 @@ impl Encoder {
         parallel: bool,
     ) -> Result<(Vec<Vec<u32>>, Vec<u32>), String> {
         if !parallel {
-            let (ids, lens) = self.encode_run(texts, eos, &mut self.free_cache())?;
+            let (ids, lens) = self.with_cache(|cache| self.encode_run(texts, eos, cache))?;
             return Ok((vec![ids], lens));
         }
         let chunk = texts
@@ -372,7 +363,7 @@ impl Encoder {
             .max(1);
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
-            .map(|part| self.encode_run(part, eos, &mut self.pool_cache()))
+            .map(|part| self.with_cache(|cache| self.encode_run(part, eos, cache)))
             .collect::<Result<_, String>>()?;
         let lens = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
         Ok((parts.into_iter().map(|p| p.0).collect(), lens))

@@ -109,14 +109,8 @@ impl Counter {
             .as_mut()
             .ok_or_else(|| value_error("counter already finished".into()))?;
         let pretok = &self.pretok;
-        py.detach(|| {
-            if parallel {
-                pool::install(|| counter.add(pretok, &texts, first_row, true))
-            } else {
-                counter.add(pretok, &texts, first_row, false)
-            }
-        })
-        .map_err(value_error)
+        py.detach(|| pool::install_if(parallel, |p| counter.add(pretok, &texts, first_row, p)))
+            .map_err(value_error)
     }
 
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
@@ -314,13 +308,7 @@ impl Encoder {
         let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
             .map_err(value_error)?;
         let (parts, lens) = py
-            .detach(|| {
-                if parallel {
-                    pool::install(|| self.inner.encode_batch(&texts, eos, true))
-                } else {
-                    self.inner.encode_batch(&texts, eos, false)
-                }
-            })
+            .detach(|| pool::install_if(parallel, |p| self.inner.encode_batch(&texts, eos, p)))
             .map_err(value_error)?;
         // Written straight into the Python object: no intermediate buffer.
         let width = if wide { 4 } else { 2 };

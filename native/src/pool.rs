@@ -30,7 +30,7 @@ pub fn set_threads(threads: usize) {
     }
 }
 
-pub fn default_threads() -> usize {
+fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -43,6 +43,16 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
             .clone()
     };
     pool.install(f)
+}
+
+/// Run `f(parallel)` on the pool when `parallel`, else on the calling thread
+/// (whose caller already keeps the other cores busy).
+pub fn install_if<R: Send>(parallel: bool, f: impl FnOnce(bool) -> R + Send) -> R {
+    if parallel {
+        install(|| f(true))
+    } else {
+        f(false)
+    }
 }
 
 /// Give memory that the hot loops freed back to the operating system: glibc
