@@ -14,7 +14,7 @@ from pipeline.config import Config
 from pipeline.executors import run_tasks
 from pipeline.io.readers import OnSkip, list_shards, read_documents, shard_name
 from pipeline.io.writers import remove_stale_temporaries
-from pipeline.stages.shards import shard_task, stage_summary
+from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
 from pipeline.stages.state import STATE_KEY, count_key
 from pipeline.tokenizer import word_table
 
@@ -32,10 +32,7 @@ class CountTask:
     name: str
     out: Path
     config: Config
-    # Split the shard's documents over the thread pool: only worth it when
-    # shards are fewer than workers. Otherwise the shards keep every core busy,
-    # and one word map per batch, on the task's own thread, is less work.
-    split: bool = True
+    split: bool = True  # see split_shards
 
 
 def count_shard(task: CountTask) -> dict:
@@ -74,7 +71,7 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
     start = time.monotonic()
     shards = list_shards(data, config.glob)
     remove_stale_temporaries(Path(counts_dir))
-    split = len(shards) < config.n_workers
+    split = split_shards(shards, config)
     tasks = [
         CountTask(
             p,
@@ -92,7 +89,7 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
         executor=config.executor,
         ray_address=config.ray_address,
         desc="count",
-        size=lambda task: task.shard.stat().st_size,
+        size=shard_size,
     )
     return stage_summary("count", results, time.monotonic() - start)
 

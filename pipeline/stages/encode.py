@@ -22,7 +22,7 @@ from pipeline.formats import load_any
 from pipeline.io.readers import OnSkip, list_shards, read_batches, shard_name
 from pipeline.io.writers import remove_stale_temporaries
 from pipeline.stages.count import output_name
-from pipeline.stages.shards import shard_task, stage_summary
+from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
 from pipeline.stages.state import STATE_KEY, encode_key
 from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
@@ -49,9 +49,7 @@ class EncodeTask:
     out: Path
     tokenizer: Tokenizer
     config: Config
-    # Split batches over the thread pool: only when shards are fewer than
-    # workers (see CountTask.split).
-    split: bool = True
+    split: bool = True  # see split_shards
 
 
 def encode_shard(task: EncodeTask) -> dict:
@@ -93,7 +91,7 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
         )
     remove_stale_temporaries(Path(tokens_dir))
     shards = list_shards(data, config.glob)
-    split = len(shards) < config.n_workers
+    split = split_shards(shards, config)
     tasks = [
         EncodeTask(
             p,
@@ -112,7 +110,7 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
         executor=config.executor,
         ray_address=config.ray_address,
         desc="encode",
-        size=lambda task: task.shard.stat().st_size,
+        size=shard_size,
     )
     return stage_summary(
         "encode",

@@ -69,6 +69,18 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
     }
 
 
+def split_shards(shards: list[Path], config: Config) -> bool:
+    """Whether each task should split its shard's batches over the native
+    thread pool: only when shards are fewer than workers. Otherwise the shards
+    keep every core busy, and a task working on its own thread is less work."""
+    return len(shards) < config.n_workers
+
+
+def shard_size(task) -> int:
+    """A per-shard task's expected work, for `run_tasks(size=...)`."""
+    return task.shard.stat().st_size
+
+
 def stage_summary(stage: str, results: list[dict], seconds: float, **extra) -> dict:
     """The summary of a per-shard stage: totals, reused vs redone, skips."""
     return {
