@@ -26,7 +26,7 @@ from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
-from pipeline.memory import release_memory
+from pipeline.memory import gc_paused, release_memory
 
 ENDOFTEXT = "<|endoftext|>"
 BOS = "<|bos|>"  # the token `--bos` puts before each document of packed sequences
@@ -319,6 +319,10 @@ class Tokenizer:
 
     @cached_property
     def _encoder(self) -> _native.Encoder:
+        with gc_paused():
+            return self._build_encoder()
+
+    def _build_encoder(self) -> _native.Encoder:
         merges = [(a, b, i) for (a, b), i in zip(self.merges, self.merge_ids, strict=True)]
         if self.mode == "char":
             return _native.Encoder(
@@ -496,7 +500,8 @@ class Tokenizer:
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
         data = read_bytes(path, "tokenizer")
-        return cls.from_file(parse_json(data, path), data, str(path))
+        with gc_paused():
+            return cls.from_file(parse_json(data, path), data, str(path))
 
     @classmethod
     def from_file(cls, d: dict, data: bytes, source: str) -> Tokenizer:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pipeline.errors import TokenmillError
 from pipeline.io.files import parse_json, read_bytes
+from pipeline.memory import gc_paused
 from pipeline.tokenizer import FORMAT, Tokenizer
 
 FORMATS = ("hf", "tiktoken")
@@ -62,9 +63,13 @@ def load_any(
     hold neither); the other formats carry their own, and giving them is an
     error rather than silently ignored.
     """
+    with gc_paused():
+        return _load(Path(path), pattern, special_tokens)
+
+
+def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
     from pipeline.formats import hf, tiktoken
 
-    path = Path(path)
     kind, d, data = detect(path)
     if kind == "tiktoken-settings":
         path, kind = path.with_name(path.name.removesuffix(".json")), "tiktoken"

@@ -28,15 +28,33 @@ def char_to_byte() -> dict[str, int]:
     return {c: b for b, c in enumerate(byte_to_char())}
 
 
+@cache
+def _encode_table() -> dict[int, str]:
+    """str.translate table: each byte's latin-1 character to its byte-level one."""
+    return {b: c for b, c in enumerate(byte_to_char())}
+
+
+@cache
+def _decode_table() -> dict[int, str]:
+    """str.translate table: each byte-level character to the latin-1 character
+    of its byte; other characters below U+0100 to one latin-1 cannot encode,
+    so that anything outside the alphabet fails the encode that follows."""
+    table = {i: "\uffff" for i in range(256)}
+    table.update({ord(c): chr(b) for c, b in char_to_byte().items()})
+    return table
+
+
+# translate + latin-1 run in C: loading a 100k-token vocabulary this way takes
+# a few milliseconds, where a Python loop per character took tens.
 def to_byte_level(value: bytes) -> str:
-    table = byte_to_char()
-    return "".join(table[b] for b in value)
+    return value.decode("latin-1").translate(_encode_table())
 
 
 def from_byte_level(text: str) -> bytes:
     """The bytes a byte-level string stands for; ValueError if it is not one."""
-    table = char_to_byte()
     try:
-        return bytes(table[c] for c in text)
-    except KeyError as e:
-        raise ValueError(f"{text!r} is not in the byte-level alphabet ({e.args[0]!r})") from None
+        return text.translate(_decode_table()).encode("latin-1")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{text!r} is not in the byte-level alphabet ({text[e.start]!r})"
+        ) from None
