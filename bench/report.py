@@ -19,6 +19,7 @@ class Row:
     cpu_seconds: float = 0.0  # user + system time of the child's tree, whole life
     process_seconds: float = 0.0  # the child's whole life, start-up included
     other_cores: float = 0.0  # CPU taken by other processes meanwhile, in cores
+    ratio: float | None = None  # the speed × shown, when not the two walls' quotient
 
     @property
     def mb_per_s(self) -> float:
@@ -27,6 +28,8 @@ class Row:
     @property
     def speedup(self) -> float | None:
         """How many times faster the tokenmill side is (baseline for peers)."""
+        if self.ratio is not None:
+            return self.ratio
         if self.baseline is None:
             return None
         if self.phase == "scaling":
