@@ -58,8 +58,7 @@ class Context:
         round after another (A B C, A B C, ...), each run in a fresh child, and
         keep each one's fastest run. Taking turns makes a slow spell of a
         shared machine fall on every contender alike, which keeps the ratios fair."""
-        runs = self.all_rounds(contenders, env, repeat)
-        return [min(done, key=lambda m: m.result["seconds"]) for done in runs]
+        return [fastest(done) for done in self.all_rounds(contenders, env, repeat)]
 
     def all_rounds(
         self, contenders: list[tuple[str, dict]], env: dict | None = None, repeat: int = 0
@@ -92,6 +91,11 @@ class Context:
             process_seconds=m.process_seconds,
             other_cores=m.other_cores,
         )
+
+
+def fastest(runs: list[Measurement]) -> Measurement:
+    """The run least disturbed by other load."""
+    return min(runs, key=lambda m: m.result["seconds"])
 
 
 def child_env() -> dict:
@@ -199,9 +203,8 @@ def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
         ratios = sorted(
             a.result["seconds"] / b.result["seconds"] for a, b in zip(ones, twos, strict=True)
         )
-        fastest = [min(r, key=lambda m: m.result["seconds"]) for r in (ones, twos)]
-        baseline = ctx.row("scaling", f"tokenmill {stage} --workers 1", fastest[0])
-        two = ctx.row("scaling", f"tokenmill {stage} --workers 2", fastest[1], baseline)
+        baseline = ctx.row("scaling", f"tokenmill {stage} --workers 1", fastest(ones))
+        two = ctx.row("scaling", f"tokenmill {stage} --workers 2", fastest(twos), baseline)
         two.ratio = statistics.median(ratios)
         rows += [baseline, two]
         spans.append(

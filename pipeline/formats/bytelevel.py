@@ -24,30 +24,20 @@ def byte_to_char() -> tuple[str, ...]:
 
 
 @cache
-def char_to_byte() -> dict[str, int]:
-    return {c: b for b, c in enumerate(byte_to_char())}
-
-
-@cache
-def _encode_table() -> dict[int, str]:
-    """str.translate table: each byte's latin-1 character to its byte-level one."""
-    return {b: c for b, c in enumerate(byte_to_char())}
-
-
-@cache
 def _decode_table() -> dict[int, str]:
     """str.translate table: each byte-level character to the latin-1 character
     of its byte; other characters below U+0100 to one latin-1 cannot encode,
     so that anything outside the alphabet fails the encode that follows."""
     table = {i: "\uffff" for i in range(256)}
-    table.update({ord(c): chr(b) for c, b in char_to_byte().items()})
+    table.update({ord(c): chr(b) for b, c in enumerate(byte_to_char())})
     return table
 
 
 # translate + latin-1 run in C: loading a 100k-token vocabulary this way takes
 # a few milliseconds, where a Python loop per character took tens.
 def to_byte_level(value: bytes) -> str:
-    return value.decode("latin-1").translate(_encode_table())
+    # The tuple indexed by ordinal is itself a translate table.
+    return value.decode("latin-1").translate(byte_to_char())
 
 
 def from_byte_level(text: str) -> bytes:
