@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from corpus import iter_texts, parquet_shards, read_texts
+from corpus import TEXT, iter_texts, parquet_shards, read_texts, shard_texts
 from vocab import CL100K, hf_pre_tokenizer, hf_tokenizer, tiktoken_encoding
 
 
@@ -143,6 +143,53 @@ def count_tokenmill(p: dict) -> dict:
     return {"seconds": seconds}
 
 
+def _on_threads(fn, items: list, workers: int) -> float:
+    """Wall seconds to apply `fn` to every item, in order, on `workers` threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(fn, items))
+    return time.perf_counter() - start
+
+
+def reference_parquet(p: dict) -> dict:
+    """The machine's scaling on work like the I/O half of encode, with no
+    tokenmill code: PyArrow reads each shard's text and writes it back with
+    zstd, a shard per thread (PyArrow releases the GIL)."""
+    import pyarrow.parquet as pq
+
+    out = Path(p["tmp"]) / "reference-parquet"
+    fresh(out)
+    out.mkdir()
+
+    def round_trip(shard: Path) -> None:
+        table = pq.ParquetFile(shard).read(columns=[TEXT], use_threads=False)
+        pq.write_table(table, out / shard.name, compression="zstd")
+
+    shards = sorted(parquet_shards(p["corpus"]), key=lambda s: -s.stat().st_size)
+    return {"seconds": _on_threads(round_trip, shards, p["workers"])}
+
+
+SHA256_PASSES = 8
+
+
+def reference_sha256(p: dict) -> dict:
+    """The machine's scaling on compute that stays in a core's own caches:
+    SHA-256 over each shard's text, a shard per thread (hashlib releases the
+    GIL), SHA256_PASSES times."""
+    import hashlib
+
+    texts = [
+        "\n".join(shard_texts(s)).encode()
+        for s in parquet_shards(p["corpus"])
+        for _ in range(SHA256_PASSES)
+    ]
+    texts.sort(key=len, reverse=True)
+    seconds = _on_threads(lambda b: hashlib.sha256(b).digest(), texts, p["workers"])
+    return {"seconds": seconds, "bytes": sum(map(len, texts))}
+
+
 # ---- limits --------------------------------------------------------------
 
 GPT2_RANKS = Path(__file__).resolve().parents[2] / "shared" / "vocab" / "gpt2.tiktoken"
@@ -214,6 +261,8 @@ CONTENDERS = {
         encode_tiktoken,
         encode_tokenizers,
         count_tokenmill,
+        reference_parquet,
+        reference_sha256,
         gpt2_match,
         long_words,
         verify,
