@@ -204,7 +204,8 @@ def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
                 stage = name.removesuffix("_tokenmill")
                 params[OUTPUT[stage]] = str(ctx.tmp / f"scaling-{stage}-{w}")
             runs.append((name, params))
-    done = ctx.all_rounds(runs, child_env(), ctx.repeat * SCALING_ROUNDS)
+    rounds = ctx.repeat * SCALING_ROUNDS
+    done = ctx.all_rounds(runs, child_env(), rounds)
     rows, spans, references, extra = [], [], [], {}
     for i, name in enumerate(stages):
         ones, twos = done[2 * i], done[2 * i + 1]
@@ -229,7 +230,7 @@ def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
         )
     notes = [
         "Scaling rows: wall s is each one's fastest run; `tokenmill speed ×` is the median, "
-        f"over {len(ratios)} rounds, of the --workers 1 wall ÷ the --workers 2 wall of the "
+        f"over {rounds} rounds, of the --workers 1 wall ÷ the --workers 2 wall of the "
         "same round, run back to back (2.00 would be linear on 2 cores). Per-round ratios: "
         + "; ".join(spans)
         + ". --workers is passed as tokenmill defines it.",
