@@ -2,8 +2,9 @@
 //! first (the same result as replaying the merge list in order).
 
 use crate::pretok::PreTokenizer;
+use crate::sharedcache::SharedCache;
 use crate::train::Pair;
-use crate::wordmap::WordMap;
+use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
@@ -67,9 +68,11 @@ pub struct Encoder {
     whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
-    /// Word caches not in use: a caller takes one for a run of documents and
-    /// gives it back, so callers running side by side never share or wait on
-    /// one, and the warmest comes back first.
+    /// Short words of few ids, for every thread (nearly all lookups).
+    shared: SharedCache,
+    /// Each thread's own cache of the other words: a caller takes one for a
+    /// run of documents and gives it back, so callers running side by side
+    /// never share or wait on one, and the warmest comes back first.
     caches: Mutex<Vec<WordCache>>,
 }
 
@@ -153,6 +156,7 @@ impl Encoder {
             alphabet,
             whole_words,
             merges,
+            shared: SharedCache::default(),
             caches: Mutex::default(),
         }
     }
@@ -280,11 +284,15 @@ impl Encoder {
     }
 
     fn encode_cached(&self, word: &str, cache: &mut WordCache, out: &mut Vec<u32>) {
-        if cache.extend(word, out) {
+        let key = short_key(word.as_bytes());
+        if key.is_some_and(|k| self.shared.extend(k, out)) || cache.extend(word, out) {
             return;
         }
         let ids = self.encode_word(word);
         out.extend_from_slice(&ids);
+        if key.is_some_and(|k| self.shared.insert(k, &ids)) {
+            return;
+        }
         if word.len() <= CACHE_WORD_BYTES {
             cache.insert(word, &ids);
         }

@@ -6,6 +6,7 @@ pub mod encode;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;
+pub mod sharedcache;
 pub mod train;
 pub mod wordmap;
 

@@ -13,7 +13,7 @@ const INLINE: usize = 15;
 /// from (overlapping) register-sized loads: copying into a stack buffer and
 /// reading it back as one integer stalls on store forwarding, which cost
 /// counting about a tenth of its time.
-fn short_key(word: &[u8]) -> Option<u128> {
+pub fn short_key(word: &[u8]) -> Option<u128> {
     let n = word.len();
     if n > INLINE {
         return None;
