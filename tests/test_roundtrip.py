@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from realtext import load_sample_texts
 
+from pipeline import _native
 from pipeline.tokenizer import Tokenizer
 
 
@@ -63,6 +64,24 @@ def replay_merges(tok: Tokenizer, word: str) -> list[int]:
                 i += 1
         symbols = out
     return symbols
+
+
+def test_threads_filling_a_cold_shared_cache_at_once_give_the_textbook_ids():
+    # The pool's threads share one word cache, and a word is encoded by
+    # whichever thread meets it first; every document must still get exactly
+    # the merges replayed in order, word by word.
+    tok = Tokenizer.train(make_documents(300), pattern="cl100k", vocab_size=700)
+    texts = load_sample_texts()[::20] + make_documents(100, seed=11)
+    _native.set_threads(4)
+    try:
+        ids, _ = tok.encode_arrow(pa.array(texts, pa.large_string()), eos=False)
+    finally:
+        _native.set_threads(0)
+    textbook: dict[str, list[int]] = {}
+    for text, row in zip(texts, ids.to_pylist(), strict=True):
+        words = _native.pretokenize(text, "byte", "cl100k")
+        assert row == [i for w in words for i in textbook.setdefault(w, replay_merges(tok, w))]
+    assert len(textbook) > 3000
 
 
 @pytest.mark.parametrize("unit", ["a", "the", "καλημέρα", "ab", "δog"])
