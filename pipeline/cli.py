@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -219,7 +220,8 @@ def output_folder_options(f):
 
 
 def user_errors(f):
-    """Print a user-caused error on one line and exit non-zero."""
+    """Print a user-caused error, or one the system gave (disk full, read-only
+    folder, name too long), on one line and exit non-zero."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -227,6 +229,12 @@ def user_errors(f):
             return f(*args, **kwargs)
         except TokenmillError as e:
             raise click.ClickException(str(e)) from None
+        except OSError as e:
+            raise click.ClickException(os_error_line(e)) from None
+        except RecursionError:
+            raise click.ClickException("input nested too deeply to read") from None
+        except MemoryError:
+            raise click.ClickException("out of memory") from None
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
@@ -234,15 +242,50 @@ def user_errors(f):
     return wrapper
 
 
+def os_error_line(e: OSError) -> str:
+    """An OSError as one line naming the file: `OUT/tokens/a.parquet: No space left on device`."""
+    what = e.strerror or " ".join(str(e).split()) or type(e).__name__
+    if e.filename is not None:
+        return f"{e.filename}: {what}"
+    return what
+
+
+@contextlib.contextmanager
+def output_folder(data: Path | None, folder: Path, option: str):
+    """A stage's own output folder, locked for the command (one run per folder),
+    never holding DATA, and rid of the temporaries of killed runs."""
+    from pipeline.io.inputs import check_overlap
+    from pipeline.io.lock import output_lock
+    from pipeline.io.writers import remove_temporaries
+
+    if data is not None:
+        check_overlap(Path(data), Path(folder), option)
+    with output_lock(folder) as lock:
+        lock.record(data)
+        remove_temporaries(folder)
+        yield
+
+
 def echo_summary(summary: dict) -> None:
     """One line per finished stage: what it did, how much, how fast."""
     click.echo(describe(summary), err=True)
 
 
+def echo_not_read(summary: dict) -> None:
+    """One line on the files under DATA that are not inputs, and why."""
+    from pipeline.io.inputs import Inputs
+
+    line = Inputs(Path("."), summary.get("shards", []), summary.get("not_read", []))
+    if text := line.not_read_summary():
+        click.echo(text.replace("; listed in the manifest under not_read", ""), err=True)
+
+
 def echo_skips(summary: dict) -> None:
     """Every skipped document or file, one line each, after the summary."""
     for skip in summary.get("skipped", []):
-        click.echo(f"skipped: {skip['shard']}: {skip['reason']}", err=True)
+        n = skip.get("documents", 0)
+        count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
+        click.echo(f"skipped: {skip['shard']}: {skip['reason']}{count}", err=True)
 
 
 def describe(s: dict) -> str:
@@ -266,6 +309,8 @@ def describe(s: dict) -> str:
             f"{len(s['shards'])} shards{kept}, {s['documents']} documents{skipped}, "
             f"{s['tokens']} tokens{size}"
         )
+        if s.get("normalizer"):
+            what += f", text normalized with {s['normalizer']}"
     elif s["stage"] == "pack":
         what = (
             f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens -> "
@@ -307,7 +352,10 @@ def count(data, counts_dir, **options):
     shard into COUNTS_DIR (columns word, count, first)."""
     from pipeline.stages.count import run_count
 
-    summary = run_count(data, counts_dir, Config(**options))
+    config = Config(**options)
+    with output_folder(data, counts_dir, "COUNTS_DIR"):
+        summary = run_count(data, counts_dir, config)
+    echo_not_read(summary)
     echo_summary(summary)
     echo_skips(summary)
 
@@ -364,8 +412,11 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     from pipeline.formats import load_any
     from pipeline.stages.encode import run_encode
 
+    config = Config(**options)
     tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
-    summary = run_encode(data, tokens_dir, tok, Config(**options))
+    with output_folder(data, tokens_dir, "TOKENS_DIR"):
+        summary = run_encode(data, tokens_dir, tok, config)
+    echo_not_read(summary)
     echo_summary(summary)
     echo_skips(summary)
 
@@ -417,6 +468,16 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
 
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
     job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
+    load_options = {}
+    if job.tokenizer is not None:
+        # An existing tokenizer: --pattern and --special-token NAME=ID tell how
+        # to read a .tiktoken file, as for `encode`.
+        if "pattern" in given:
+            load_options["pattern"] = options["pattern"]
+        if job.config.special_tokens:
+            load_options["special_tokens"] = parse_special_tokens(
+                ctx, None, job.config.special_tokens
+            )
     summary = run_all(
         job.data,
         job.out,
@@ -424,6 +485,8 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         on_stage=echo_summary,
         steps=job.steps,
         tokenizer=job.tokenizer,
+        load_options=load_options,
+        on_note=lambda line: click.echo(line, err=True),
     )
     echo_summary(summary)
     echo_skips(summary)
@@ -458,9 +521,15 @@ def verify(out):
 @click.argument("ids", nargs=-1, type=int)
 @user_errors
 def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
-    """Print the text of token IDS, or of row ROW of a token --shard."""
+    """Print the text of token IDS, or of the document at row ROW of its input
+    shard (the token --shard's `row` column: a skipped document leaves a gap).
+    The text is written exactly, as UTF-8, with no newline added; for --shard,
+    without the <|endoftext|> encode appended, so that it equals the document."""
     from pipeline.formats import load_any
+    from pipeline.io.files import parquet_json_metadata
+    from pipeline.stages.state import STATE_KEY
     from pipeline.stages.tokens import open_token_shard, read_row, shard_tokenizer
+    from pipeline.tokenizer import ENDOFTEXT
 
     options = {"pattern": pattern, "special_tokens": special_tokens}
     if shard is not None:
@@ -469,11 +538,18 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
         token_shard = open_token_shard(shard)
         tok = shard_tokenizer(token_shard, tokenizer_file, **options)
         ids = read_row(token_shard, row)
+        # Encode appends <|endoftext|> unless the shard records --no-eos; ordinary
+        # encoding of the text never yields a special token's id.
+        state = parquet_json_metadata(token_shard.path, STATE_KEY)
+        key = state.get("key") if isinstance(state, dict) else None
+        eos = key.get("eos", True) if isinstance(key, dict) else True
+        if eos and ids and ENDOFTEXT in tok.special_tokens and ids[-1] == tok.eos_id:
+            ids = ids[:-1]
     elif tokenizer_file is None:
         raise TokenmillError("give --tokenizer (or --shard and --row)")
     else:
         tok = load_any(tokenizer_file, **options)
-    click.echo(tok.decode(ids))
+    click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
 
 
 @main.command()
@@ -481,7 +557,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
 @click.argument("packed_dir", type=EXISTING)
 @click.option(
     "--seq-len",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=2**32 - 1),
     required=True,
     help="Ids per row; only the very last row of the last shard may be shorter.",
 )
@@ -507,7 +583,9 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
     shard's first row."""
     from pipeline.stages.pack import run_pack
 
-    echo_summary(run_pack(tokens_dir, packed_dir, seq_len, bos=bos, tokenizer=tokenizer_file))
+    with output_folder(tokens_dir, packed_dir, "PACKED_DIR"):
+        summary = run_pack(tokens_dir, packed_dir, seq_len, bos=bos, tokenizer=tokenizer_file)
+    echo_summary(summary)
 
 
 @main.command("bin")
@@ -525,10 +603,14 @@ def bin_command(tokens_dir, bin_dir, workers):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
     <shard>.idx.npy (document offsets) and index.json."""
+    from pipeline.config import check_workers
     from pipeline.executors import default_workers
     from pipeline.stages.binfmt import run_bin
 
-    echo_summary(run_bin(tokens_dir, bin_dir, workers=workers or default_workers()))
+    workers = check_workers(workers or default_workers(), "threads")
+    with output_folder(tokens_dir, bin_dir, "BIN_DIR"):
+        summary = run_bin(tokens_dir, bin_dir, workers=workers)
+    echo_summary(summary)
 
 
 @main.command()

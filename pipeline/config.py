@@ -6,10 +6,27 @@ from dataclasses import asdict, dataclass
 
 from pipeline.errors import TokenmillError
 from pipeline.executors import EXECUTORS, default_workers
-from pipeline.tokenizer import BOS, check_options, training_special_tokens
+from pipeline.tokenizer import BOS, MAX_VOCAB_SIZE, check_options, training_special_tokens
 
 ON_ERROR = ("fail", "skip")
 OUTPUT_FORMATS = ("parquet", "bin")
+MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
+MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
+WORKERS_PER_CORE = 8  # more threads than this per core only add switching
+MAX_RAY_WORKERS = 100_000
+
+
+def check_workers(workers: int, executor: str) -> int:
+    """`workers` if it is sane for `executor`: threads and processes at most
+    WORKERS_PER_CORE per core of this machine (each worker is a thread or a
+    process, and all start at once); Ray tasks spread over a cluster."""
+    limit = MAX_RAY_WORKERS if executor == "ray" else WORKERS_PER_CORE * default_workers()
+    if not 0 <= workers <= limit:
+        raise TokenmillError(
+            f"--workers {workers} is out of range: 0 (one per core) to {limit}"
+            + ("" if executor == "ray" else f" ({WORKERS_PER_CORE} per core on this machine)")
+        )
+    return workers
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,13 @@ class Config:
                 f"--executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}"
             )
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
+        check_workers(self.workers, self.executor)
+        if not 1 <= self.vocab_size <= MAX_VOCAB:
+            raise TokenmillError(
+                f"--vocab-size {self.vocab_size} is out of range: 1 to {MAX_VOCAB} (ids are uint32)"
+            )
+        if not 1 <= self.min_count < 2**63:
+            raise TokenmillError(f"--min-count must be at least 1, not {self.min_count}")
         specials = len(self.train_special_tokens)
         # Byte mode's base is known up front, so a hopeless size fails before any work.
         if self.mode == "byte" and self.vocab_size < 256 + specials:
@@ -54,8 +78,10 @@ class Config:
             )
         if self.format not in OUTPUT_FORMATS:
             raise TokenmillError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}")
-        if self.pack < 0:
-            raise TokenmillError(f"--pack must be a positive sequence length, not {self.pack}")
+        if not 0 <= self.pack <= MAX_SEQ_LEN:
+            raise TokenmillError(
+                f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
+            )
 
     @property
     def train_special_tokens(self) -> list[str]:

@@ -1,2 +1,7 @@
 class TokenmillError(Exception):
     """A problem the user can fix; the message names the file, row or option."""
+
+
+class WriteError(TokenmillError):
+    """An output could not be written (disk full, read-only folder): never a
+    bad input, so --on-error skip does not skip it."""

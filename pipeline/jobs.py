@@ -45,6 +45,8 @@ def load_job(path: Path) -> dict:
         raise TokenmillError(f"{path}: cannot read job ({e.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise TokenmillError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise TokenmillError(f"{path}: not valid TOML (nested too deeply)") from None
     known = set(PATH_KEYS) | set(CONFIG_KEYS) | {"steps"}
     unknown = sorted(set(raw) - known)
     if unknown:

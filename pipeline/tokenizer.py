@@ -36,6 +36,40 @@ MODES = ("byte", "char")
 PATTERNS = ("gpt2", "cl100k", "o200k")
 FORMAT = "tokenmill"
 NORMALIZATIONS = ("", "NFC")
+# Ids are uint32 (in the encoder and in token shards), and so is the vocabulary
+# size: at most 2**32 - 1 tokens, ids 0 to 2**32 - 2 (as `--vocab-size` allows).
+MAX_VOCAB_SIZE = (1 << 32) - 1
+
+
+def id_limit(n_tokens: int) -> int:
+    """Ids of a vocabulary of `n_tokens` tokens (special ones included) must lie
+    below this. Gaps are allowed (tiktoken's cl100k leaves 15 ids unused before
+    `<|endofprompt|>`), but not more unused ids than tokens (plus 1024): tables
+    are allocated for the whole id space, which must stay in proportion to the
+    file that describes it."""
+    return min(2 * n_tokens + 1024, MAX_VOCAB_SIZE)
+
+
+def show(value: object) -> str:
+    """A value of a file for a one-line message: repr, shortened."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return f"an integer of {value.bit_length()} bits"  # type: ignore[attr-defined]
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def is_id(value: object) -> bool:
+    """An id: an int (not a bool, float or string) that uint32 holds. (How far
+    ids may reach beyond the tokens is `id_limit`'s to say.)"""
+    return type(value) is int and 0 <= value < 1 << 32
+
+
+def check_id(value: object, what: str) -> int:
+    """`value` if it is an id, else a TokenmillError naming `what`."""
+    if not is_id(value):
+        raise TokenmillError(f"{what} has id {show(value)}: ids are integers from 0 to 2**32-1")
+    return value  # type: ignore[return-value]
 
 
 def default_special_tokens(mode: str) -> list[str]:
@@ -126,6 +160,8 @@ class Tokenizer:
     ) -> Tokenizer:
         """Train on Arrow arrays (large_string words, uint64 counts)."""
         check_options(mode, pattern)
+        _check_count(vocab_size, "--vocab-size", MAX_VOCAB_SIZE)
+        _check_count(num_merges, "num_merges", MAX_VOCAB_SIZE)
         specials = list(special_tokens) if special_tokens is not None else []
         for required in default_special_tokens(mode):
             if required not in specials:
@@ -146,14 +182,22 @@ class Tokenizer:
                     f"--vocab-size {vocab_size} is below the base vocabulary: {base} base "
                     f"tokens + {len(specials)} special tokens = {base + len(specials)}"
                 )
-        if len(words):
-            merges = _native.train_merges(
-                *arrow_buffers(words),
-                _fixed_width_buffer(counts),
-                alphabet,
-                num_merges,
-                progress,
+        if base + num_merges + len(specials) > MAX_VOCAB_SIZE:
+            raise TokenmillError(
+                f"{base} base tokens + {num_merges} merges + {len(specials)} special tokens "
+                f"is more than the {MAX_VOCAB_SIZE} tokens a vocabulary of 32-bit ids holds"
             )
+        if len(words):
+            try:
+                merges = _native.train_merges(
+                    *arrow_buffers(words),
+                    _fixed_width_buffer(counts),
+                    alphabet,
+                    num_merges,
+                    progress,
+                )
+            except ValueError as e:  # the word table is beyond what training can hold
+                raise TokenmillError(f"train: {e}") from None
             release_memory()
         else:
             merges = []
@@ -165,6 +209,12 @@ class Tokenizer:
             merges=[tuple(m) for m in merges],
             special_tokens=specials,
         )
+
+    @property
+    def normalizer(self) -> str | None:
+        """The Unicode normalization applied to text before splitting ("NFC"),
+        or None: what a run's output names, since it changes the ids."""
+        return self.normalization or None
 
     # ---- vocabulary -------------------------------------------------
 
@@ -232,6 +282,8 @@ class Tokenizer:
         index, vocab, n = self._vocab_index, self.vocab, len(self.vocab)
         ids = []
         for k, (a, b) in enumerate(self.merges):
+            if type(a) is not int or type(b) is not int:
+                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
             left = vocab[a] if 0 <= a < n else None
             right = vocab[b] if 0 <= b < n else None
             merged = index.get(left + right) if left and right else None
@@ -273,42 +325,124 @@ class Tokenizer:
             self.validate()
             if compile_pattern:
                 self._encoder  # noqa: B018
+            elif self.mode == "byte" and self.pattern not in PATTERNS:
+                _native.pretokenize("", "byte", self.pattern)  # compiles it, no more
         except TokenmillError as e:
             raise TokenmillError(f"{source}: {e}") from None
+        except (TypeError, ValueError, OverflowError, IndexError) as e:
+            raise TokenmillError(f"{source}: malformed tokenizer ({e})") from None
         return self
 
     def validate(self) -> Tokenizer:
-        """Check that the tables are consistent; raise TokenmillError if not."""
+        """Check that the tables are consistent; raise TokenmillError if not.
+
+        Linear in the size of the tables: the checks are what keeps a bad file
+        from loading and then failing (or silently mis-encoding) later."""
         if self.mode not in MODES:
-            raise TokenmillError(f"unknown mode {self.mode!r}")
+            raise TokenmillError(f"unknown mode {show(self.mode)}")
         if self.special_ids is not None and len(self.special_ids) != len(self.special_tokens):
             raise TokenmillError("special_ids and special_tokens differ in length")
-        if len(set(self.special_tokens)) != len(self.special_tokens):
-            raise TokenmillError("a special token is listed twice")
+        seen: set[str] = set()
+        for name in self.special_tokens:
+            if not isinstance(name, str) or not name:
+                raise TokenmillError(f"special token {show(name)}: a special token needs a name")
+            if name in seen:
+                raise TokenmillError(f"special token {name!r} is listed twice")
+            seen.add(name)
         if self.normalization not in NORMALIZATIONS:
-            raise TokenmillError(f"unknown normalization {self.normalization!r}")
+            raise TokenmillError(
+                f"normalizer {show(self.normalization)} is not supported (tokenmill applies "
+                "NFC or none, as byte-level BPE files do)"
+            )
+        if self.mode == "byte" and (not isinstance(self.pattern, str) or not self.pattern):
+            raise TokenmillError(f"pattern {show(self.pattern)}: byte mode needs a pattern")
         if self.vocab is not None:
-            if self.mode != "byte":
-                raise TokenmillError("an explicit vocab needs byte mode")
-            self.byte_ids  # noqa: B018  (raises when a byte is missing)
-            self.merge_ids  # noqa: B018  (raises when a merge yields no token)
-            taken = {i for i, v in enumerate(self.vocab) if v is not None}
-            ids = self.special_ids or []
-            clash = [i for i in ids if i in taken or i < 0]
-            if clash or len(set(ids)) != len(ids):
-                raise TokenmillError(f"special token id {(clash or ids)[0]} is taken")
+            self._validate_vocab()
         else:
-            n = self.base_size + len(self.merges)
-            for k, (a, b) in enumerate(self.merges):
-                if not (0 <= a < self.base_size + k and 0 <= b < self.base_size + k):
-                    raise TokenmillError(f"merge {k} ({a}, {b}) refers to an id not yet made")
-            if self.special_ids is not None and self.special_ids != list(
-                range(n, n + len(self.special_tokens))
-            ):
-                raise TokenmillError("special token ids must follow the merges")
-            if self.mode == "char" and END_OF_WORD not in self.alphabet:
-                raise TokenmillError(f"char mode's alphabet lacks {END_OF_WORD}")
+            self._validate_numbering()
         return self
+
+    def _validate_numbering(self) -> None:
+        """tokenmill's own numbering: base tokens, then one per merge, then specials."""
+        if self.mode == "char":
+            alphabet = self.alphabet
+
+            def symbol(c: object) -> bool:
+                return isinstance(c, str) and (len(c) == 1 or c == END_OF_WORD)
+
+            if not all(map(symbol, alphabet)):
+                bad = next(c for c in alphabet if not symbol(c))
+                raise TokenmillError(
+                    f"char mode's alphabet holds {show(bad)}: want single characters and "
+                    f"{END_OF_WORD}"
+                )
+            if len(set(alphabet)) != len(alphabet):
+                seen: set[str] = set()
+                twice = next(c for c in alphabet if c in seen or seen.add(c))
+                raise TokenmillError(f"char mode's alphabet lists {twice!r} twice")
+            if END_OF_WORD not in alphabet:
+                raise TokenmillError(f"char mode's alphabet lacks {END_OF_WORD}")
+            if UNK not in self.special_tokens:
+                raise TokenmillError(f"char mode needs the special token {UNK}")
+        base = self.base_size
+        if base + len(self.merges) + len(self.special_tokens) > MAX_VOCAB_SIZE:
+            raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
+        # Merge k makes id base + k from ids made before it.
+        for k, (a, b) in enumerate(self.merges):
+            made = base + k
+            if type(a) is not int or type(b) is not int:
+                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
+            if not (0 <= a < made and 0 <= b < made):
+                raise TokenmillError(
+                    f"merge {k} ({show(a)}, {show(b)}) refers to an id not yet made "
+                    f"(a merge joins ids below its own, {made})"
+                )
+        if len(set(self.merges)) != len(self.merges):
+            first: dict[tuple, int] = {}
+            k, m = next((k, m) for k, m in enumerate(self.merges) if first.setdefault(m, k) != k)
+            raise TokenmillError(
+                f"merge {k} {tuple(m)} repeats merge {first[m]}: two ids would have the same bytes"
+            )
+        n = base + len(self.merges)
+        if self.special_ids is not None and self.special_ids != list(
+            range(n, n + len(self.special_tokens))
+        ):
+            raise TokenmillError("special token ids must follow the merges")
+
+    def _validate_vocab(self) -> None:
+        """An explicit vocabulary (imported): byte mode, every byte a token, ids
+        in proportion to the tokens, each merge joining two tokens into one."""
+        if self.mode != "byte":
+            raise TokenmillError("an explicit vocab needs byte mode")
+        vocab = self.vocab
+        n_vocab = len(vocab)
+        if any(v is not None and not isinstance(v, bytes) for v in vocab):
+            raise TokenmillError("vocab entries are bytes")
+        ids = self.special_ids if self.special_ids is not None else []
+        if len(ids) != len(self.special_tokens):
+            raise TokenmillError("special_ids and special_tokens differ in length")
+        owner: dict[int, str] = {}
+        for name, i in zip(self.special_tokens, ids, strict=True):
+            check_id(i, f"special token {name!r}")
+            if i < n_vocab and vocab[i] is not None:
+                raise TokenmillError(
+                    f"special token {name!r} has id {i}, taken by the token {vocab[i]!r}"
+                )
+            if i in owner:
+                raise TokenmillError(
+                    f"special tokens {owner[i]!r} and {name!r} have the same id {i}"
+                )
+            owner[i] = name
+        n_tokens = n_vocab - vocab.count(None) + len(ids)
+        top = max([n_vocab - 1, *ids])
+        if top >= id_limit(n_tokens):
+            what = f"special token {owner[top]!r} has id {top}" if top in owner else f"id {top}"
+            raise TokenmillError(
+                f"{what}: a vocabulary of {n_tokens} tokens numbers them below "
+                f"{id_limit(n_tokens)} (gaps are allowed, but not more unused ids than tokens)"
+            )
+        self.byte_ids  # noqa: B018  (raises when a byte is missing)
+        self.merge_ids  # noqa: B018  (raises when a merge yields no token)
 
     def merge_pairs(self) -> list[tuple]:
         """Merges as pairs of token values, in rank order."""
@@ -412,12 +546,24 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         values = self.token_values
+        ids = list(ids)
+        n = len(values)
         try:
+            # min and max run in C; only a bad id costs the search for it.
+            if ids and (min(ids) < 0 or max(ids) >= n):
+                bad = next(i for i in ids if not 0 <= i < n)
+                raise TokenmillError(
+                    f"id {show(bad)} is not in the vocabulary (ids 0 to {n - 1}, "
+                    f"vocabulary size {n})"
+                )
             parts = [values[i] for i in ids]
-        except IndexError:
-            raise TokenmillError(f"id out of range for a vocabulary of {self.vocab_size}") from None
-        if self.vocab is not None and None in parts:
-            raise TokenmillError(f"id {list(ids)[parts.index(None)]} is no token")
+        except TypeError:
+            bad = next((i for i in ids if type(i) is not int), None)
+            raise TokenmillError(f"id {show(bad)} is not an integer") from None
+        if None in parts:
+            raise TokenmillError(
+                f"id {ids[parts.index(None)]} is no token (a gap in a vocabulary of {n})"
+            )
         if self.mode == "char":
             return "".join(parts).replace(END_OF_WORD, " ").rstrip(" ")
         return b"".join(parts).decode("utf-8", errors="replace")
@@ -470,32 +616,100 @@ class Tokenizer:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "tokenizer") -> Tokenizer:
+        """A Tokenizer from a parsed tokenmill tokenizer file, checked: every
+        field of the expected type, ids integers that uint32 holds, merges that
+        join tokens made before them, special-token ids where the numbering puts
+        them. TokenmillError naming `source` otherwise."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise TokenmillError(f"{source}: not a tokenmill tokenizer file")
-        try:
-            specials = sorted(d["special_tokens"], key=d["special_tokens"].get)
-            vocab = None
-            if d.get("vocab") is not None:
-                from pipeline.formats.bytelevel import from_byte_level
 
-                vocab = [None if v is None else from_byte_level(v) for v in d["vocab"]]
-            tok = cls(
-                mode=d["mode"],
-                pattern=d.get("pattern", ""),
-                lowercase=bool(d.get("lowercase", False)),
-                alphabet=list(d.get("alphabet", [])),
-                merges=[(int(a), int(b)) for a, b in d["merges"]],
-                special_tokens=specials,
-                vocab=vocab,
-                special_ids=[int(d["special_tokens"][t]) for t in specials] if vocab else None,
-                whole_words=bool(d.get("whole_words", False)),
-                normalization=d.get("normalization", ""),
+        def malformed(what: str) -> TokenmillError:
+            return TokenmillError(f"{source}: malformed tokenizer file ({what})")
+
+        def field_of(key: str, kind: type | tuple[type, ...], default: object) -> object:
+            value = d.get(key, default)
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+                raise malformed(f"{key} is {show(value)}")
+            return value
+
+        version = d.get("version", 1)
+        if type(version) is not int or version != 1:
+            raise TokenmillError(
+                f"{source}: tokenizer file version {show(version)} (this tokenmill reads version 1)"
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
-        if tok.mode not in MODES:
-            raise TokenmillError(f"{source}: unknown mode {tok.mode!r}")
-        return tok.checked(source, compile_pattern=False) if vocab is not None else tok
+        mode = d.get("mode")
+        if mode not in MODES:
+            raise TokenmillError(f"{source}: unknown mode {show(mode)}")
+        raw_specials = d.get("special_tokens")
+        if not isinstance(raw_specials, dict):
+            raise malformed("special_tokens must map each special token to its id")
+        try:
+            for name, i in raw_specials.items():
+                check_id(i, f"special token {name!r}")
+        except TokenmillError as e:
+            raise TokenmillError(f"{source}: {e}") from None
+        specials = sorted(raw_specials, key=raw_specials.get)
+        by_id: dict[int, str] = {}
+        for name in specials:
+            i = raw_specials[name]
+            if i in by_id:
+                raise TokenmillError(
+                    f"{source}: special tokens {by_id[i]!r} and {name!r} have the same id {i}"
+                )
+            by_id[i] = name
+        raw_merges = d.get("merges")
+        if not isinstance(raw_merges, list):
+            raise malformed("merges must be a list of [left, right] id pairs")
+        for k, m in enumerate(raw_merges):
+            if not isinstance(m, list) or len(m) != 2:
+                raise malformed(f"merge {k} is {show(m)}, not a [left, right] pair of ids")
+        merges = [(a, b) for a, b in raw_merges]
+        alphabet = field_of("alphabet", list, [])
+        vocab = None
+        if d.get("vocab") is not None:
+            from pipeline.formats.bytelevel import from_byte_level
+
+            raw_vocab = field_of("vocab", list, None)
+            try:
+                vocab = [None if v is None else from_byte_level(v) for v in raw_vocab]
+            except (ValueError, TypeError, AttributeError):
+                bad = next(
+                    (k, v) for k, v in enumerate(raw_vocab) if v is not None and not _byte_level(v)
+                )
+                raise malformed(
+                    f"vocab entry {bad[0]} is {show(bad[1])}, not a token in the byte-level "
+                    "alphabet"
+                ) from None
+        tok = cls(
+            mode=mode,
+            pattern=field_of("pattern", str, ""),
+            lowercase=field_of("lowercase", bool, False),
+            alphabet=alphabet,
+            merges=merges,
+            special_tokens=specials,
+            vocab=vocab,
+            special_ids=[raw_specials[t] for t in specials] if vocab is not None else None,
+            whole_words=field_of("whole_words", bool, False),
+            normalization=field_of("normalization", str, ""),
+        )
+        tok.checked(source, compile_pattern=False)
+        if vocab is None:
+            # Special tokens follow the merges, in the order of their ids.
+            n = tok.base_size + len(merges)
+            for k, name in enumerate(specials):
+                if raw_specials[name] != n + k:
+                    raise TokenmillError(
+                        f"{source}: special token {name!r} has id {raw_specials[name]}, not "
+                        f"{n + k}: without a vocab, special tokens are numbered from {n}, "
+                        "right after the merges"
+                    )
+        size = d.get("vocab_size", tok.vocab_size)
+        if type(size) is not int or size != tok.vocab_size:
+            raise TokenmillError(
+                f"{source}: vocab_size is {show(size)} but the file's tokens number "
+                f"{tok.vocab_size}"
+            )
+        return tok
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -548,6 +762,27 @@ def word_table(
             "first": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(firsts)]),
         }
     )
+
+
+def _byte_level(v: object) -> bool:
+    from pipeline.formats.bytelevel import from_byte_level
+
+    try:
+        from_byte_level(v)  # type: ignore[arg-type]
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _check_count(value: object, what: str, most: int) -> None:
+    """A count given to training: None, or an int from 0 to `most`."""
+    if value is None:
+        return
+    if type(value) is bool or not isinstance(value, int) or not 0 <= value <= most:
+        raise TokenmillError(
+            f"{what} {show(value)}: want a whole number from 0 to {most} "
+            "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
+        )
 
 
 def check_options(mode: str, pattern: str) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from realtext import sample_paths
 
+from pipeline.io.lock import LOCK
+
 HANG_GUARD_S = 300  # only to end a test that would otherwise hang; never a timing assertion
 
 
@@ -70,11 +72,12 @@ def kill_when_paused(args: list, stage: str, step: int, tmp_path: Path) -> None:
 
 
 def output_files(out: Path) -> dict[str, bytes]:
-    """Every file of an output folder but the manifest (which holds timings)."""
+    """Every file of an output folder but the manifest (which holds timings) and
+    the lock file (which names the last run's process)."""
     return {
         p.relative_to(out).as_posix(): p.read_bytes()
         for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
+        if p.is_file() and p.name not in ("manifest.json", LOCK)
     }
 
 

@@ -11,16 +11,22 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
 
+from pipeline.io.lock import LOCK
+from pipeline.io.writers import is_temporary
+
 
 def final_outputs(out: Path) -> list[str]:
-    """Output files under final names (temporaries start with a dot)."""
+    """Output files under final names (temporaries start with a dot; the lock
+    file is the run's bookkeeping, not an output)."""
     if not out.exists():
         return []
-    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    return sorted(
+        p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != LOCK
+    )
 
 
 def leftover_temporaries(out: Path) -> list[Path]:
-    return [p for p in out.rglob(".*")] if out.exists() else []
+    return [p for p in out.rglob(".*") if is_temporary(p.name)] if out.exists() else []
 
 
 def assert_one_line_error(result, *needles: str) -> None:
@@ -77,7 +83,7 @@ def test_truncated_parquet(tmp_path, cli):
     out = tmp_path / "out"
     result = cli("count", data, out, ok=False)
     assert_one_line_error(result, "b-bad.parquet")
-    assert "b-bad.parquet.parquet" not in final_outputs(out)
+    assert "b-bad.parquet" not in final_outputs(out)
     assert leftover_temporaries(out) == []
 
 

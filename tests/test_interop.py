@@ -23,6 +23,7 @@ from realtext import iter_sample_documents
 from pipeline import _native
 from pipeline.formats import export, hf, load_any
 from pipeline.formats import tiktoken as tiktoken_format
+from pipeline.io.inputs import output_name
 from pipeline.tokenizer import ENDOFTEXT, UNK, Tokenizer
 
 GPT2_FILE = Path(__file__).resolve().parents[2] / "shared/vocab/gpt2.tiktoken"
@@ -435,14 +436,14 @@ def test_cli_encodes_with_gpt2_tiktoken_file(cli, tmp_path, gpt2_tiktoken):
     for name, text in sample():
         by_shard.setdefault(name, []).append(text)
     for name, docs in by_shard.items():
-        table = pq.read_table(out / f"{name}.parquet")
+        table = pq.read_table(out / output_name(name))
         assert table.schema.field("ids").type.value_type.bit_width == 16
         meta = table.schema.metadata
         assert meta[b"tokenmill.vocab_size"] == b"50257"
         want = [ids + [50256] for ids in gpt2_tiktoken.encode_ordinary_batch(docs)]
         assert table["ids"].to_pylist() == want, name
     result = cli("decode", "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "15496", "995")
-    assert result.output == "Hello world\n"
+    assert result.output == "Hello world"
 
 
 def test_cli_encode_with_tokenizer_json_and_special_token_option(cli, tmp_path, gpt2):

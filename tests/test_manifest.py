@@ -91,11 +91,11 @@ def test_verify_catches_a_changed_output(finished):
 
 def test_verify_catches_a_missing_output(finished):
     _, out = finished
-    (out / "tokens" / "prose-en.parquet.parquet").unlink()
+    (out / "tokens" / "prose-en.parquet").unlink()
     (out / "tokenizer.json").unlink()
     result = tokenmill("verify", out, check=False)
     assert result.returncode == 3
-    assert "output tokens/prose-en.parquet.parquet: missing" in result.stderr
+    assert "output tokens/prose-en.parquet: missing" in result.stderr
     assert "output tokenizer.json: missing" in result.stderr
     assert "2 of" in result.stderr
 

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
+from runs import output_files
 
 from pipeline.errors import TokenmillError
 from pipeline.stages.pack import Packer, run_pack
@@ -30,10 +31,15 @@ def documents_in_order(out: Path) -> list[tuple[str, int, list[int]]]:
     return docs
 
 
+def files_under(folder: Path) -> list[str]:
+    """Relative paths of the Parquet files under `folder`, at any depth."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
+
+
 def packed_rows(packed: Path) -> list[tuple[str, dict]]:
     """(packed shard's source, row) of every packed row, in input order."""
     rows = []
-    for path in packed.glob("*.parquet"):
+    for path in packed.rglob("*.parquet"):
         source = pq.read_schema(path).metadata[b"tokenmill.source"].decode()
         rows.extend((source, r) for r in pq.read_table(path).to_pylist())
     order = {name: i for i, name in enumerate(INPUT_ORDER)}
@@ -94,9 +100,7 @@ def test_packed_rows_have_seq_len_ids_and_join_the_documents(corpus, cli, tmp_pa
     cli("run", corpus, out, *RUN, "--pack", seq_len)
     tok = Tokenizer.load(out / "tokenizer.json")
     rows = check_packing(out, out / "packed", seq_len, tok.eos_id, None)
-    assert sorted(p.name for p in (out / "packed").iterdir()) == sorted(
-        p.name for p in (out / "tokens").iterdir()
-    )
+    assert files_under(out / "packed") == files_under(out / "tokens")
     if seq_len == 100_000:
         assert len(rows) == 1  # the whole corpus is one short row
 
@@ -118,8 +122,8 @@ def test_pack_command_equals_run_pack(corpus, cli, tmp_path):
     out = tmp_path / "out"
     cli("run", corpus, out, *RUN, "--pack", "50")
     cli("pack", out / "tokens", tmp_path / "again", "--seq-len", "50")
-    for path in (out / "packed").iterdir():
-        assert (tmp_path / "again" / path.name).read_bytes() == path.read_bytes()
+    again = output_files(tmp_path / "again")
+    assert again == output_files(out / "packed") and len(again) == len(INPUT_ORDER)
 
 
 def test_pack_needs_bos_in_the_tokenizer(corpus, cli, tmp_path):
@@ -177,12 +181,12 @@ def test_packed_and_bin_outputs_are_in_the_manifest_and_verified(corpus, cli, tm
     out = tmp_path / "out"
     cli("run", corpus, out, *RUN, "--pack", "40", "--format", "bin")
     files = [e["path"] for e in json.loads((out / "manifest.json").read_text())["files"]]
-    assert "packed/a.parquet.parquet" in files and "bin/sub__d.txt.bin" in files
-    assert "bin/sub__d.txt.idx.npy" in files and "bin/index.json" in files
-    before = {p.name: p.read_bytes() for p in (out / "packed").iterdir()}
+    assert "packed/a.parquet" in files and "bin/sub/d.txt.bin" in files
+    assert "bin/sub/d.txt.idx.npy" in files and "bin/index.json" in files
+    before = output_files(out / "packed")
     # A rerun keeps what it can and gives the same packed rows.
     cli("run", corpus, out, *RUN, "--pack", "40", "--format", "bin")
-    assert {p.name: p.read_bytes() for p in (out / "packed").iterdir()} == before
+    assert output_files(out / "packed") == before
     assert "files match the manifest" in cli("verify", out).output
     (out / "packed" / "b.jsonl.parquet").write_bytes(b"garbage")
     result = cli("verify", out, ok=False)

@@ -11,22 +11,27 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
 from realtext import load_sample_texts
+from runs import output_files
 
 from pipeline import executors
-from pipeline.io.readers import list_shards, read_documents
+from pipeline.io.inputs import find_inputs
+from pipeline.io.readers import read_documents
 from pipeline.tokenizer import Tokenizer, word_table
 
 RUN = ("--vocab-size", "600", "--workers")
 
 
 def all_documents(data: Path) -> list[str]:
-    return [d for p in list_shards(data) for b in read_documents(p) for d in b.to_pylist()]
+    return [
+        d for s in find_inputs(data).shards for b in read_documents(s.path) for d in b.to_pylist()
+    ]
 
 
 def token_rows(out: Path) -> list[list[int]]:
+    """Every token shard's ids, in input order (the manifest's)."""
     rows = []
-    for shard in sorted((out / "tokens").glob("*.parquet")):
-        rows.extend(pq.read_table(shard)["ids"].to_pylist())
+    for entry in json.loads((out / "manifest.json").read_text())["outputs"]:
+        rows.extend(pq.read_table(out / entry["path"])["ids"].to_pylist())
     return rows
 
 
@@ -64,7 +69,7 @@ def test_run_writes_every_output_and_ids_decode_to_the_documents(corpus, cli, tm
 def test_token_shards_hold_row_keys_and_16_bit_ids(corpus, cli, tmp_path):
     out = tmp_path / "out"
     cli("run", corpus, out, *RUN, "1")
-    table = pq.read_table(out / "tokens" / "a.parquet.parquet")
+    table = pq.read_table(out / "tokens" / "a.parquet")
     assert str(table.schema.field("ids").type.value_type) == "uint16"
     assert table["row"].to_pylist() == list(range(40))
     assert table["n_tokens"].to_pylist() == [len(r) for r in table["ids"].to_pylist()]
@@ -87,7 +92,7 @@ def test_decode_command_prints_a_documents_text(corpus, cli, tmp_path):
         "--row",
         "3",
     )
-    expected = all_documents(corpus / "b.jsonl")[3] + "<|endoftext|>\n"
+    expected = all_documents(corpus / "b.jsonl")[3]
     assert result.stdout_bytes == expected.encode()
 
 
@@ -99,11 +104,7 @@ def test_no_eos(corpus, cli, tmp_path):
 
 
 def files_bytes(out: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(out).as_posix(): p.read_bytes()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
-    }
+    return output_files(out)
 
 
 @pytest.mark.parametrize("mode", ["byte", "char"])

@@ -5,6 +5,8 @@ SIGKILL at a known point (pipeline.faults), never after a wall-clock delay."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from runs import copy_sample, kill_when_paused, manifest, output_files, temporaries, tokenmill
 
@@ -176,21 +178,49 @@ def test_killed_stage_command_resumes(reference, tmp_path, stage):
     assert temporaries(out) == []
 
 
-def test_temporaries_of_dead_processes_are_removed(reference, tmp_path):
-    import os
-    import subprocess
-    import sys
-
+def test_temporaries_of_killed_runs_are_removed_at_any_depth(reference, tmp_path):
+    # A command holds its folder's lock (a second run is refused at once: see
+    # test_integrity), so every temporary it finds there is a killed run's.
     data, _ = reference
     counts = tmp_path / "counts"
-    counts.mkdir()
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    dead = counts / f".lines.txt.parquet.tmp-{int(gone.stdout)}"
-    live = counts / f".lines.txt.parquet.tmp-{os.getpid()}"
-    dead.write_bytes(b"half a file")
-    live.write_bytes(b"another run's file in the making")
+    (counts / "deep" / "er").mkdir(parents=True)
+    left = [
+        counts / f".lines.txt.parquet.tmp-{os.getpid()}",
+        counts / "deep" / "er" / ".x.parquet.tmp-1-abcd",
+    ]
+    for p in left:
+        p.write_bytes(b"half a file")
     tokenmill("count", data, counts, "--workers", "1")
-    assert not dead.exists()
-    assert live.exists()
+    assert not any(p.exists() for p in left)
+    assert temporaries(counts) == []
+
+
+PRETRAINING = ("--pack", "64", "--format", "bin")
+
+
+@pytest.fixture(scope="module")
+def pretraining_reference(tmp_path_factory):
+    """An uninterrupted run with packed sequences and flat .bin arrays."""
+    root = tmp_path_factory.mktemp("pretraining")
+    data = copy_sample(root / "data")
+    tokenmill("run", data, root / "out", *RUN, *PRETRAINING)
+    return data, root / "out"
+
+
+@pytest.mark.parametrize(("stage", "step"), [("pack", 2), ("bin-write", 1)])
+def test_killed_pack_or_bin_resumes_to_identical_outputs(
+    pretraining_reference, tmp_path, stage, step
+):
+    data, ref_out = pretraining_reference
+    out = tmp_path / "out"
+    # Killed while a packed shard or a .bin file is half-written under its temporary name.
+    kill_when_paused(["run", data, out, *RUN, *PRETRAINING], stage, step, tmp_path)
+    assert temporaries(out), "the kill should leave a temporary to clean up"
+    tokenmill("run", data, out, *RUN, *PRETRAINING)
+    assert temporaries(out) == []
+    assert output_files(out) == output_files(ref_out)
+    assert tokenmill("verify", out).returncode == 0
+    # Dropping --pack and --format bin removes what they wrote.
+    tokenmill("run", data, out, *RUN)
+    assert not (out / "packed").exists() and not (out / "bin").exists()
+    assert temporaries(out) == []

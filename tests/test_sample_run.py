@@ -28,8 +28,7 @@ def test_make_tokenize_on_sample_data_round_trips(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     rows = []
     for entry in manifest["outputs"]:
-        name = entry["shard"].replace("/", "__") + ".parquet"
-        rows.extend(pq.read_table(out / "tokens" / name)["ids"].to_pylist())
+        rows.extend(pq.read_table(out / entry["path"])["ids"].to_pylist())
     texts = load_sample_texts()
     assert len(rows) == len(texts) == manifest["documents"]
     for ids, text in zip(rows, texts, strict=True):

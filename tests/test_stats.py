@@ -13,13 +13,13 @@ from pipeline.tokenizer import Tokenizer
 @pytest.fixture
 def tiny(tmp_path, cli):
     """Two shards. a.jsonl: "aaaa" (web), "ab" (code), "aa" (web), "a" (no source);
-    b.txt (no source column): "ba", "", "b".
+    b.txt (no source column): "ba", "" (a blank line: no document), "b".
 
     Byte mode, vocabulary 258: the 256 bytes, one merge and <|endoftext|> (257).
     Pair counts over the words aaaa, ab, aa, a, ba, b: (a, a) 3 + 1 = 4,
     (a, b) 1, (b, a) 1, so the merge is a + a = "aa" (256). Encoded:
     aaaa -> 256 256 eos; ab -> 97 98 eos; aa -> 256 eos; a -> 97 eos;
-    ba -> 98 97 eos; "" -> eos; b -> 98 eos.
+    ba -> 98 97 eos; b -> 98 eos.
     """
     data = tmp_path / "data"
     data.mkdir()
@@ -51,26 +51,26 @@ def line(name, documents, n_bytes, tokens, text_tokens):
 
 def test_stats_by_hand(tiny):
     s = run_stats(tiny)
-    assert (s["documents"], s["bytes"], s["tokens"], s["text_tokens"]) == (7, 12, 16, 9)
+    assert (s["documents"], s["bytes"], s["tokens"], s["text_tokens"]) == (6, 12, 15, 9)
     assert s["bytes_per_token"] == round(12 / 9, 4)
     assert s["source_column"] == "source"
     assert s["sources"] == [
         line("web", 2, 6, 5, 3),  # aaaa, aa: 256 256 | 256
         line("code", 1, 2, 3, 2),  # ab: 97 98
         line("a.jsonl", 1, 1, 2, 1),  # a: no source, counted under its shard
-        line("b.txt", 3, 3, 6, 3),  # ba, "", b: 98 97 | - | 98
+        line("b.txt", 2, 3, 5, 3),  # ba, b: 98 97 | 98
     ]
-    assert s["shards"] == [line("a.jsonl", 4, 9, 10, 6), line("b.txt", 3, 3, 6, 3)]
-    # Ids used: 97 (a) 3 times, 98 (b) 3, 256 (aa) 3, 257 (eos) 7; ties by id.
+    assert s["shards"] == [line("a.jsonl", 4, 9, 10, 6), line("b.txt", 2, 3, 5, 3)]
+    # Ids used: 97 (a) 3 times, 98 (b) 3, 256 (aa) 3, 257 (eos) 6; ties by id.
     assert s["vocab_size"] == 258 and s["used"] == 4
     assert s["utilization"] == round(4 / 258, 6)
     assert [(t["id"], t["text"], t["count"]) for t in s["top"]] == [
-        (257, "<|endoftext|>", 7),
+        (257, "<|endoftext|>", 6),
         (97, "a", 3),
         (98, "b", 3),
         (256, "aa", 3),
     ]
-    assert s["top"][0]["share"] == round(7 / 16, 6)
+    assert s["top"][0]["share"] == round(6 / 15, 6)
     assert s["never_used"]["count"] == 254
     assert s["never_used"]["ids"] == list(range(20))
     assert s["never_used"]["texts"][:2] == ["\x00", "\x01"]
@@ -78,7 +78,7 @@ def test_stats_by_hand(tiny):
 
 def test_stats_command(tiny, cli, tmp_path):
     text = cli("stats", tiny).stdout
-    assert "7 documents, 12 bytes, 16 tokens (9 not special), 1.333 bytes per token" in text
+    assert "6 documents, 12 bytes, 15 tokens (9 not special), 1.333 bytes per token" in text
     assert "4 of 258 ids used (1.6 %), 254 never used" in text
     assert "id     256  'aa'" in text
     as_json = json.loads(cli("stats", tiny, "--json").stdout)
@@ -134,4 +134,4 @@ def test_sources_beyond_the_limit_are_counted_together(tiny, monkeypatch):
     monkeypatch.setattr(stats, "MAX_SOURCES", 2)
     s = run_stats(tiny)
     assert [x["name"] for x in s["sources"]] == ["web", "code", stats.OTHER]
-    assert s["sources"][2] == line(stats.OTHER, 4, 4, 8, 4)  # a.jsonl's "a" and b.txt
+    assert s["sources"][2] == line(stats.OTHER, 3, 4, 7, 4)  # a.jsonl's "a" and b.txt

@@ -193,7 +193,14 @@ fn train_merges(
     };
     py.detach(|| {
         pool::install(|| {
-            let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref());
+            let (table, base_size) =
+                train::symbolize(&words, &counts, alphabet.as_deref()).map_err(value_error)?;
+            // Ids are u32: the base tokens and merges must all have one.
+            if base_size as u64 + num_merges as u64 > 1 << 32 {
+                return Err(value_error(format!(
+                    "{base_size} base tokens + {num_merges} merges: more ids than 32 bits hold"
+                )));
+            }
             let mut failure = None;
             let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
                 if failure.is_none() {

@@ -93,6 +93,10 @@ const PARALLEL_MIN_WORDS: usize = 2048;
 /// Entries `apply_merge`'s scratch maps may keep capacity for between merges.
 const SCRATCH_CAPACITY: usize = 1024;
 
+/// The most merges `Trainer::train` reserves room for up front (a few
+/// hundred MB of tables); beyond that they grow as merges are made.
+const RESERVE_MERGES: usize = 1 << 22;
+
 /// Heap key: higher count first, then earlier word, then earlier position.
 type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
@@ -104,6 +108,9 @@ pub struct Words {
     buf: Vec<u32>,
     /// Header offsets, in table order.
     starts: Vec<u32>,
+    /// How many merges the words can take at most: each merge joins at least
+    /// one adjacent pair, so no more than the symbols less one per word.
+    max_merges: usize,
 }
 
 /// Header words: the length, then the count's low and high halves.
@@ -122,13 +129,24 @@ fn word_at(at: &[u32]) -> (&[u32], i64) {
 
 impl Words {
     /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
-    fn build(mut symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Self {
+    fn build(
+        mut symbols: impl Iterator<Item = u32>,
+        lens: &[u32],
+        counts: &[u64],
+    ) -> Result<Self, String> {
+        if lens.len() != counts.len() {
+            return Err(format!("{} counts for {} words", counts.len(), lens.len()));
+        }
         let total: usize = lens.iter().map(|&n| n as usize + HEADER).sum();
         // Words are named by u32 offsets: 16 GiB of symbols is beyond any word table.
-        assert!(
-            total <= u32::MAX as usize,
-            "word table too large to train on"
-        );
+        if total > u32::MAX as usize {
+            return Err(format!(
+                "the word table holds {total} symbols and headers, more than the {} \
+                 that training can hold",
+                u32::MAX
+            ));
+        }
+        let max_merges = lens.iter().map(|&n| n.saturating_sub(1) as usize).sum();
         let mut buf = Vec::with_capacity(total);
         let mut starts = Vec::with_capacity(lens.len());
         for (&len, &count) in lens.iter().zip(counts) {
@@ -137,7 +155,11 @@ impl Words {
             buf.extend(symbols.by_ref().take(len as usize));
         }
         debug_assert_eq!(buf.len(), total);
-        Words { buf, starts }
+        Ok(Words {
+            buf,
+            starts,
+            max_merges,
+        })
     }
 
     fn get(&self, w: u32) -> &[u32] {
@@ -145,12 +167,13 @@ impl Words {
     }
 }
 
+#[cfg(test)]
 impl From<Vec<Word>> for Words {
     fn from(words: Vec<Word>) -> Self {
         let lens: Vec<u32> = words.iter().map(|w| w.symbols.len() as u32).collect();
         let counts: Vec<u64> = words.iter().map(|w| w.count).collect();
         let symbols = words.iter().flat_map(|w| w.symbols.iter().copied());
-        Words::build(symbols, &lens, &counts)
+        Words::build(symbols, &lens, &counts).expect("a small test table")
     }
 }
 
@@ -255,13 +278,18 @@ impl Trainer {
     }
 
     /// Train up to `num_merges` merges; stops early when no pair is left.
+    /// Ids are u32: merges stop before the next id would not fit.
     pub fn train(mut self, num_merges: usize, mut progress: impl FnMut(usize)) -> Vec<Pair> {
-        let mut merges = Vec::with_capacity(num_merges);
+        let num_merges = num_merges.min(u32::MAX as usize + 1 - self.token_len.len());
         // Each merge adds a handful of pairs: sizing for that up front saves
-        // rehashing and regrowing (and page faults) along the way.
-        self.stats.reserve(num_merges * 4);
-        self.heap.reserve(num_merges * 8);
-        self.token_len.reserve(num_merges);
+        // rehashing and regrowing (and page faults) along the way. Sized for
+        // the merges the words can take, not for a vocabulary size far beyond
+        // them, and never more than RESERVE_MERGES up front.
+        let expected = num_merges.min(self.words.max_merges).min(RESERVE_MERGES);
+        let mut merges = Vec::with_capacity(expected);
+        self.stats.reserve(expected * 4);
+        self.heap.reserve(expected * 8);
+        self.token_len.reserve(expected);
         while merges.len() < num_merges {
             let Some(pair) = self.best_pair() else { break };
             let new_id = self.token_len.len() as u32;
@@ -491,31 +519,62 @@ pub fn char_alphabet(words: &[&str]) -> Vec<String> {
 }
 
 /// Words as base-symbol sequences: their bytes (`alphabet` None) or their
-/// characters plus end-of-word. Returns the words and the number of base tokens.
-pub fn symbolize(words: &[&str], counts: &[u64], alphabet: Option<&[String]>) -> (Words, u32) {
+/// characters plus end-of-word. Returns the words and the number of base
+/// tokens; an error when the table is too large, or a character of a word (or
+/// the end-of-word marker) is not in `alphabet`.
+pub fn symbolize(
+    words: &[&str],
+    counts: &[u64],
+    alphabet: Option<&[String]>,
+) -> Result<(Words, u32), String> {
     match alphabet {
         None => {
-            let lens: Vec<u32> = words.iter().map(|w| w.len() as u32).collect();
+            let lens = word_lengths(words, |w| w.len())?;
             let symbols = words.iter().flat_map(|w| w.bytes().map(u32::from));
-            (Words::build(symbols, &lens, counts), 256)
+            Ok((Words::build(symbols, &lens, counts)?, 256))
         }
         Some(alphabet) => {
+            let base = u32::try_from(alphabet.len())
+                .map_err(|_| format!("an alphabet of {} characters", alphabet.len()))?;
             let ids: FxHashMap<&str, u32> = alphabet
                 .iter()
                 .enumerate()
                 .map(|(i, s)| (s.as_str(), i as u32))
                 .collect();
-            let end_of_word = ids[END_OF_WORD];
-            let lens: Vec<u32> = words.iter().map(|w| w.chars().count() as u32 + 1).collect();
+            let end_of_word = *ids
+                .get(END_OF_WORD)
+                .ok_or_else(|| format!("the alphabet lacks {END_OF_WORD}"))?;
+            let lens = word_lengths(words, |w| w.chars().count() + 1)?;
             let ids = &ids;
+            let missing = std::cell::Cell::new(None);
             let symbols = words.iter().flat_map(|w| {
+                let missing = &missing;
                 w.chars()
-                    .map(move |c| ids[&*c.encode_utf8(&mut [0u8; 4])])
+                    .map(move |c| {
+                        ids.get(&*c.encode_utf8(&mut [0u8; 4]))
+                            .copied()
+                            .unwrap_or_else(|| {
+                                missing.set(Some(c));
+                                end_of_word
+                            })
+                    })
                     .chain([end_of_word])
             });
-            (Words::build(symbols, &lens, counts), alphabet.len() as u32)
+            let table = Words::build(symbols, &lens, counts)?;
+            match missing.get() {
+                Some(c) => Err(format!("character {c:?} is not in the alphabet")),
+                None => Ok((table, base)),
+            }
         }
     }
+}
+
+/// Each word's length in symbols, as u32.
+fn word_lengths(words: &[&str], len: impl Fn(&str) -> usize) -> Result<Vec<u32>, String> {
+    words
+        .iter()
+        .map(|w| u32::try_from(len(w)).map_err(|_| "a word too long to train on".to_string()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ from pipeline.formats import regex
 from pipeline.formats.bytelevel import from_byte_level, to_byte_level
 from pipeline.io.files import read_json
 from pipeline.io.writers import atomic_path
-from pipeline.tokenizer import END_OF_WORD, UNK, Tokenizer
+from pipeline.tokenizer import END_OF_WORD, UNK, Tokenizer, check_id, id_limit, show
 
 # Stands for `</w>` in char-mode exports (see the module docstring). Python's
 # str.split() splits at it but Hugging Face's WhitespaceSplit does not, and a
@@ -245,34 +245,15 @@ def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
                 raise
             raise unsupported(str(e)) from None
         normalization = _normalization(d.get("normalizer"), unsupported)
-        specials: dict[str, int] = {}
-        for added in d.get("added_tokens") or []:
-            if not added.get("special", False):
-                raise unsupported(
-                    f"added token {added['content']!r} (id {added['id']}) is not special: "
-                    "Hugging Face finds it inside text before BPE, which tokenmill does not do"
-                )
-            specials[added["content"]] = int(added["id"])
-        special_ids = set(specials.values())
-        vocab: list[bytes | None] = [None] * (max(model["vocab"].values(), default=-1) + 1)
-        for text, i in model["vocab"].items():
-            if i in special_ids:
-                continue
-            if i < 0 or vocab[i] is not None:
-                raise TokenmillError(f"{source}: malformed tokenizer file (id {i} twice)")
-            try:
-                vocab[i] = from_byte_level(text)
-            except ValueError:
-                raise unsupported(
-                    f"vocabulary token {text!r} is not written in the byte-level alphabet"
-                ) from None
-        index = {text: i for text, i in model["vocab"].items()}
+        specials = _added_specials(d.get("added_tokens"), source, unsupported)
+        vocab = _vocab(model["vocab"], specials, source, unsupported)
+        index = model["vocab"]
         merges = []
         for k, merge in enumerate(model.get("merges", [])):
             left, right = merge.split(" ") if isinstance(merge, str) else merge
             if left not in index or right not in index:
                 raise TokenmillError(
-                    f"{source}: malformed tokenizer file (merge {k} {merge!r} names a token "
+                    f"{source}: malformed tokenizer file (merge {k} {show(merge)} names a token "
                     "not in the vocabulary)"
                 )
             merges.append((index[left], index[right]))
@@ -296,6 +277,80 @@ def _raise(e: Exception):
     raise e
 
 
+def _added_specials(added_tokens: object, source: str, unsupported) -> dict[str, int]:
+    """The added tokens, all special: {content: id}, ids checked."""
+    if added_tokens is None:
+        return {}
+    if not isinstance(added_tokens, list):
+        raise TokenmillError(f"{source}: malformed tokenizer file (added_tokens is not a list)")
+    specials: dict[str, int] = {}
+    owner: dict[int, str] = {}
+    for added in added_tokens:
+        if not isinstance(added, dict) or not isinstance(added.get("content"), str):
+            raise TokenmillError(f"{source}: malformed tokenizer file (added token {show(added)})")
+        content, i = added["content"], added.get("id")
+        try:
+            check_id(i, f"added token {content!r}")
+        except TokenmillError as e:
+            raise TokenmillError(f"{source}: {e}") from None
+        if not added.get("special", False):
+            raise unsupported(
+                f"added token {content!r} (id {i}) is not special: "
+                "Hugging Face finds it inside text before BPE, which tokenmill does not do"
+            )
+        if content in specials:
+            raise TokenmillError(f"{source}: added token {content!r} is listed twice")
+        if i in owner:
+            raise TokenmillError(
+                f"{source}: added tokens {owner[i]!r} and {content!r} have the same id {i}"
+            )
+        specials[content], owner[i] = i, content
+    return specials
+
+
+def _vocab(model_vocab: object, specials: dict[str, int], source: str, unsupported) -> list:
+    """The model's vocabulary as a list: the bytes of each id, None for ids that
+    are special tokens or unused. Ids are checked before the list is made: an
+    id far beyond the file's tokens would otherwise allocate that many."""
+    if not isinstance(model_vocab, dict):
+        raise TokenmillError(
+            f"{source}: malformed tokenizer file (model.vocab must map tokens to ids)"
+        )
+    try:
+        for text, i in model_vocab.items():
+            check_id(i, f"vocabulary token {text!r}")
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}") from None
+    special_ids = set(specials.values())
+    ids = set(model_vocab.values())
+    n_tokens = len(ids | special_ids)
+    top = max(ids | special_ids, default=-1)
+    if top >= id_limit(n_tokens):
+        name = next((t for t, i in [*model_vocab.items(), *specials.items()] if i == top), "?")
+        raise TokenmillError(
+            f"{source}: token {name!r} has id {top}: a vocabulary of {n_tokens} tokens "
+            f"numbers them below {id_limit(n_tokens)} (gaps are allowed, but not more "
+            "unused ids than tokens)"
+        )
+    vocab: list[bytes | None] = [None] * (max(ids, default=-1) + 1)
+    texts: list[str | None] = [None] * len(vocab)
+    for text, i in model_vocab.items():
+        if i in special_ids:
+            continue
+        if texts[i] is not None:
+            raise TokenmillError(
+                f"{source}: vocabulary tokens {texts[i]!r} and {text!r} have the same id {i}"
+            )
+        texts[i] = text
+        try:
+            vocab[i] = from_byte_level(text)
+        except ValueError:
+            raise unsupported(
+                f"vocabulary token {text!r} is not written in the byte-level alphabet"
+            ) from None
+    return vocab
+
+
 def _check_model(model: dict, unsupported) -> None:
     if model.get("dropout") not in (None, 0, 0.0):
         raise unsupported(f"BPE dropout {model['dropout']} (not deterministic)")
@@ -307,18 +362,23 @@ def _check_model(model: dict, unsupported) -> None:
 
 
 def _normalization(normalizer: dict | None, unsupported) -> str:
+    """ "NFC" or "" (none): the only normalizers byte-level BPE files use (none
+    at all, NFC, or a Sequence of no more than one NFC). Any other changes the
+    text before BPE in ways tokenmill does not reproduce, and is refused."""
     if normalizer is None:
         return ""
-    kind = normalizer.get("type")
-    if kind == "Sequence":
-        forms = [_normalization(n, unsupported) for n in normalizer.get("normalizers", [])]
-        forms = [f for f in forms if f]
-        if len(forms) > 1:
-            raise unsupported(f"normalizers {forms}")
-        return forms[0] if forms else ""
-    if kind == "NFC":
-        return "NFC"
-    raise unsupported(f"normalizer {kind}")
+    steps = [normalizer]
+    if normalizer.get("type") == "Sequence":
+        steps = normalizer.get("normalizers", [])
+        if not isinstance(steps, list):
+            raise unsupported(f"normalizer Sequence of {show(steps)}")
+    kinds = [step.get("type") for step in steps]
+    other = [k for k in kinds if k != "NFC"]
+    if other:
+        raise unsupported(f"normalizer {show(other[0])} (only NFC is supported)")
+    if len(kinds) > 1:
+        raise unsupported(f"normalizers {' + '.join(kinds)}")
+    return "NFC" if kinds else ""
 
 
 def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:

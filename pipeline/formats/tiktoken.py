@@ -32,8 +32,9 @@ from pathlib import Path
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.formats import regex
+from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import atomic_path
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, check_id, id_limit
 
 SUFFIX = ".tiktoken"
 
@@ -61,7 +62,10 @@ def sidecar_path(path: Path) -> Path:
 
 
 def read_ranks(path: Path) -> dict[bytes, int]:
-    """A .tiktoken file as {token bytes: rank}."""
+    """A .tiktoken file as {token bytes: rank}. Ranks are ids: decimal integers,
+    each below `id_limit` of the number of tokens, so that the vocabulary built
+    from them stays in proportion to the file (the public gpt2, cl100k and
+    o200k files number their tokens 0 to n-1)."""
     path = Path(path)
     try:
         lines = path.read_bytes().splitlines()
@@ -69,24 +73,41 @@ def read_ranks(path: Path) -> dict[bytes, int]:
         raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
     ranks: dict[bytes, int] = {}
     seen: set[int] = set()
+    limit = id_limit(len(lines))  # no more tokens than lines
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             token, rank = line.split()
+            if not rank.isdigit():
+                raise ValueError(rank)
             value, rank = base64.b64decode(token, validate=True), int(rank)
         except (ValueError, binascii.Error):
             raise TokenmillError(
                 f"{path}:{n}: malformed .tiktoken line (want base64 token, space, rank): "
                 f"{line[:60]!r}"
             ) from None
-        if not value or rank < 0 or value in ranks or rank in seen:
-            raise TokenmillError(f"{path}:{n}: empty, negative or repeated token or rank")
+        if rank >= limit:
+            raise _rank_too_big(path, n, rank, len(lines))
+        if not value or value in ranks or rank in seen:
+            raise TokenmillError(f"{path}:{n}: empty or repeated token or rank")
         ranks[value] = rank
         seen.add(rank)
     if not ranks:
         raise TokenmillError(f"{path}: no tokens in ranks file")
+    top = max(seen)
+    if top >= id_limit(len(ranks)):  # blank lines made the first check too lenient
+        n = next(n for n, line in enumerate(lines, 1) if line.split()[1:] == [str(top).encode()])
+        raise _rank_too_big(path, n, top, len(ranks))
     return ranks
+
+
+def _rank_too_big(path: Path, n: int, rank: int, tokens: int) -> TokenmillError:
+    return TokenmillError(
+        f"{path}:{n}: rank {rank} is beyond what a file of {tokens} tokens numbers "
+        f"(ranks are ids, below {id_limit(tokens)}: gaps are allowed, but not more unused "
+        "ids than tokens)"
+    )
 
 
 def bpe(ranks: dict[bytes, int], token: bytes, max_rank: int | None = None) -> list[bytes]:
@@ -123,10 +144,18 @@ def from_ranks(
     special_tokens: dict[str, int] | None = None,
     source: str = "ranks",
 ) -> Tokenizer:
-    vocab: list[bytes | None] = [None] * (max(ranks.values()) + 1)
+    top = max(ranks.values())
+    if top >= id_limit(len(ranks)):  # read_ranks checks its own; this is for callers' dicts
+        raise TokenmillError(f"{source}: rank {top} is beyond what {len(ranks)} tokens number")
+    vocab: list[bytes | None] = [None] * (top + 1)
     for value, rank in ranks.items():
         vocab[rank] = value
     specials = dict(special_tokens or {})
+    try:
+        for name, i in specials.items():
+            check_id(i, f"special token {name!r}")
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}") from None
     order = sorted(specials, key=specials.get)
     tok = Tokenizer(
         mode="byte",
@@ -169,16 +198,16 @@ def load(
 
 
 def read_sidecar(path: Path) -> dict:
+    meta = parse_json(read_bytes(path, "tiktoken settings"), path)
     try:
-        meta = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(meta.get("pat_str"), str):
+        if not isinstance(meta, dict) or not isinstance(meta.get("pat_str"), str):
             raise ValueError("no pat_str")
         specials = meta.get("special_tokens", {})
-        if not all(isinstance(k, str) and isinstance(v, int) for k, v in specials.items()):
+        if not isinstance(specials, dict):
             raise ValueError("special_tokens must map strings to ids")
-    except OSError as e:
-        raise TokenmillError(f"{path}: cannot read ({e.strerror})") from None
-    except (ValueError, AttributeError) as e:
+        for name, i in specials.items():
+            check_id(i, f"special token {name!r}")
+    except (ValueError, TokenmillError) as e:
         raise TokenmillError(f"{path}: malformed tiktoken settings file ({e})") from None
     return meta
 

@@ -35,6 +35,8 @@ def parse_json(data: bytes, path: Path) -> object:
         return json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise TokenmillError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise TokenmillError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
 def file_sha256(path: Path) -> str:

@@ -6,13 +6,19 @@ Bad documents (invalid UTF-8, a JSON line that does not parse, a text that is
 null or not a string) raise a TokenmillError naming the file and row, unless
 an `on_skip` callback is given: then each is reported to it and left out, and
 reading carries on. A file that cannot be read at all (truncated gzip, corrupt
-Parquet, no text column) always raises; the caller decides whether to skip it.
+Parquet, no text column) always raises; the caller decides whether to skip it,
+and `skipped_file_documents` says how many documents such a file held.
+
+Suffixes are matched case-insensitively (`A.JSONL.GZ` is JSON Lines, gzipped).
+Blank lines (empty, or only ASCII whitespace) are not documents in text and
+JSON Lines shards: rows count documents, skip reasons name the 1-based line.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +39,24 @@ FORMATS = {
 }
 BATCH_ROWS = 8192
 TEXT_BLOCK_BYTES = 16 << 20
+# Text blocks are read in pieces of this size, so that when a stream breaks
+# (truncated gzip) the lines read before the break are known and counted.
+READ_BYTES = 1 << 18
+# A blank line of a text shard: nothing but ASCII whitespace (bytes.isspace()).
+TEXT_BLANK = r"^[ \t\r\f\v]*$"
+# A blank line of a JSON Lines shard: nothing but JSON whitespace.
+JSONL_BLANK = r"^[ \t\r]*$"
+# The first byte (none: the empty line) of every line either pattern can match.
+_MAYBE_BLANK = pa.array([b"", b" ", b"\t", b"\r", b"\f", b"\v"], pa.large_binary())
+# What reading a file can raise when the file, not a document, is bad.
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 OnSkip = Callable[[dict], None]
 
 
 def shard_format(path: Path) -> str | None:
-    name = path.name
+    """The input format of a file from its suffix, in any case; None if it is no input."""
+    name = Path(path).name.lower()
     for suffix, fmt in FORMATS.items():
         if name.endswith(suffix):
             return fmt
@@ -102,7 +120,10 @@ def read_batches(
 ) -> Iterator[tuple[pa.UInt64Array, pa.LargeStringArray]]:
     """(row numbers, documents) of one shard, batch by batch. Row numbers count
     every document of the shard, so skipped ones leave gaps; `stats["rows"]`,
-    if given, is kept at the number of rows read so far."""
+    if given, is kept at the number of rows read so far. When a text or JSON
+    Lines stream breaks (truncated or corrupt gzip), it is raised to the
+    documents read before the break, those not yet handed out included: a
+    lower bound of the documents the file holds."""
     path = Path(path)
     fmt = shard_format(path)
     readers = {"parquet": _parquet_batches, "jsonl": _jsonl_batches, "text": _text_batches}
@@ -116,7 +137,11 @@ def read_batches(
             yield checked
     except TokenmillError:
         raise
-    except (OSError, pa.ArrowException, EOFError, ValueError) as e:
+    except _StreamBroken as e:
+        if stats is not None:
+            stats["rows"] = row + e.documents
+        raise TokenmillError(f"{path}: cannot read ({_one_line(e.cause)})") from e.cause
+    except (*READ_ERRORS, pa.ArrowException, ValueError) as e:
         raise TokenmillError(f"{path}: cannot read ({_one_line(e)})") from e
 
 
@@ -124,10 +149,37 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def skipped_file_documents(path: Path, rows_read: int) -> dict:
+    """The documents a shard that could not be read (and is skipped whole) is known
+    to hold, as the fields of its skip record: for Parquet, the row count of the
+    footer when the footer reads (exact); otherwise the `rows_read` before the file
+    broke (`stats["rows"]` of `read_batches`), with "lower_bound": True."""
+    path = Path(path)
+    if shard_format(path) == "parquet":
+        try:
+            return {"documents": pq.read_metadata(path).num_rows}
+        except (*READ_ERRORS, pa.ArrowException, ValueError):
+            pass
+    return {"documents": rows_read, "lower_bound": True}
+
+
+class _StreamBroken(Exception):
+    """Reading a text or JSON Lines stream failed (`cause`) after `documents`
+    documents that were read but not yet handed out."""
+
+    def __init__(self, cause: BaseException, documents: int):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.documents = documents
+
+
 def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
     arr = raw.values
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+        arr = pa.chunked_array(
+            [_undictionary(c) for c in arr.chunks], _undictionary_type(arr.type)
+        ).combine_chunks()
+    arr = _undictionary(arr)
     bad = dict(raw.bad)
     if _is_text(arr.type):
         try:
@@ -155,6 +207,16 @@ def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip
         on_skip({"row": first_row + i, "reason": f"{where}: {bad[i]}", "documents": 1})
     keep = pa.array([i not in bad for i in range(len(arr))])
     return rows.filter(keep), arr.filter(keep)
+
+
+def _undictionary(arr: pa.Array) -> pa.Array:
+    """A dictionary-encoded array (as Parquet gives a column written from one, or
+    a categorical) as a plain array of its values, decoded by Arrow."""
+    return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+
+
+def _undictionary_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def _as_binary(arr: pa.Array) -> pa.Array:
@@ -197,16 +259,24 @@ def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]
         yield _Raw(batch.column(0), {})
 
 
-def _line_blocks(path: Path) -> Iterator[tuple[int, bytes, pa.Array]]:
+def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
     """(number of lines before the block, the block, its lines as large_binary),
     in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
-    that is a block of its own."""
+    that is a block of its own. When reading breaks, raises _StreamBroken with
+    the number of whole lines not matching `blank` read since the last block."""
     # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
-    opener = gzip.open if path.name.endswith(".gz") else open
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rb") as stream:
         carry: list[bytes] = []
         before = 0
-        while block := stream.read(TEXT_BLOCK_BYTES):
+        while True:
+            parts: list[bytes] = []
+            try:
+                block = _read_block(stream, parts)
+            except READ_ERRORS as e:
+                raise _StreamBroken(e, _whole_lines(b"".join([*carry, *parts]), blank)) from e
+            if not block:
+                break
             cut = block.rfind(b"\n")
             if cut < 0:
                 carry.append(block)
@@ -220,15 +290,58 @@ def _line_blocks(path: Path) -> Iterator[tuple[int, bytes, pa.Array]]:
             yield before, rest, _split_lines(rest)
 
 
+def _read_block(stream, parts: list[bytes]) -> bytes:
+    """Up to TEXT_BLOCK_BYTES of `stream` (b"" at its end), read in pieces that
+    are appended to `parts` as they come, so that they are known if a read fails."""
+    size = 0
+    while size < TEXT_BLOCK_BYTES:
+        piece = stream.read(min(READ_BYTES, TEXT_BLOCK_BYTES - size))
+        if not piece:
+            break
+        parts.append(piece)
+        size += len(piece)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _whole_lines(data: bytes, blank: str) -> int:
+    """How many whole (newline-ended) lines of `data` do not match `blank`."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return 0
+    lines = _split_lines(data[:end])
+    return len(lines) - _blank_lines(lines, blank).true_count
+
+
+def _blank_lines(lines: pa.Array, blank: str) -> pa.BooleanArray:
+    """Whether each line matches `blank`; the regex runs only on the lines that
+    are empty or begin with whitespace, a cheap test that rules out most lines."""
+    maybe = pc.is_in(pc.binary_slice(lines, 0, 1), value_set=_MAYBE_BLANK)
+    if not maybe.true_count:
+        return maybe
+    matched = pc.match_substring_regex(lines.filter(maybe), pattern=blank)
+    return pc.replace_with_mask(maybe, maybe, matched)
+
+
 def _split_lines(data: bytes) -> pa.Array:
     return pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
 
 
 def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
-    """One document per line; a trailing '\\r' is dropped so CRLF files read the same."""
-    for before, _, lines in _line_blocks(path):
-        lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
-        yield _Raw(lines, {}, list(range(before + 1, before + 1 + len(lines))))
+    """One document per non-blank line; a trailing '\\r' is dropped so CRLF files
+    read the same. A blank line (empty, or only ASCII whitespace) is no document."""
+    for before, _, lines in _line_blocks(path, TEXT_BLANK):
+        blank = _blank_lines(lines, TEXT_BLANK)
+        if blank.true_count:
+            keep = pc.indices_nonzero(pc.invert(blank))
+            if len(keep) == 0:
+                continue
+            lines = lines.take(keep)
+            numbers = pc.add(keep, before + 1).to_pylist()
+        else:
+            numbers = list(range(before + 1, before + 1 + len(lines)))
+        if pc.ends_with(lines, b"\r").true_count:  # a regex on every line costs more
+            lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
+        yield _Raw(lines, {}, numbers)
 
 
 def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
@@ -236,8 +349,8 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
     it refuses is parsed line by line to name (or skip) the bad lines."""
     schema = pa.schema([(column, pa.large_string())])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    for before, data, lines in _line_blocks(path):
-        blank = pc.match_substring_regex(lines, pattern=r"^[ \t\r]*$")
+    for before, data, lines in _line_blocks(path, JSONL_BLANK):
+        blank = _blank_lines(lines, JSONL_BLANK)
         keep = pc.indices_nonzero(pc.invert(blank))
         if len(keep) == 0:
             continue

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.executors import run_tasks
+from pipeline.faults import checkpoint
 from pipeline.io.writers import atomic_path, write_json
 from pipeline.stages.tokens import TokenShard, list_ids, token_shards
 
@@ -32,7 +33,7 @@ FORMAT = "tokenmill-bin"
 
 
 def bin_names(shard: TokenShard) -> tuple[str, str]:
-    stem = shard.path.name.removesuffix(".parquet")
+    stem = shard.name.removesuffix(".parquet")
     return f"{stem}.bin", f"{stem}.idx.npy"
 
 
@@ -52,6 +53,7 @@ def bin_shard(task: BinTask) -> dict:
             flat, offsets = list_ids(batch.column(0))
             f.write(flat.astype(dtype, copy=False).tobytes())
             lengths.append(np.diff(offsets))
+        checkpoint("bin-write", 1)  # tests kill here, with this shard's temporary open
     idx = np.zeros(shard.documents + 1, np.uint64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=idx[1:])
@@ -74,9 +76,12 @@ def run_bin(
     workers: int = 1,
     executor: str = "threads",
     ray_address: str | None = None,
+    names: list[str] | None = None,
 ) -> dict:
+    """Every token shard of `tokens_dir` (or those `names`, relative to it) as
+    flat arrays in `bin_dir`, at the same relative paths."""
     start = time.monotonic()
-    shards = token_shards(tokens_dir)
+    shards = token_shards(tokens_dir, names)
     bin_dir = Path(bin_dir)
     results = run_tasks(
         bin_shard,

@@ -11,19 +11,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
+from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
-from pipeline.io.readers import OnSkip, list_shards, read_documents, shard_name
-from pipeline.io.writers import remove_stale_temporaries
+from pipeline.io.inputs import Inputs, find_inputs, output_name
+from pipeline.io.readers import OnSkip, read_documents
 from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
 from pipeline.stages.state import STATE_KEY, count_key
 from pipeline.tokenizer import word_table
 
 SOURCE_KEY = b"tokenmill.source"
-
-
-def output_name(name: str) -> str:
-    """A flat file name for a shard's relative path."""
-    return name.replace("/", "__") + ".parquet"
 
 
 @dataclass(frozen=True)
@@ -67,20 +63,15 @@ def count_shard(task: CountTask) -> dict:
     return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
 
 
-def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
+def run_count(data: Path | Inputs, counts_dir: Path, config: Config) -> dict:
+    """Count every input of `data` (a folder or file, or the Inputs found in it)."""
     start = time.monotonic()
-    shards = list_shards(data, config.glob)
-    remove_stale_temporaries(Path(counts_dir))
-    split = split_shards(shards, config)
+    if not isinstance(data, Inputs):
+        data = find_inputs(data, config.glob, exclude=(Path(counts_dir),))
+    split = split_shards(data.shards, config)
     tasks = [
-        CountTask(
-            p,
-            shard_name(p, data),
-            Path(counts_dir) / output_name(shard_name(p, data)),
-            config,
-            split,
-        )
-        for p in shards
+        CountTask(s.path, s.name, Path(counts_dir) / output_name(s.name), config, split)
+        for s in data.shards
     ]
     results = run_tasks(
         count_shard,
@@ -91,9 +82,12 @@ def run_count(data: Path, counts_dir: Path, config: Config) -> dict:
         desc="count",
         size=shard_size,
     )
-    return stage_summary("count", results, time.monotonic() - start)
+    return stage_summary("count", results, time.monotonic() - start, not_read=data.not_read)
 
 
 def shard_source(counts_file: Path) -> str:
-    meta = pq.read_schema(counts_file).metadata or {}
+    try:
+        meta = pq.read_schema(counts_file).metadata or {}
+    except (OSError, ValueError) as e:
+        raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
     return meta.get(SOURCE_KEY, Path(counts_file).stem.encode()).decode()

@@ -19,9 +19,8 @@ from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
 from pipeline.formats import load_any
-from pipeline.io.readers import OnSkip, list_shards, read_batches, shard_name
-from pipeline.io.writers import remove_stale_temporaries
-from pipeline.stages.count import output_name
+from pipeline.io.inputs import Inputs, find_inputs, output_name
+from pipeline.io.readers import OnSkip, read_batches
 from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
 from pipeline.stages.state import STATE_KEY, encode_key
 from pipeline.tokenizer import ENDOFTEXT, Tokenizer
@@ -80,8 +79,11 @@ def encode_shard(task: EncodeTask) -> dict:
     return shard_task(task.shard, task.name, task.out, c, encode_key(c, tok.sha256), write)
 
 
-def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config) -> dict:
-    """`tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads."""
+def run_encode(
+    data: Path | Inputs, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config
+) -> dict:
+    """Encode every input of `data` (a folder or file, or the Inputs found in it).
+    `tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads."""
     start = time.monotonic()
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_any(tokenizer)
     if config.eos and ENDOFTEXT not in tok.special_tokens:
@@ -89,19 +91,12 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
             f"{tokenizer if isinstance(tokenizer, Path) else 'the tokenizer'} has no "
             f"{ENDOFTEXT} special token to end each document with (use --no-eos)"
         )
-    remove_stale_temporaries(Path(tokens_dir))
-    shards = list_shards(data, config.glob)
-    split = split_shards(shards, config)
+    if not isinstance(data, Inputs):
+        data = find_inputs(data, config.glob, exclude=(Path(tokens_dir),))
+    split = split_shards(data.shards, config)
     tasks = [
-        EncodeTask(
-            p,
-            shard_name(p, data),
-            Path(tokens_dir) / output_name(shard_name(p, data)),
-            tok,
-            config,
-            split,
-        )
-        for p in shards
+        EncodeTask(s.path, s.name, Path(tokens_dir) / output_name(s.name), tok, config, split)
+        for s in data.shards
     ]
     results = run_tasks(
         encode_shard,
@@ -118,4 +113,6 @@ def run_encode(data: Path, tokens_dir: Path, tokenizer: Path | Tokenizer, config
         time.monotonic() - start,
         tokens=sum(r.get("tokens", 0) for r in results),
         tokenizer_sha256=tok.sha256,
+        normalizer=tok.normalizer,
+        not_read=data.not_read,
     )

@@ -4,6 +4,7 @@ and `verify`, which checks a folder against its manifest."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -81,27 +82,68 @@ def base_manifest(data: Path, config_dict: dict, steps: str) -> dict:
     }
 
 
-def verify(out: Path) -> tuple[int, list[str]]:
-    """(number of files checked, what differs) for OUT against OUT/manifest.json."""
-    out = Path(out)
+def read_manifest(out: Path) -> dict:
+    """OUT/manifest.json, checked to have the shape `run` writes: one line names
+    the file and what is wrong otherwise."""
+    path = Path(out) / MANIFEST
     try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as e:
-        raise TokenmillError(f"{out / MANIFEST}: cannot read ({e.strerror})") from None
-    except ValueError as e:
-        raise TokenmillError(f"{out / MANIFEST}: not valid JSON ({e})") from None
+        raise TokenmillError(f"{path}: cannot read ({e.strerror})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise TokenmillError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("data"), str):
+        raise TokenmillError(f'{path}: not a tokenmill manifest (no "data" folder)')
+    for group in ("inputs", "outputs", "counts", "files"):
+        entries = manifest.get(group, [])
+        if not isinstance(entries, list) or not all(_is_entry(e) for e in entries):
+            raise TokenmillError(
+                f"{path}: not a tokenmill manifest ({group!r} is not a list of "
+                "entries with a path and a sha256)"
+            )
+    if "tokenizer" in manifest and not _is_entry(manifest["tokenizer"]):
+        raise TokenmillError(f"{path}: not a tokenmill manifest (bad 'tokenizer' entry)")
+    return manifest
+
+
+def _is_entry(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("path"), str)
+        and isinstance(entry.get("sha256"), str)
+        and isinstance(entry.get("bytes", 0), int)
+    )
+
+
+def listed_outputs(manifest: dict) -> list[dict]:
+    """Every output entry of a manifest (token shards, count tables, files, tokenizer)."""
+    outputs = [e for group in ("outputs", "counts", "files") for e in manifest.get(group, [])]
+    if "tokenizer" in manifest:
+        outputs.append(manifest["tokenizer"])
+    return outputs
+
+
+def verify(out: Path) -> tuple[int, list[str]]:
+    """(number of files checked, what differs) for OUT against OUT/manifest.json:
+    inputs and outputs missing or changed, and files under OUT it does not list."""
+    from pipeline.io.lock import LOCK
+    from pipeline.stages.layout import REPORT, with_state_files
+
+    out = Path(out)
+    manifest = read_manifest(out)
     data = Path(manifest["data"])
     checks = []
     for entry in manifest.get("inputs", []):
         root = data if data.is_dir() else data.parent
         path = data if data.is_file() and entry["path"] == data.name else root / entry["path"]
         checks.append(("input", entry["path"], path, entry))
-    outputs = [e for group in ("outputs", "counts", "files") for e in manifest.get(group, [])]
-    if "tokenizer" in manifest:
-        outputs.append(manifest["tokenizer"])
-    for entry in outputs:
+    listed = {out / MANIFEST, out / LOCK, out / REPORT}
+    for entry in listed_outputs(manifest):
         path = out / entry["path"]  # an absolute path stays itself
         checks.append(("output", entry["path"], path, entry))
+        listed.add(path)
     differences = []
     for kind, name, path, entry in checks:
         if not path.is_file():
@@ -114,4 +156,15 @@ def verify(out: Path) -> tuple[int, list[str]]:
         sha = file_sha256(path)
         if sha != entry["sha256"]:
             differences.append(f"{kind} {name}: changed, sha256 {sha}, was {entry['sha256']}")
+    known = {Path(os.path.abspath(p)) for p in with_state_files(listed)}
+    data_root = os.path.realpath(data)
+    for root, dirs, files in os.walk(out):
+        if os.path.realpath(root) == data_root:
+            dirs.clear()  # DATA inside OUT is refused by run; never list inputs as extras
+            continue
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root) / name
+            if Path(os.path.abspath(path)) not in known:
+                differences.append(f"extra {path.relative_to(out).as_posix()}: not in the manifest")
     return len(checks), differences

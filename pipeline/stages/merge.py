@@ -26,7 +26,7 @@ def count_files(counts_dir: Path) -> list[Path]:
     counts_dir = Path(counts_dir)
     if not counts_dir.is_dir():
         raise TokenmillError(f"{counts_dir}: no such directory")
-    files = [p for p in counts_dir.glob("*.parquet") if not p.name.startswith(".")]
+    files = [p for p in counts_dir.rglob("*.parquet") if not p.name.startswith(".")]
     if not files:
         raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
     return sorted(files, key=shard_source)
@@ -74,7 +74,12 @@ def run_merge(
     if not reused:
         with atomic_path(Path(counts_file)) as tmp:
             # LZ4: the table is written once and read once, right away, by train.
-            merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
+            try:
+                merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
+            except pl.exceptions.PolarsError as e:
+                raise TokenmillError(
+                    f"{counts_file}: cannot merge the count tables ({e})"
+                ) from None
         record_file(counts_file, key)
     words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)

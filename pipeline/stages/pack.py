@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.errors import TokenmillError
+from pipeline.faults import checkpoint
 from pipeline.io.writers import atomic_path
 from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
 from pipeline.tokenizer import BOS, ENDOFTEXT, Tokenizer
@@ -208,8 +209,10 @@ def run_pack(
     *,
     bos: bool = False,
     tokenizer: Path | Tokenizer | None = None,
+    names: list[str] | None = None,
 ) -> dict:
-    """Pack every token shard of `tokens_dir` into `packed_dir` (same file names).
+    """Pack every token shard of `tokens_dir` (or those `names`, relative to it)
+    into `packed_dir` (same relative paths).
 
     `tokenizer`: the one the shards were encoded with (a Tokenizer or a file);
     default: tokenizer.json beside `tokens_dir`.
@@ -217,7 +220,7 @@ def run_pack(
     start = time.monotonic()
     if seq_len < 1:
         raise TokenmillError(f"--pack/--seq-len must be at least 1, not {seq_len}")
-    shards = token_shards(tokens_dir)
+    shards = token_shards(tokens_dir, names)
     if isinstance(tokenizer, Tokenizer):
         tok = tokenizer
         if tok.sha256 != shards[0].sha256:
@@ -237,7 +240,7 @@ def run_pack(
     results = []
     for i, shard in enumerate(tqdm(shards, desc="pack", unit="shard", disable=None, leave=False)):
         schema = packed_schema(tok, shard, seq_len, bos_id)
-        out = Path(packed_dir) / shard.path.name
+        out = Path(packed_dir) / shard.name
         first, tokens = packer.sequences, 0
         with (
             atomic_path(out) as tmp,
@@ -250,6 +253,7 @@ def run_pack(
                 tokens += len(ids)
                 if nrows:
                     writer.write_table(packer.table(schema, ids, pieces, nrows))
+            checkpoint("pack", i + 1)  # tests kill here, with this shard's temporary open
             if i == len(shards) - 1:
                 ids, pieces, nrows = packer.finish()
                 last_row = len(ids) if nrows else seq_len

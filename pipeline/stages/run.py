@@ -15,13 +15,17 @@ from pathlib import Path
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.formats import load_any
-from pipeline.io.readers import list_shards, shard_name
+from pipeline.io.inputs import check_overlap, find_inputs
+from pipeline.io.lock import output_lock
 from pipeline.stages.binfmt import INDEX, run_bin
-from pipeline.stages.count import output_name, run_count
+from pipeline.stages.count import run_count
 from pipeline.stages.encode import run_encode
+from pipeline.stages.layout import MANIFEST, clean_temporaries, output_paths, remove_stale
 from pipeline.stages.manifest import (
     base_manifest,
     file_entry,
+    listed_outputs,
+    read_manifest,
     relative,
     shard_outputs,
     write_manifest,
@@ -34,32 +38,30 @@ from pipeline.tokenizer import Tokenizer
 STEPS = ("all", "count", "encode")
 
 
-def output_paths(out: Path) -> dict[str, Path]:
-    out = Path(out)
-    return {
-        "counts_dir": out / "counts",
-        "counts_file": out / "counts.parquet",
-        "tokenizer": out / "tokenizer.json",
-        "tokens_dir": out / "tokens",
-        "packed_dir": out / "packed",
-        "bin_dir": out / "bin",
-        "manifest": out / "manifest.json",
-    }
+def check_previous_data(out: Path, data: Path, previous: dict, force: bool) -> None:
+    """Refuse an OUT whose outputs came from another DATA (unless --force):
+    a run would otherwise replace them without a word."""
+    manifest = Path(out) / MANIFEST
+    before = None
+    if manifest.is_file():
+        try:
+            before = read_manifest(out)["data"]
+        except TokenmillError:
+            before = None  # a damaged manifest: the lock file may still say
+    before = before or previous.get("data")
+    here = str(Path(data).resolve())
+    if before and before != here and not force:
+        raise TokenmillError(
+            f"{out}: holds the outputs of another DATA ({before}); give another OUT, "
+            "or --force to replace them"
+        )
 
 
-def remove_stale_outputs(folder: Path, keep: set[str]) -> list[str]:
-    """Shard outputs in `folder` whose input shard is gone (or was skipped)."""
-    removed = []
-    if folder.is_dir():
-        for p in sorted(folder.glob("*.parquet")):
-            if p.name not in keep and not p.name.startswith("."):
-                p.unlink()
-                removed.append(p.name)
-    return removed
-
-
-def pretraining_steps(paths: dict[str, Path], config: Config, tok: Tokenizer) -> list:
-    """--pack and --format bin: stages after encode, over the token shards."""
+def pretraining_steps(
+    paths: dict[str, Path], config: Config, tok: Tokenizer, names: list[str]
+) -> list:
+    """--pack and --format bin: stages after encode, over the token shards `names`
+    (paths relative to tokens/) that this run wrote or kept."""
     steps = []
     if config.pack:
         steps.append(
@@ -69,6 +71,7 @@ def pretraining_steps(paths: dict[str, Path], config: Config, tok: Tokenizer) ->
                 config.pack,
                 bos=config.bos,
                 tokenizer=tok,
+                names=names,
             )
         )
     if config.format == "bin":
@@ -79,6 +82,7 @@ def pretraining_steps(paths: dict[str, Path], config: Config, tok: Tokenizer) ->
                 workers=config.n_workers,
                 executor=config.executor,
                 ray_address=config.ray_address,
+                names=names,
             )
         )
     return steps
@@ -100,18 +104,41 @@ def run_all(
     on_stage=None,
     *,
     steps: str = "all",
-    tokenizer: Path | None = None,
+    tokenizer: Path | Tokenizer | None = None,
+    load_options: dict | None = None,
+    on_note=None,
 ) -> dict:
-    """The pipeline's `steps`; `on_stage(summary)` is called as each stage ends."""
-    start = time.monotonic()
+    """The pipeline's `steps`; `on_stage(summary)` is called as each stage ends and
+    `on_note(line)` with what the user should know (files not read, stale files
+    removed). OUT is locked for the run: a second run into it fails at once."""
     if steps not in STEPS:
         raise TokenmillError(f"steps must be one of {', '.join(STEPS)}, not {steps!r}")
     if (steps == "encode") != (tokenizer is not None):
         raise TokenmillError("give a tokenizer to encode only, and only then")
+    data, out = Path(data), Path(out)
+    if not data.exists():
+        raise TokenmillError(f"{data}: no such file or directory")
+    check_overlap(data, out)
+    with output_lock(out) as lock:
+        check_previous_data(out, data, lock.previous, config.force)
+        lock.record(data)
+        tok = tokenizer
+        if isinstance(tokenizer, Path | str):
+            tok = load_any(Path(tokenizer), **(load_options or {}))
+        return _run_locked(
+            data, out, config, on_stage, steps, tokenizer, tok, on_note or (lambda _: None)
+        )
+
+
+def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dict:
+    start = time.monotonic()
     paths = output_paths(out)
-    Path(out).mkdir(parents=True, exist_ok=True)
-    shards = list_shards(data, config.glob)
-    names = {output_name(s) for s in (shard_name(p, data) for p in shards)}
+    inputs = find_inputs(data, config.glob, exclude=(out,))
+    if summary := inputs.not_read_summary():
+        note(summary)
+    clean_temporaries(out)
+    # The old manifest no longer describes OUT once any output changes.
+    paths["manifest"].unlink(missing_ok=True)
     stages: dict[str, dict] = {}
 
     def stage(summary: dict) -> dict:
@@ -122,8 +149,7 @@ def run_all(
 
     manifest = base_manifest(data, config.to_dict(), steps)
     if steps in ("all", "count"):
-        count = stage(run_count(data, paths["counts_dir"], config))
-        remove_stale_outputs(paths["counts_dir"], names)
+        count = stage(run_count(inputs, paths["counts_dir"], config))
         tables = [Path(r["output"]["file"]) for r in count["shards"] if r["output"]]
         merge = stage(
             run_merge(
@@ -139,23 +165,28 @@ def run_all(
     if steps == "all":
         stage(run_train(paths["counts_file"], paths["tokenizer"], config))
         tokenizer = paths["tokenizer"]
-    if steps in ("all", "encode"):
         tok = load_any(tokenizer)
-        encode = stage(run_encode(data, paths["tokens_dir"], tok, config))
-        remove_stale_outputs(paths["tokens_dir"], names)
-        manifest["tokenizer"] = file_entry(tokenizer, out)
+    if steps in ("all", "encode"):
+        encode = stage(run_encode(inputs, paths["tokens_dir"], tok, config))
+        if isinstance(tokenizer, Path | str):
+            tokenizer = Path(tokenizer)
+            manifest["tokenizer"] = file_entry(tokenizer, out)
         manifest["tokenizer_sha256"] = tok.sha256
+        manifest["normalizer"] = tok.normalizer
         manifest["outputs"] = shard_outputs(encode, out)
-        for step in pretraining_steps(paths, config, tok):
+        written = [r["output"]["file"] for r in encode["shards"] if r["output"]]
+        names = [Path(f).relative_to(paths["tokens_dir"]).as_posix() for f in written]
+        for step in pretraining_steps(paths, config, tok, names):
             manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))
-        if config.pack:
-            remove_stale_outputs(paths["packed_dir"], names)
     reader = stages["encode"] if "encode" in stages else stages["count"]
     manifest["inputs"] = [r["input"] for r in reader["shards"]]
+    manifest["not_read"] = inputs.not_read
     skipped = reader["skipped"]
     manifest["documents_in"] = reader["documents"] + sum(s["documents"] for s in skipped)
     manifest["documents"] = reader["documents"]
     manifest["documents_skipped"] = sum(s["documents"] for s in skipped)
+    # A stream that broke mid-file had at least the documents read before it.
+    manifest["documents_in_lower_bound"] = any(s.get("lower_bound") for s in skipped)
     manifest["skipped"] = skipped
     if "encode" in stages:
         manifest["tokens"] = stages["encode"]["tokens"]
@@ -172,6 +203,14 @@ def run_all(
         }
         for name, s in stages.items()
     }
+    keep = {out / e["path"] for e in listed_outputs(manifest)}
+    if removed := remove_stale(out, keep):
+        note(
+            f"removed {len(removed)} stale file{'s' if len(removed) > 1 else ''} from {out} "
+            f"(outputs of removed inputs or of stages not run): "
+            + ", ".join(p.relative_to(out).as_posix() for p in removed[:5])
+            + (", ..." if len(removed) > 5 else "")
+        )
     manifest["seconds"] = round(time.monotonic() - start, 3)
     path = write_manifest(manifest, out)
     return {
@@ -181,5 +220,5 @@ def run_all(
         "documents": manifest["documents"],
         "tokens": manifest.get("tokens", 0),
         "skipped": skipped,
-        "tokenizer": relative(tokenizer, out) if tokenizer else None,
+        "tokenizer": relative(tokenizer, out) if isinstance(tokenizer, Path) else None,
     }

@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
-from pipeline.errors import TokenmillError
+from pipeline.errors import TokenmillError, WriteError
 from pipeline.io.files import file_sha256, fingerprint
-from pipeline.io.readers import OnSkip
+from pipeline.io.readers import OnSkip, skipped_file_documents
 from pipeline.io.writers import atomic_path
-from pipeline.stages.state import reusable_shard, shard_state
+from pipeline.stages.state import record_output, reusable_shard, shard_state
 
 # write(tmp, on_skip, stats, state) -> result: reads the shard (passing on_skip
 # and stats to the reader), writes the output to tmp with `state(result)` in
@@ -22,8 +22,9 @@ from pipeline.stages.state import reusable_shard, shard_state
 Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
 
 
-def output_record(out: Path) -> dict:
-    return {"file": str(out), "rows": pq.read_metadata(out).num_rows, "sha256": file_sha256(out)}
+def output_record(out: Path, sha256: str | None = None) -> dict:
+    sha256 = sha256 or file_sha256(out)
+    return {"file": str(out), "rows": pq.read_metadata(out).num_rows, "sha256": sha256}
 
 
 def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, write: Writer) -> dict:
@@ -54,17 +55,20 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
         with atomic_path(out) as tmp:
             result = write(tmp, on_skip if config.on_error == "skip" else None, stats, state)
     except TokenmillError as e:
-        if config.on_error != "skip":
+        if config.on_error != "skip" or isinstance(e, WriteError):
             raise
         out.unlink(missing_ok=True)  # an output of an earlier version of the file
-        skip = {"shard": name, "row": None, "reason": str(e), "documents": stats["rows"]}
+        # The documents it is known to hold: exact from a Parquet footer, else those
+        # read before it broke ("lower_bound": True).
+        known = skipped_file_documents(shard, stats["rows"])
+        skip = {"shard": name, "row": None, "reason": str(e), **known}
         return {"shard": name, "input": source, "output": None, "reused": False, "skipped": [skip]}
     return {
         **result,
         "skipped": skipped,
         "shard": name,
         "input": source,
-        "output": output_record(out),
+        "output": output_record(out, record_output(out)),
         "reused": False,
     }
 

@@ -29,7 +29,13 @@ import pyarrow.compute as pc
 from pipeline.errors import TokenmillError
 from pipeline.io.columns import has_column, read_column
 from pipeline.io.readers import read_batches
-from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
+from pipeline.stages.tokens import (
+    TokenShard,
+    list_ids,
+    manifest_token_shards,
+    shard_tokenizer,
+    token_shards,
+)
 from pipeline.tokenizer import Tokenizer
 
 TOP = 20
@@ -110,7 +116,11 @@ def corpus_stats(
 ) -> CorpusStats:
     start = time.monotonic()
     out = Path(out)
-    shards = token_shards(out / "tokens")
+    # What the manifest lists, never a stray file in tokens/ (verify reports those).
+    if (out / "manifest.json").is_file():
+        shards = manifest_token_shards(out)
+    else:
+        shards = token_shards(out / "tokens")
     tok = shard_tokenizer(shards[0], tokenizer)
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")

@@ -25,6 +25,7 @@ BATCH_ROWS = 8192
 @dataclass(frozen=True)
 class TokenShard:
     path: Path
+    name: str  # its path relative to its tokens folder (output_name of its source)
     source: str  # the input shard's name (its path relative to DATA)
     sha256: str  # of the tokenizer it was encoded with
     vocab_size: int
@@ -41,7 +42,7 @@ class TokenShard:
             raise TokenmillError(f"{self.path}: cannot read token shard ({e})") from None
 
 
-def open_token_shard(path: Path) -> TokenShard:
+def open_token_shard(path: Path, name: str | None = None) -> TokenShard:
     path = Path(path)
     try:
         pf = pq.ParquetFile(path)
@@ -54,6 +55,7 @@ def open_token_shard(path: Path) -> TokenShard:
     id_type = schema.field("ids").type.value_type
     return TokenShard(
         path=path,
+        name=name or path.name,
         source=meta.get(SOURCE, path.stem.encode()).decode(),
         sha256=meta[SHA256].decode(),
         vocab_size=int(meta.get(VOCAB_SIZE, b"0")),
@@ -62,21 +64,45 @@ def open_token_shard(path: Path) -> TokenShard:
     )
 
 
-def token_shards(tokens_dir: Path) -> list[TokenShard]:
+def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[TokenShard]:
     """The token shards of a folder in input order (sorted by input shard name, the
-    order `encode` read them in), all encoded with the same tokenizer."""
+    order `encode` read them in), all encoded with the same tokenizer: exactly
+    `names` (paths relative to the folder) when given, else every Parquet file
+    under it."""
     tokens_dir = Path(tokens_dir)
     if not tokens_dir.is_dir():
         raise TokenmillError(f"{tokens_dir}: no such folder of token shards")
-    shards = [
-        open_token_shard(p) for p in tokens_dir.glob("*.parquet") if not p.name.startswith(".")
-    ]
+    if names is None:
+        names = sorted(
+            p.relative_to(tokens_dir).as_posix()
+            for p in tokens_dir.rglob("*.parquet")
+            if not any(part.startswith(".") for part in p.relative_to(tokens_dir).parts)
+        )
+    shards = [open_token_shard(tokens_dir / name, name) for name in names]
     if not shards:
         raise TokenmillError(f"{tokens_dir}: no token shards (run `tokenmill encode` first)")
     shards.sort(key=lambda s: s.source)
     if len({s.sha256 for s in shards}) > 1:
         raise TokenmillError(f"{tokens_dir}: the shards were encoded with different tokenizers")
     return shards
+
+
+def manifest_token_shards(out: Path) -> list[TokenShard]:
+    """The token shards a `run` output folder's manifest lists, and only those
+    (a stray file in tokens/ is not read; `verify` reports it)."""
+    from pipeline.stages.manifest import read_manifest
+
+    out = Path(out)
+    manifest = read_manifest(out)
+    names = []
+    for entry in manifest.get("outputs", []):
+        path = Path(entry["path"])
+        if path.parts[:1] != ("tokens",):
+            raise TokenmillError(f"{out}/manifest.json: output {entry['path']!r} is not in tokens/")
+        names.append(path.relative_to("tokens").as_posix())
+    if not names:
+        raise TokenmillError(f"{out}: the manifest lists no token shards (run `tokenmill run`)")
+    return token_shards(out / "tokens", names)
 
 
 def shard_tokenizer(
@@ -86,7 +112,11 @@ def shard_tokenizer(
     tokenizer.json of the `run` output folder holding the shard; either way its
     sha256 must be the one recorded in the shard."""
     if tokenizer_file is None:
-        tokenizer_file = shard.path.parent.parent / TOKENIZER_NAME
+        # The `run` folder holding the shard: the parent of the tokens/ it is under.
+        folders = [p for p in shard.path.parents if p.name == "tokens"]
+        candidates = [p.parent / TOKENIZER_NAME for p in folders]
+        found = [c for c in candidates if c.is_file()]
+        tokenizer_file = found[0] if found else shard.path.parent.parent / TOKENIZER_NAME
         if not tokenizer_file.is_file():
             raise TokenmillError(
                 f"{shard.path}: no {TOKENIZER_NAME} beside its folder; give --tokenizer"
@@ -111,14 +141,48 @@ def list_ids(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def read_row(shard: TokenShard, row: int) -> list[int]:
-    """The ids of row `row` (0-based) of a token shard."""
-    if not 0 <= row < shard.documents:
-        raise TokenmillError(
-            f"--row {row} is out of range: {shard.path} has {shard.documents} rows"
-        )
-    seen = 0
-    for batch in shard.batches(columns=("ids",)):
-        if row < seen + batch.num_rows:
-            return batch.column(0)[row - seen].as_py()
-        seen += batch.num_rows
-    raise TokenmillError(f"{shard.path}: row {row} is missing")  # pragma: no cover
+    """The ids of the document at row `row` of its input shard: the token shard's
+    row whose `row` column is `row`, not the row at that position (a skipped
+    document leaves a gap). Row groups whose statistics rule it out are not read."""
+    import pyarrow.compute as pc
+
+    from pipeline.io.files import parquet_json_metadata
+    from pipeline.stages.state import STATE_KEY
+
+    last = -1  # the highest row seen
+    try:
+        pf = pq.ParquetFile(shard.path)
+        meta = pf.metadata
+        leaves = [meta.schema.column(i).path for i in range(meta.num_columns)]
+        if "row" not in leaves:
+            raise TokenmillError(f"{shard.path}: no row column; not a token shard of encode")
+        leaf = leaves.index("row")
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(leaf).statistics
+            if stats is not None and stats.has_min_max:
+                last = max(last, stats.max)
+                if not stats.min <= row <= stats.max:
+                    continue
+            for batch in pf.iter_batches(
+                BATCH_ROWS, row_groups=[group], columns=["row", "ids"], use_threads=False
+            ):
+                rows = batch.column(0)
+                if len(rows) == 0:
+                    continue
+                last = max(last, pc.max(rows).as_py())
+                if 0 <= row < 2**64:
+                    at = pc.index(rows, pa.scalar(row, rows.type)).as_py()
+                    if at >= 0:
+                        return batch.column(1)[at].as_py()
+    except (OSError, pa.ArrowException) as e:
+        raise TokenmillError(f"{shard.path}: cannot read token shard ({e})") from None
+    state = parquet_json_metadata(shard.path, STATE_KEY)
+    result = state.get("result") if isinstance(state, dict) else None
+    skips = result.get("skipped") if isinstance(result, dict) else None
+    for skip in skips if isinstance(skips, list) else []:
+        if isinstance(skip, dict) and skip.get("row") == row:
+            raise TokenmillError(
+                f"row {row} is not in {shard.path}: it was skipped ({skip.get('reason')})"
+            )
+    rows = f"rows 0..{last}" if last >= 0 else "it has no rows"
+    raise TokenmillError(f"row {row} is not in {shard.path} (skipped, or out of range: {rows})")

@@ -1,0 +1,89 @@
+"""The output folder of `run`: where each output goes, and keeping the folder
+to exactly what the run's manifest lists.
+
+    OUT/counts/<input path>.parquet   one count table per input (output_name)
+    OUT/counts.parquet                the merged table
+    OUT/tokenizer.json
+    OUT/tokens/<input path>.parquet   one token shard per input
+    OUT/packed/<input path>.parquet   --pack
+    OUT/bin/<input path>.bin, .idx.npy, index.json   --format bin
+    OUT/manifest.json
+    OUT/.tokenmill.lock               io/lock.py
+
+Beside each file a run may keep sits its state file `.NAME.state.json`
+(stages/state.py). Anything else in tokenmill's folders is stale (the
+output of an input since removed, of a stage not run this time, or a
+temporary of a killed run) and is removed by the run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.io.writers import remove_temporaries
+from pipeline.stages.state import state_file
+
+MANIFEST = "manifest.json"
+REPORT = "report.html"  # written by `tokenmill report` after a run
+FOLDERS = ("counts", "tokens", "packed", "bin")
+FILES = ("counts.parquet", "tokenizer.json", REPORT)
+
+
+def output_paths(out: Path) -> dict[str, Path]:
+    out = Path(out)
+    return {
+        "counts_dir": out / "counts",
+        "counts_file": out / "counts.parquet",
+        "tokenizer": out / "tokenizer.json",
+        "tokens_dir": out / "tokens",
+        "packed_dir": out / "packed",
+        "bin_dir": out / "bin",
+        "manifest": out / MANIFEST,
+    }
+
+
+def with_state_files(paths: set[Path]) -> set[Path]:
+    return paths | {state_file(p) for p in paths}
+
+
+def tokenmill_files(out: Path) -> list[Path]:
+    """Every file in tokenmill's folders and top-level names of OUT."""
+    out = Path(out)
+    found = []
+    for name in FILES:
+        for p in (out / name, state_file(out / name)):
+            if p.is_file() or p.is_symlink():
+                found.append(p)
+    for folder in FOLDERS:
+        for root, _, files in os.walk(out / folder):
+            found.extend(Path(root) / f for f in files)
+    return found
+
+
+def remove_stale(out: Path, keep: set[Path]) -> list[Path]:
+    """Remove every file of tokenmill's under OUT that is not in `keep` (nor a
+    state file of one), then the folders left empty. Returns what was removed."""
+    keep = {Path(os.path.abspath(p)) for p in with_state_files(set(keep))}
+    removed = []
+    for p in tokenmill_files(out):
+        if Path(os.path.abspath(p)) not in keep:
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    for folder in FOLDERS:
+        for root, dirs, _ in os.walk(Path(out) / folder, topdown=False):
+            for d in dirs:
+                try:
+                    (Path(root) / d).rmdir()
+                except OSError:
+                    pass  # not empty
+        try:
+            (Path(out) / folder).rmdir()
+        except OSError:
+            pass
+    return removed
+
+
+def clean_temporaries(out: Path) -> list[Path]:
+    """Temporaries of killed runs, anywhere under OUT (under OUT's lock)."""
+    return remove_temporaries(out)
