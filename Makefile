@@ -11,6 +11,9 @@ DATA ?= sample_data
 OUT ?= out
 ARGS ?=
 CORPUS ?= /tmp/corpus
+# `make bench` builds $(CORPUS) first when it does not exist (bench/build_corpus.py);
+# --install has apt-get add the Debian packages it reads if missing (root). CORPUS_BUILD= to skip.
+CORPUS_BUILD ?= --install
 # Runs per contender (the fastest counts); the machine is shared and noisy.
 REPEAT ?= 5
 JOB ?= jobs/sample.toml
@@ -49,6 +52,7 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	test -e $(CORPUS) || $(BIN)/python bench/build_corpus.py $(CORPUS) $(CORPUS_BUILD)
 	$(BIN)/python bench/run.py $(CORPUS) --repeat $(REPEAT)
 
 clean:

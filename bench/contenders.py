@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from corpus import TEXT, iter_texts, parquet_shards, read_texts, shard_texts
-from vocab import CL100K, hf_pre_tokenizer, hf_tokenizer, tiktoken_encoding
+from vocab import CL100K, GPT2_RANKS, hf_pre_tokenizer, hf_tokenizer, tiktoken_encoding
 
 
 def timed(fn, *args, **kwargs) -> tuple[object, float]:
@@ -187,8 +187,6 @@ def reference_sha256(p: dict) -> dict:
 
 
 # ---- limits --------------------------------------------------------------
-
-GPT2_RANKS = Path(__file__).resolve().parents[2] / "shared" / "vocab" / "gpt2.tiktoken"
 
 
 def gpt2_match(p: dict) -> dict:

@@ -3,8 +3,8 @@
     python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
                         [--markdown PATH] [--json PATH] [--tmp DIR] [--keep] [--no-scaling]
 
-CORPUS is a folder of Parquet shards with a `text` column (see
-../shared/bench/make_corpus.py). Every contender runs in its own fresh child
+CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
+builds the one `make bench` uses). Every contender runs in its own fresh child
 process, one at a time; with --repeat N the contenders of a phase take turns
 (N rounds) and each keeps its fastest run: training (cl100k pattern), encoding with the
 vocabulary tokenmill learned, an exactness check of tokenmill's ids against
@@ -262,7 +262,7 @@ def limits(ctx: Context) -> tuple[list[Row], list[str], dict]:
     notes = [
         f"Vocabulary 131072: {big.result['merges']} merges learned.",
         f"Long documents (encode of one document each, no quadratic merge loop): {cases}.",
-        f"GPT-2 vocabulary (../shared/vocab/gpt2.tiktoken imported with --pattern gpt2): "
+        f"GPT-2 vocabulary (vocabularies/gpt2.tiktoken imported with --pattern gpt2): "
         f"{g['identical']} of {g['documents']} documents get ids identical to tiktoken's "
         f"with the same file.",
     ]

@@ -1,5 +1,5 @@
-"""A tokenmill vocabulary as the peers' objects, and the cl100k pattern as
-each regex engine needs it."""
+"""A tokenmill vocabulary as the peers' objects, the cl100k pattern as each
+regex engine needs it, and the public GPT-2 vocabulary shipped in vocabularies/."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from pathlib import Path
 
 from pipeline import _native
 from pipeline.tokenizer import Tokenizer
+
+# OpenAI's r50k_base.tiktoken, the GPT-2 ranks (vocabularies/README.md: source, sha256).
+GPT2_RANKS = Path(__file__).resolve().parents[1] / "vocabularies" / "gpt2.tiktoken"
 
 CL100K = _native.preset_regex("cl100k")  # tiktoken's cl100k_base pat_str, verbatim
 

@@ -11,3 +11,16 @@ os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`from pipeline import Tokenizer`, loaded on first use (PEP 562): a bare
+    `import pipeline` (the CLI's entry point) stays cheap, and the environment
+    above is set before anything imports PyArrow or Polars."""
+    if name == "Tokenizer":
+        import importlib
+
+        # importlib rather than an import statement: the package's own module
+        # must not depend on a submodule that imports `pipeline._native` from it.
+        return importlib.import_module("pipeline.tokenizer").Tokenizer
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

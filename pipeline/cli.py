@@ -10,27 +10,114 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from pipeline.config import ON_ERROR, OUTPUT_FORMATS, Config
+from pipeline.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, Config
 from pipeline.errors import TokenmillError
-from pipeline.executors import EXECUTORS
 from pipeline.formats import FORMATS
+from pipeline.stages.results import RunResult, ShardStageResult, StageResult
 from pipeline.tokenizer import MODES, PATTERNS
 
 EXISTING = click.Path(exists=False, path_type=Path)
 VERIFY_FAILED = 3  # exit status of `verify` when something differs
 
 
+# Options shared by several commands, each defined once with one meaning.
+
+
+def pattern_option(default: str | None):
+    """--pattern: the pre-tokenization pattern, a preset or a regex, wherever it
+    appears. Training (count, train, run) takes a preset; reading a .tiktoken file
+    (encode, decode, export, run --tokenizer) takes either."""
+    return click.option(
+        "--pattern",
+        default=default,
+        show_default=default is not None,
+        metavar="PRESET|REGEX",
+        help=f"Byte mode's pre-tokenization pattern: a preset ({', '.join(PATTERNS)}, "
+        "tiktoken's, per encoding) or a regex. Training takes a preset; for a .tiktoken "
+        "file it defaults to the JSON beside the file.",
+    )
+
+
+def special_token_option(f):
+    """--special-token, repeatable: NAME to reserve in training, NAME=ID to read a
+    .tiktoken file. `run` takes NAME, or NAME=ID with --tokenizer."""
+    return click.option(
+        "--special-token",
+        "special_tokens",
+        multiple=True,
+        metavar="NAME[=ID]",
+        help="A special token (repeatable). Training: NAME, e.g. '<|pad|>'; ids follow the "
+        "merges: <|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then "
+        "these in the order given. Reading a .tiktoken file: NAME=ID; default: the JSON "
+        "beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, o200k), "
+        "else none.",
+    )(f)
+
+
+def force_option(f):
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Redo every output, even those a rerun would keep (unchanged input and options).",
+    )(f)
+
+
+def workers_option(f):
+    return click.option(
+        "--workers",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Parallel shard tasks (0: one per core).",
+    )(f)
+
+
+def text_column_option(f):
+    return click.option(
+        "--text-column",
+        default="text",
+        show_default=True,
+        help="Parquet column / JSON field holding the document text.",
+    )(f)
+
+
+def min_count_option(f):
+    return click.option(
+        "--min-count",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Drop words seen fewer times than this before training.",
+    )(f)
+
+
+def bos_option(f):
+    return click.option(
+        "--bos/--no-bos",
+        default=False,
+        show_default=True,
+        help="Packed sequences: put <|bos|> before each document (train reserves it as a "
+        "special token; the tokenizer must have it).",
+    )(f)
+
+
+def tokenizer_option(help_text: str, required: bool = False):
+    """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
+    return click.option(
+        "--tokenizer",
+        "tokenizer_file",
+        type=EXISTING,
+        required=required,
+        default=None,
+        help=help_text,
+    )
+
+
 def mode_options(f):
     f = click.option(
         "--lowercase", is_flag=True, help="char mode: lowercase text before splitting."
     )(f)
-    f = click.option(
-        "--pattern",
-        type=click.Choice(PATTERNS),
-        default="cl100k",
-        show_default=True,
-        help="byte mode: pre-tokenization regex (tiktoken's, per encoding).",
-    )(f)
+    f = pattern_option("cl100k")(f)
     f = click.option(
         "--mode",
         type=click.Choice(MODES),
@@ -43,11 +130,7 @@ def mode_options(f):
 
 
 def input_options(f):
-    f = click.option(
-        "--force",
-        is_flag=True,
-        help="Redo every output, even those a rerun would keep (unchanged input and options).",
-    )(f)
+    f = force_option(f)
     f = click.option(
         "--on-error",
         type=click.Choice(ON_ERROR),
@@ -77,19 +160,8 @@ def input_options(f):
         show_default=True,
         help="Which files under DATA are inputs, e.g. '*.parquet' (only known formats are read).",
     )(f)
-    f = click.option(
-        "--workers",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="Parallel shard tasks (0: one per core).",
-    )(f)
-    f = click.option(
-        "--text-column",
-        default="text",
-        show_default=True,
-        help="Parquet column / JSON field holding the document text.",
-    )(f)
+    f = workers_option(f)
+    f = text_column_option(f)
     return f
 
 
@@ -112,18 +184,6 @@ def eos_option(f):
     )(f)
 
 
-def train_special_option(f):
-    return click.option(
-        "--special-token",
-        "special_tokens",
-        multiple=True,
-        metavar="NAME",
-        help="Reserve a special token (repeatable), e.g. '<|pad|>'. Ids follow the merges: "
-        "<|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then these "
-        "in the order given.",
-    )(f)
-
-
 def output_format_options(f):
     """--pack, --bos and --format: pretraining-ready outputs besides the token shards."""
     f = click.option(
@@ -134,12 +194,7 @@ def output_format_options(f):
         help="bin: also write each token shard as a flat array of uint16 (uint32 above "
         "65536 ids) in OUT/bin/<shard>.bin, with document offsets in <shard>.idx.npy.",
     )(f)
-    f = click.option(
-        "--bos/--no-bos",
-        default=False,
-        show_default=True,
-        help="--pack: put <|bos|> before each document (train reserves it as a special token).",
-    )(f)
+    f = bos_option(f)
     return click.option(
         "--pack",
         type=click.IntRange(min=0),
@@ -152,7 +207,7 @@ def output_format_options(f):
 
 
 def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
-    """--special-token NAME=ID, repeatable."""
+    """--special-token NAME=ID, repeatable (reading a .tiktoken file)."""
     if not values:
         return None
     specials = {}
@@ -164,33 +219,20 @@ def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
     return specials
 
 
+def load_options(pattern: str | None, special_tokens: tuple[str, ...]) -> dict:
+    """--pattern and --special-token NAME=ID as `load_any` takes them."""
+    ctx = click.get_current_context()
+    param = next(p for p in ctx.command.params if p.name == "special_tokens")
+    return {"pattern": pattern, "special_tokens": parse_special_tokens(ctx, param, special_tokens)}
+
+
 def tokenizer_options(help_text: str, required: bool = True):
     """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
 
     def decorate(f):
-        f = click.option(
-            "--special-token",
-            "special_tokens",
-            multiple=True,
-            callback=parse_special_tokens,
-            metavar="NAME=ID",
-            help=".tiktoken files: a special token and its id (repeatable). Default: the "
-            "JSON beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, "
-            "o200k), else none.",
-        )(f)
-        f = click.option(
-            "--pattern",
-            default=None,
-            help=".tiktoken files: the pre-tokenization pattern, a preset (gpt2, cl100k, "
-            "o200k) or a regex. Default: the JSON beside the file.",
-        )(f)
-        return click.option(
-            "--tokenizer",
-            "tokenizer_file",
-            type=EXISTING,
-            required=required,
-            help=help_text,
-        )(f)
+        f = special_token_option(f)
+        f = pattern_option(None)(f)
+        return tokenizer_option(help_text, required)(f)
 
     return decorate
 
@@ -204,12 +246,8 @@ def output_folder_options(f):
         help="Column or JSON field naming each document's source; documents without one "
         "count under their shard. '' counts per shard only.",
     )(f)
-    f = click.option(
-        "--tokenizer",
-        "tokenizer_file",
-        type=EXISTING,
-        default=None,
-        help="The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256).",
+    f = tokenizer_option(
+        "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256)."
     )(f)
     return click.option(
         "--data",
@@ -266,69 +304,26 @@ def output_folder(data: Path | None, folder: Path, option: str):
         yield
 
 
-def echo_summary(summary: dict) -> None:
+def echo_summary(result: StageResult) -> None:
     """One line per finished stage: what it did, how much, how fast."""
-    click.echo(describe(summary), err=True)
+    click.echo(result.describe(), err=True)
 
 
-def echo_not_read(summary: dict) -> None:
+def echo_not_read(result: ShardStageResult) -> None:
     """One line on the files under DATA that are not inputs, and why."""
     from pipeline.io.inputs import Inputs
 
-    line = Inputs(Path("."), summary.get("shards", []), summary.get("not_read", []))
+    line = Inputs(Path("."), result.shards, result.not_read)
     if text := line.not_read_summary():
         click.echo(text.replace("; listed in the manifest under not_read", ""), err=True)
 
 
-def echo_skips(summary: dict) -> None:
+def echo_skips(result: ShardStageResult | RunResult) -> None:
     """Every skipped document or file, one line each, after the summary."""
-    for skip in summary.get("skipped", []):
+    for skip in result.skipped:
         n = skip.get("documents", 0)
         count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
         click.echo(f"skipped: {skip['shard']}: {skip['reason']}{count}", err=True)
-
-
-def describe(s: dict) -> str:
-    secs = s["seconds"]
-    rate = f", {s['bytes'] / 1e6 / secs:.1f} MB/s" if s.get("bytes") and secs > 0 else ""
-    size = f", {s['bytes'] / 1e6:.1f} MB" if "bytes" in s else ""
-    kept = ""
-    if "shards" in s and "reused" in s:
-        kept = f" ({s['reused']} kept, {s['redone']} done)"
-    elif s.get("reused"):
-        kept = " (kept: inputs unchanged)"
-    skipped = f", {len(s['skipped'])} skipped" if s.get("skipped") else ""
-    if s["stage"] == "count":
-        what = f"{len(s['shards'])} shards{kept}, {s['documents']} documents{skipped}{size}"
-    elif s["stage"] == "merge":
-        what = f"{s['tables']} tables, {s['words']} distinct words, {s['occurrences']} in all{kept}"
-    elif s["stage"] == "train":
-        what = f"{s['merges']} merges, vocabulary {s['vocab_size']}, from {s['words']} words{kept}"
-    elif s["stage"] == "encode":
-        what = (
-            f"{len(s['shards'])} shards{kept}, {s['documents']} documents{skipped}, "
-            f"{s['tokens']} tokens{size}"
-        )
-        if s.get("normalizer"):
-            what += f", text normalized with {s['normalizer']}"
-    elif s["stage"] == "pack":
-        what = (
-            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens -> "
-            f"{s['sequences']} sequences of {s['seq_len']} (last: {s['last_row']})"
-        )
-    elif s["stage"] == "stats":
-        bpt = s["bytes_per_token"]
-        what = (
-            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens{size}, "
-            f"{bpt or 0:.2f} bytes per token, {100 * s['utilization']:.1f} % of the vocabulary used"
-        )
-    elif s["stage"] == "report":
-        what = f"{s['documents']} documents, {s['tokens']} tokens{size} -> {s['report']}"
-    elif s["stage"] == "bin":
-        what = f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} {s['dtype']}"
-    else:
-        what = f"{s['documents']} documents{skipped}, {s['tokens']} tokens -> {s['manifest']}"
-    return f"{s['stage']}: {what} in {secs:.2f} s{rate}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -363,14 +358,8 @@ def count(data, counts_dir, **options):
 @main.command()
 @click.argument("counts_dir", type=EXISTING)
 @click.argument("counts_file", type=EXISTING)
-@click.option(
-    "--min-count",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Drop words seen fewer times than this.",
-)
-@click.option("--force", is_flag=True, help="Merge again even if COUNTS_FILE is up to date.")
+@min_count_option
+@force_option
 @user_errors
 def merge(counts_dir, counts_file, min_count, force):
     """Sum the per-shard tables of COUNTS_DIR into COUNTS_FILE, in first-occurrence
@@ -385,8 +374,8 @@ def merge(counts_dir, counts_file, min_count, force):
 @click.argument("tokenizer_file", type=EXISTING)
 @mode_options
 @vocab_option
-@train_special_option
-@click.option("--force", is_flag=True, help="Train again even if TOKENIZER_FILE is up to date.")
+@special_token_option
+@force_option
 @user_errors
 def train(counts_file, tokenizer_file, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
@@ -413,7 +402,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     from pipeline.stages.encode import run_encode
 
     config = Config(**options)
-    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
+    tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     with output_folder(data, tokens_dir, "TOKENS_DIR"):
         summary = run_encode(data, tokens_dir, tok, config)
     echo_not_read(summary)
@@ -431,12 +420,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     help="A job file (TOML: inputs, output and any of these options, with _ for -); "
     "options given here override it.",
 )
-@click.option(
-    "--tokenizer",
-    "tokenizer_file",
-    type=EXISTING,
-    help="Encode only, with this existing tokenizer (any format `encode` reads).",
-)
+@tokenizer_option("Encode only, with this existing tokenizer (any format `encode` reads).")
 @click.option(
     "--count-only",
     is_flag=True,
@@ -445,15 +429,9 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @mode_options
 @input_options
 @vocab_option
-@click.option(
-    "--min-count",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Drop words seen fewer times than this before training.",
-)
+@min_count_option
 @eos_option
-@train_special_option
+@special_token_option
 @output_format_options
 @click.pass_context
 @user_errors
@@ -472,8 +450,8 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     if job.tokenizer is not None:
         # An existing tokenizer: --pattern and --special-token NAME=ID tell how
         # to read a .tiktoken file, as for `encode`.
-        if "pattern" in given:
-            load_options["pattern"] = options["pattern"]
+        if job.load_pattern is not None:
+            load_options["pattern"] = job.load_pattern
         if job.config.special_tokens:
             load_options["special_tokens"] = parse_special_tokens(
                 ctx, None, job.config.special_tokens
@@ -527,11 +505,11 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     without the <|endoftext|> encode appended, so that it equals the document."""
     from pipeline.formats import load_any
     from pipeline.io.files import parquet_json_metadata
-    from pipeline.stages.state import STATE_KEY
+    from pipeline.io.metadata import STATE
     from pipeline.stages.tokens import open_token_shard, read_row, shard_tokenizer
     from pipeline.tokenizer import ENDOFTEXT
 
-    options = {"pattern": pattern, "special_tokens": special_tokens}
+    options = load_options(pattern, special_tokens)
     if shard is not None:
         if row is None:
             raise TokenmillError("--shard needs --row")
@@ -540,7 +518,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
         ids = read_row(token_shard, row)
         # Encode appends <|endoftext|> unless the shard records --no-eos; ordinary
         # encoding of the text never yields a special token's id.
-        state = parquet_json_metadata(token_shard.path, STATE_KEY)
+        state = parquet_json_metadata(token_shard.path, STATE)
         key = state.get("key") if isinstance(state, dict) else None
         eos = key.get("eos", True) if isinstance(key, dict) else True
         if eos and ids and ENDOFTEXT in tok.special_tokens and ids[-1] == tok.eos_id:
@@ -561,18 +539,9 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     required=True,
     help="Ids per row; only the very last row of the last shard may be shorter.",
 )
-@click.option(
-    "--bos/--no-bos",
-    default=False,
-    show_default=True,
-    help="Put <|bos|> before each document (the tokenizer must have it).",
-)
-@click.option(
-    "--tokenizer",
-    "tokenizer_file",
-    type=EXISTING,
-    default=None,
-    help="The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR.",
+@bos_option
+@tokenizer_option(
+    "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @user_errors
 def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
@@ -591,20 +560,13 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
 @main.command("bin")
 @click.argument("tokens_dir", type=EXISTING)
 @click.argument("bin_dir", type=EXISTING)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Parallel shard tasks (0: one per core).",
-)
+@workers_option
 @user_errors
 def bin_command(tokens_dir, bin_dir, workers):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
     <shard>.idx.npy (document offsets) and index.json."""
-    from pipeline.config import check_workers
-    from pipeline.executors import default_workers
+    from pipeline.config import check_workers, default_workers
     from pipeline.stages.binfmt import run_bin
 
     workers = check_workers(workers or default_workers(), "threads")
@@ -625,15 +587,8 @@ def bin_command(tokens_dir, bin_dir, workers):
     ".tiktoken ranks file OUT plus OUT.json with the pattern and special tokens "
     "(byte mode only).",
 )
-@click.option("--pattern", default=None, help="TOKENIZER_FILE is a .tiktoken file: its pattern.")
-@click.option(
-    "--special-token",
-    "special_tokens",
-    multiple=True,
-    callback=parse_special_tokens,
-    metavar="NAME=ID",
-    help="TOKENIZER_FILE is a .tiktoken file: a special token and its id (repeatable).",
-)
+@pattern_option(None)
+@special_token_option
 @user_errors
 def export(tokenizer_file, out, fmt, pattern, special_tokens):
     """Write TOKENIZER_FILE (any format `encode` reads) as OUT in another tool's
@@ -641,7 +596,7 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
     from pipeline.formats import export as export_tokenizer
     from pipeline.formats import load_any
 
-    tok = load_any(tokenizer_file, pattern=pattern, special_tokens=special_tokens)
+    tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     for path in export_tokenizer(tok, out, fmt):
         click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)
 
@@ -667,11 +622,14 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
 
     from pipeline.stages.stats import format_stats, run_stats
 
-    s = run_stats(out, data=data, tokenizer=tokenizer_file, source_column=source_column or None)
+    result = run_stats(
+        out, data=data, tokenizer=tokenizer_file, source_column=source_column or None
+    )
+    s = result.stats
     click.echo(
         json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources)
     )
-    echo_summary(s)
+    echo_summary(result)
 
 
 @main.command()

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from pipeline.errors import TokenmillError
-from pipeline.executors import EXECUTORS, default_workers
-from pipeline.tokenizer import BOS, MAX_VOCAB_SIZE, check_options, training_special_tokens
+from pipeline.tokenizer.ids import BOS, MAX_VOCAB_SIZE
+from pipeline.tokenizer.options import check_options, training_special_tokens
 
 ON_ERROR = ("fail", "skip")
+EXECUTORS = ("threads", "processes", "ray")  # see pipeline/executors.py
 OUTPUT_FORMATS = ("parquet", "bin")
 MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
 WORKERS_PER_CORE = 8  # more threads than this per core only add switching
 MAX_RAY_WORKERS = 100_000
+
+
+def default_workers() -> int:
+    """--workers 0: one per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def check_workers(workers: int, executor: str) -> int:

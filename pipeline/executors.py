@@ -17,7 +17,6 @@ on storage every node sees.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TypeVar
@@ -31,13 +30,6 @@ from pipeline.memory import release_memory
 
 T = TypeVar("T")
 R = TypeVar("R")
-EXECUTORS = ("threads", "processes", "ray")
-
-
-def default_workers() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _init_process(threads: int) -> None:

@@ -34,6 +34,9 @@ class Job:
     config: Config
     steps: str = "all"
     tokenizer: Path | None = None
+    # Encoding only: the --pattern given, for reading a .tiktoken tokenizer (a
+    # preset or a regex); None: the tokenizer's own (the JSON beside the file).
+    load_pattern: str | None = None
 
 
 def load_job(path: Path) -> dict:
@@ -105,8 +108,14 @@ def resolve_job(
     for key, value in settings.items():
         if key in CONFIG_KEYS and key not in given:
             values[key] = value
+    load_pattern = None
+    if steps == "encode" and ("pattern" in given or "pattern" in settings):
+        # Not a training option here: how to read the tokenizer (as for `encode`).
+        load_pattern = values.pop("pattern")
     try:
         config = Config(**values)
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
-    return Job(Path(data), Path(out), config, steps, Path(tokenizer) if tokenizer else None)
+    return Job(
+        Path(data), Path(out), config, steps, Path(tokenizer) if tokenizer else None, load_pattern
+    )

@@ -19,7 +19,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_DIR = REPO / "sample_data"
+# Public vocabularies shipped in the repository (vocabularies/README.md: source, sha256).
+VOCAB_DIR = REPO / "vocabularies"
+GPT2_FILE = VOCAB_DIR / "gpt2.tiktoken"
 
 # Files in sample_data/ that are not data shards.
 _NOT_DATA_SUFFIXES = (".md", ".py", ".pyc")

@@ -1,4 +1,4 @@
-"""The articles' worked examples (shared/seeds/*.txt), checked against both implementations.
+"""The BPE articles' worked examples, checked against both implementations.
 
 Every expected value below is copied from an article's text, never derived from code. Each
 check runs on the textbook oracle (``tests/textbook.py``) and on the real tokenizer
@@ -6,9 +6,11 @@ check runs on the textbook oracle (``tests/textbook.py``) and on the real tokeni
 ``tokenmill``, so ``pytest -k textbook`` runs the oracle alone. Where an article's stated
 output disagrees with its own code, a comment quotes the article and the test follows the code.
 
-Seeds: 000 = "Byte Pair Encoding" (PHP), 001 = "Section 7.3: Byte Pair Encoding (BPE)",
-002 = "Coding by Hand" (no corpus given, nothing to reproduce), 003 = "Why Tokenization
-Matters" (byte-level, minbpe-style), 004 = "Masterclass" ({low: 5, lower: 2, ...}).
+The articles (the "seeds" this project started from) are not shipped: each example's
+corpus, merges and ids are written out in the test that checks it. Seeds: 000 = "Byte Pair
+Encoding" (PHP), 001 = "Section 7.3: Byte Pair Encoding (BPE)", 002 = "Coding by Hand" (no
+corpus given, nothing to reproduce), 003 = "Why Tokenization Matters" (byte-level,
+minbpe-style), 004 = "Masterclass" ({low: 5, lower: 2, ...}).
 """
 
 from __future__ import annotations

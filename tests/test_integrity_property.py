@@ -113,7 +113,7 @@ def test_every_document_and_every_file_is_accounted_for(tree):
             read = {i["path"] for i in manifest["inputs"]}
             assert read == set(expected)
             assert manifest["skipped"] == []
-            assert summary["documents"] == manifest["documents_in"]
+            assert summary.documents == manifest["documents_in"]
             assert manifest["documents"] == sum(documents_of(r, d) for r, d in expected.items())
             for rel, docs in expected.items():
                 shard = out / "tokens" / output_name(rel)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from realtext import iter_sample_documents
+from realtext import GPT2_FILE, SAMPLE_DIR, iter_sample_documents
 
 from pipeline import _native
 from pipeline.formats import export, hf, load_any
@@ -26,7 +26,6 @@ from pipeline.formats import tiktoken as tiktoken_format
 from pipeline.io.inputs import output_name
 from pipeline.tokenizer import ENDOFTEXT, UNK, Tokenizer
 
-GPT2_FILE = Path(__file__).resolve().parents[2] / "shared/vocab/gpt2.tiktoken"
 PRESETS = ("gpt2", "cl100k", "o200k")
 
 
@@ -248,8 +247,6 @@ def test_whitespace_split_differs_from_str_split_only_at_u001c_to_u001f():
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    if not GPT2_FILE.is_file():
-        pytest.skip(f"{GPT2_FILE} is absent")
     tok = load_any(GPT2_FILE, pattern="gpt2")
     out = tmp_path_factory.mktemp("gpt2")
     export(tok, out / "tokenizer.json", "hf")
@@ -259,8 +256,6 @@ def gpt2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gpt2_tiktoken():
     tiktoken = pytest.importorskip("tiktoken")
-    if not GPT2_FILE.is_file():
-        pytest.skip(f"{GPT2_FILE} is absent")
     return tiktoken.Encoding(
         name="gpt2",
         pat_str=_native.preset_regex("gpt2"),
@@ -429,7 +424,7 @@ def test_cli_char_mode_export_to_tiktoken_is_refused(cli, tmp_path):
 
 
 def test_cli_encodes_with_gpt2_tiktoken_file(cli, tmp_path, gpt2_tiktoken):
-    data = Path(__file__).resolve().parents[1] / "sample_data"
+    data = SAMPLE_DIR
     out = tmp_path / "tokens"
     cli("encode", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--workers", "2")
     by_shard: dict[str, list[str]] = {}

@@ -108,3 +108,15 @@ def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
     job = write_job(tmp_path / "bad.toml", text)
     result = cli("run", "--job", job, ok=False)
     assert_one_line_error(result, needle)
+
+
+def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):
+    """With a tokenizer, --pattern (a preset or a regex, as for `encode`) says how to
+    read it; it is no training option, so a regex is no error."""
+    from pipeline.jobs import resolve_job
+
+    options = {"pattern": r"\w+|\s+"}
+    job = resolve_job(None, tmp_path, tmp_path / "o", options, {"pattern"}, tmp_path / "t")
+    assert (job.steps, job.load_pattern, job.config.pattern) == ("encode", r"\w+|\s+", "cl100k")
+    job = resolve_job(None, tmp_path, tmp_path / "o", {"pattern": "gpt2"}, set())
+    assert (job.steps, job.load_pattern, job.config.pattern) == ("all", None, "gpt2")

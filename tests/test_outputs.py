@@ -58,7 +58,7 @@ def test_bin_of_32_bit_ids(tmp_path):
     (tmp_path / "tokens").mkdir()
     pq.write_table(table, tmp_path / "tokens" / "big.txt.parquet")
     summary = run_bin(tmp_path / "tokens", tmp_path / "bin")
-    assert summary["dtype"] == "uint32"
+    assert summary.dtype == "uint32"
     ids = np.fromfile(tmp_path / "bin" / "big.txt.bin", dtype="<u4")
     assert ids.tolist() == [70000, 1, 2**32 - 1, 65536]
     assert np.load(tmp_path / "bin" / "big.txt.idx.npy").tolist() == [0, 3, 3, 4]

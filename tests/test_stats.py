@@ -50,7 +50,7 @@ def line(name, documents, n_bytes, tokens, text_tokens):
 
 
 def test_stats_by_hand(tiny):
-    s = run_stats(tiny)
+    s = run_stats(tiny).stats
     assert (s["documents"], s["bytes"], s["tokens"], s["text_tokens"]) == (6, 12, 15, 9)
     assert s["bytes_per_token"] == round(12 / 9, 4)
     assert s["source_column"] == "source"
@@ -99,7 +99,7 @@ def test_stats_on_sample_data_add_up(tmp_path, cli):
 
     out = tmp_path / "out"
     cli("run", SAMPLE_DIR, out, "--vocab-size", "1000")
-    s = run_stats(out)
+    s = run_stats(out).stats
     manifest = json.loads((out / "manifest.json").read_text())
     assert s["documents"] == manifest["documents"] == 2980
     assert s["tokens"] == manifest["tokens"]
@@ -120,7 +120,7 @@ def test_stats_after_a_run_that_skipped_bad_documents(tmp_path, cli):
     )  # a bad line, a blank line (no row), a source that is no string
     out = tmp_path / "out"
     cli("run", data, out, "--vocab-size", "258", "--on-error", "skip")
-    s = run_stats(out)
+    s = run_stats(out).stats
     # aaaa: 256 256 eos, ab: 97 98 eos | ba: 98 97 eos, a: 97 eos
     assert s["shards"] == [line("a.txt", 2, 6, 6, 4), line("b.jsonl", 2, 3, 5, 3)]
     assert [x["name"] for x in s["sources"]] == ["a.txt", "s", "b.jsonl"]
@@ -132,6 +132,6 @@ def test_sources_beyond_the_limit_are_counted_together(tiny, monkeypatch):
     import pipeline.stages.stats as stats
 
     monkeypatch.setattr(stats, "MAX_SOURCES", 2)
-    s = run_stats(tiny)
+    s = run_stats(tiny).stats
     assert [x["name"] for x in s["sources"]] == ["web", "code", stats.OTHER]
     assert s["sources"][2] == line(stats.OTHER, 3, 4, 7, 4)  # a.jsonl's "a" and b.txt

@@ -22,18 +22,23 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from realtext import GPT2_FILE
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.formats import hf, load_any
 from pipeline.formats import tiktoken as tiktoken_format
-from pipeline.io.writers import arrow_buffers
+from pipeline.io.arrow import arrow_buffers
 from pipeline.jobs import load_job
 from pipeline.tokenizer import ENDOFTEXT, UNK, Tokenizer, id_limit
 
-VOCAB_DIR = Path(__file__).resolve().parents[2] / "shared/vocab"
-GPT2_FILE = VOCAB_DIR / "gpt2.tiktoken"
-REAL_FILES = {"gpt2": "gpt2", "cl100k_base": "cl100k", "o200k_base": "o200k"}
+# Rank counts of tiktoken's published .tiktoken files, each dense (ranks 0..n-1);
+# only gpt2's ships (vocabularies/README.md gives every file's sha256), and is read.
+REAL_FILES = {
+    "gpt2": ("gpt2", 50256),
+    "cl100k_base": ("cl100k", 100256),
+    "o200k_base": ("o200k", 199998),
+}
 TEXT = "hello hello world, hello there; the cat sat on the mat"
 
 
@@ -107,18 +112,17 @@ def test_valid_files_of_every_kind_load(tmp_path):
 
 @pytest.mark.parametrize("name", REAL_FILES)
 def test_real_tiktoken_files_satisfy_the_id_rule(name):
-    path = VOCAB_DIR / f"{name}.tiktoken"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    ranks = tiktoken_format.read_ranks(path)
-    assert sorted(ranks.values()) == list(range(len(ranks)))  # what ships: dense
-    specials = tiktoken_format.KNOWN_SPECIALS[(REAL_FILES[name], len(ranks))]
-    assert max(specials.values()) < id_limit(len(ranks) + len(specials))
+    pattern, n_ranks = REAL_FILES[name]
+    specials = tiktoken_format.KNOWN_SPECIALS[(pattern, n_ranks)]
+    assert max(specials.values()) < id_limit(n_ranks + len(specials))
+
+
+def test_the_shipped_gpt2_file_has_the_known_dense_ranks():
+    ranks = tiktoken_format.read_ranks(GPT2_FILE)
+    assert sorted(ranks.values()) == list(range(REAL_FILES["gpt2"][1]))
 
 
 def test_real_gpt2_vocabulary_loads_and_validates(tmp_path):
-    if not GPT2_FILE.is_file():
-        pytest.skip(f"{GPT2_FILE} is absent")
     tok = load_any(GPT2_FILE, pattern="gpt2")
     assert tok.vocab_size == 50257 and tok.normalizer is None
     assert tok.decode(tok.encode(TEXT)) == TEXT
@@ -505,8 +509,6 @@ def test_decode_of_a_gap(tmp_path):
 
 
 def test_decode_on_the_real_gpt2_vocabulary():
-    if not GPT2_FILE.is_file():
-        pytest.skip(f"{GPT2_FILE} is absent")
     tok = load_any(GPT2_FILE, pattern="gpt2")
     for bad in (-1, 50257):  # -1 was the last id, <|endoftext|>
         with pytest.raises(TokenmillError, match=f"id {bad} .*50257"):

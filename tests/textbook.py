@@ -1,8 +1,9 @@
 """The textbook BPE algorithm, unoptimised: the oracle the fast trainer must agree with.
 
-This is the algorithm exactly as the articles in ``shared/seeds/`` write it (the PHP
+This is the algorithm exactly as the BPE articles this project started from write it (listed
+in ``tests/test_articles.py``, which checks their worked examples): the PHP
 ``train()``/``getPairFrequencies()``/``mergePair()``/``encode()`` of the first article, the
-Python ``count_adjacent_pairs``/``merge_pair_in_word``/``encode_word`` of the others):
+Python ``count_adjacent_pairs``/``merge_pair_in_word``/``encode_word`` of the others:
 
 * every merge recounts every adjacent pair of every word, weighted by the word's count;
 * the winner is ``max(pairs, key=pairs.get)`` over a dict filled in scan order, so a tie goes

@@ -1,6 +1,8 @@
 //! Views over Arrow `large_string` buffers handed over from PyArrow, so
 //! documents reach the core without becoming Python objects.
 
+use crate::error::{Error, Result};
+
 /// The strings `start..start + n` of a large_string array given its raw
 /// offsets (little-endian i64) and data buffers.
 pub fn string_views<'a>(
@@ -8,11 +10,11 @@ pub fn string_views<'a>(
     data: &'a [u8],
     start: usize,
     n: usize,
-) -> Result<Vec<&'a str>, String> {
-    let offset_at = |i: usize| -> Result<usize, String> {
+) -> Result<Vec<&'a str>> {
+    let offset_at = |i: usize| -> Result<usize> {
         let bytes = offsets
             .get(i * 8..i * 8 + 8)
-            .ok_or_else(|| "offsets buffer too short".to_string())?;
+            .ok_or_else(|| Error::Arrow("offsets buffer too short".into()))?;
         Ok(i64::from_le_bytes(bytes.try_into().unwrap()) as usize)
     };
     if n == 0 {
@@ -21,16 +23,17 @@ pub fn string_views<'a>(
     let (lo, hi) = (offset_at(start)?, offset_at(start + n)?);
     let text = data
         .get(lo..hi)
-        .ok_or_else(|| "data buffer too short".to_string())?;
+        .ok_or_else(|| Error::Arrow("data buffer too short".into()))?;
     // Validated once per batch; simdutf8 does it several times faster than std.
-    let text = simdutf8::compat::from_utf8(text).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    let text = simdutf8::compat::from_utf8(text)
+        .map_err(|e| Error::Arrow(format!("invalid UTF-8: {e}")))?;
     let mut views = Vec::with_capacity(n);
     let mut a = lo;
     for i in start + 1..=start + n {
         let b = offset_at(i)?;
         let s = text
             .get(a - lo..b - lo)
-            .ok_or_else(|| format!("offset {b} is not on a character boundary"))?;
+            .ok_or_else(|| Error::Arrow(format!("offset {b} is not on a character boundary")))?;
         views.push(s);
         a = b;
     }

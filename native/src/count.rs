@@ -2,6 +2,7 @@
 //! first seen. The first-occurrence key orders the merged word table, which
 //! is what makes training ties independent of sharding and worker count.
 
+use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::wordmap::WordMap;
 use rayon::prelude::*;
@@ -58,7 +59,7 @@ fn count_chunk<'a>(
     pretok: &PreTokenizer,
     texts: &[&'a str],
     first_row: u64,
-) -> Result<WordMap<&'a str, Seen>, String> {
+) -> Result<WordMap<&'a str, Seen>> {
     let mut map: WordMap<&'a str, Seen> = WordMap::default();
     for (i, &text) in texts.iter().enumerate() {
         let row = first_row + i as u64;
@@ -82,7 +83,7 @@ impl Counter {
         texts: &[&str],
         first_row: u64,
         parallel: bool,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         // Char mode lowercases whole documents first (word boundaries are
         // unchanged, and final sigma needs the context).
         let lowered: Vec<String>;
@@ -110,7 +111,7 @@ impl Counter {
             .par_chunks(chunk)
             .enumerate()
             .map(|(ci, part)| count_chunk(pretok, part, first_row + (ci * chunk) as u64))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_>>()?;
         for map in maps {
             self.words.absorb(map, Box::from, Seen::absorb);
         }

@@ -1,6 +1,7 @@
 //! Applying trained merges: each word's symbols are merged by rank, lowest
 //! first (the same result as replaying the merge list in order).
 
+use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::sharedcache::SharedCache;
 use crate::train::Pair;
@@ -299,12 +300,7 @@ impl Encoder {
     }
 
     /// Token ids of one document, with `eos` appended when given.
-    pub fn encode_text(
-        &self,
-        text: &str,
-        eos: Option<u32>,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) -> Result<()> {
         self.with_cache(|cache| self.encode_with(text, eos, cache, out))
     }
 
@@ -314,7 +310,7 @@ impl Encoder {
         eos: Option<u32>,
         cache: &mut WordCache,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         self.pretok
             .for_each_word(text, |w| self.encode_cached(w, cache, out))?;
         if let Some(eos) = eos {
@@ -337,7 +333,7 @@ impl Encoder {
         texts: &[&str],
         eos: Option<u32>,
         cache: &mut WordCache,
-    ) -> Result<(Vec<u32>, Vec<u32>), String> {
+    ) -> Result<(Vec<u32>, Vec<u32>)> {
         // Text averages about four bytes a token: sized so, the buffer
         // rarely grows (each growth copies it and faults in new pages).
         let bytes: usize = texts.iter().map(|t| t.len()).sum();
@@ -360,7 +356,7 @@ impl Encoder {
         texts: &[&str],
         eos: Option<u32>,
         parallel: bool,
-    ) -> Result<(Vec<Vec<u32>>, Vec<u32>), String> {
+    ) -> Result<(Vec<Vec<u32>>, Vec<u32>)> {
         if !parallel {
             let (ids, lens) = self.with_cache(|cache| self.encode_run(texts, eos, cache))?;
             return Ok((vec![ids], lens));
@@ -372,7 +368,7 @@ impl Encoder {
         let parts: Vec<(Vec<u32>, Vec<u32>)> = texts
             .par_chunks(chunk)
             .map(|part| self.with_cache(|cache| self.encode_run(part, eos, cache)))
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_>>()?;
         let lens = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
         Ok((parts.into_iter().map(|p| p.0).collect(), lens))
     }

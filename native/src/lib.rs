@@ -3,6 +3,7 @@
 mod arrow;
 pub mod count;
 pub mod encode;
+pub mod error;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;
@@ -11,37 +12,80 @@ pub mod train;
 pub mod wordmap;
 
 use encode::{Alphabet, Encoder as CoreEncoder};
+use error::Error;
 use pretok::PreTokenizer;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-fn bytes_of(buf: &PyBuffer<u8>) -> &[u8] {
-    // SAFETY: the buffer is C-contiguous bytes and stays alive (and is
-    // read-only to us) for as long as `buf` is borrowed.
-    unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) }
-}
+pyo3::create_exception!(
+    _native,
+    NativeError,
+    PyValueError,
+    "Any error of the native core: bad input, never a bug (those would panic)."
+);
 
-fn value_error(msg: String) -> PyErr {
-    PyValueError::new_err(msg)
-}
-
-fn pretokenizer(mode: &str, pattern: &str, lowercase: bool) -> PyResult<PreTokenizer> {
-    match mode {
-        "byte" => PreTokenizer::for_pattern(pattern).map_err(value_error),
-        "char" => Ok(PreTokenizer::whitespace(lowercase)),
-        other => Err(value_error(format!("unknown mode {other:?}"))),
+impl From<Error> for PyErr {
+    fn from(e: Error) -> PyErr {
+        NativeError::new_err(e.to_string())
     }
 }
 
-/// The words of `text` as `mode` splits them (for tests and inspection).
+/// The bytes of a buffer, which must be one C-contiguous run: a strided view
+/// (`memoryview(b)[::2]`) would otherwise be read as if it were contiguous.
+fn bytes_of<'a>(buf: &'a PyBuffer<u8>, what: &'static str) -> Result<&'a [u8], Error> {
+    if !buf.is_c_contiguous() {
+        return Err(Error::NotContiguous { what });
+    }
+    // SAFETY: the buffer is C-contiguous bytes (checked above; PyBuffer<u8>
+    // checked the item type) and stays alive (and is read-only to us) for as
+    // long as `buf` is borrowed.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
+}
+
+/// The `n` strings of a large_string array given as its buffers.
+fn strings<'a>(
+    offsets: &'a PyBuffer<u8>,
+    data: &'a PyBuffer<u8>,
+    start: usize,
+    n: usize,
+) -> Result<Vec<&'a str>, Error> {
+    arrow::string_views(
+        bytes_of(offsets, "offsets")?,
+        bytes_of(data, "data")?,
+        start,
+        n,
+    )
+}
+
+/// How text splits into words: byte mode's regex (a preset name or a
+/// pattern), or char mode's whitespace split.
+enum Splitter<'a> {
+    Byte { pattern: &'a str },
+    Char { lowercase: bool },
+}
+
+impl Splitter<'_> {
+    fn build(&self) -> Result<PreTokenizer, Error> {
+        match *self {
+            Splitter::Byte { pattern } => PreTokenizer::for_pattern(pattern),
+            Splitter::Char { lowercase } => Ok(PreTokenizer::whitespace(lowercase)),
+        }
+    }
+}
+
+/// The words of `text` as `mode` ("byte" or "char") splits them (for tests
+/// and inspection).
 #[pyfunction]
 #[pyo3(signature = (text, mode="byte", pattern="cl100k", lowercase=false))]
 fn pretokenize(text: &str, mode: &str, pattern: &str, lowercase: bool) -> PyResult<Vec<String>> {
-    pretokenizer(mode, pattern, lowercase)?
-        .words(text)
-        .map_err(value_error)
+    let splitter = match mode {
+        "byte" => Splitter::Byte { pattern },
+        "char" => Splitter::Char { lowercase },
+        other => return Err(Error::Mode(other.into()).into()),
+    };
+    Ok(splitter.build()?.words(text)?)
 }
 
 /// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
@@ -78,15 +122,29 @@ struct Counter {
     counter: Option<count::Counter>,
 }
 
-#[pymethods]
 impl Counter {
-    #[new]
-    #[pyo3(signature = (mode="byte", pattern="cl100k", lowercase=false))]
-    fn new(mode: &str, pattern: &str, lowercase: bool) -> PyResult<Self> {
+    fn new(splitter: Splitter) -> PyResult<Self> {
         Ok(Counter {
-            pretok: pretokenizer(mode, pattern, lowercase)?,
+            pretok: splitter.build()?,
             counter: Some(Default::default()),
         })
+    }
+}
+
+#[pymethods]
+impl Counter {
+    /// Byte mode: words are the matches of `pattern` (a preset name or a regex).
+    #[staticmethod]
+    #[pyo3(signature = (pattern="cl100k"))]
+    fn byte(pattern: &str) -> PyResult<Self> {
+        Counter::new(Splitter::Byte { pattern })
+    }
+
+    /// Char mode: words are split at whitespace (and lowercased when asked).
+    #[staticmethod]
+    #[pyo3(signature = (lowercase=false))]
+    fn char(lowercase: bool) -> PyResult<Self> {
+        Counter::new(Splitter::Char { lowercase })
     }
 
     /// Add `n` documents of a large_string array (offsets, data buffers; `start` = array offset),
@@ -103,23 +161,16 @@ impl Counter {
         first_row: u64,
         parallel: bool,
     ) -> PyResult<()> {
-        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
-            .map_err(value_error)?;
-        let counter = self
-            .counter
-            .as_mut()
-            .ok_or_else(|| value_error("counter already finished".into()))?;
+        let texts = strings(&offsets, &data, start, n)?;
+        let counter = self.counter.as_mut().ok_or(Error::Finished)?;
         let pretok = &self.pretok;
-        py.detach(|| pool::install_if(parallel, |p| counter.add(pretok, &texts, first_row, p)))
-            .map_err(value_error)
+        py.detach(|| pool::install_if(parallel, |p| counter.add(pretok, &texts, first_row, p)))?;
+        Ok(())
     }
 
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<CountedWords<'py>> {
-        let counter = self
-            .counter
-            .take()
-            .ok_or_else(|| value_error("counter already finished".into()))?;
+        let counter = self.counter.take().ok_or(Error::Finished)?;
         let (offs, data, counts, firsts, n) = py.detach(|| {
             let t = counter.finish();
             let offs = arrow::le_bytes(&t.offsets, i64::to_le_bytes);
@@ -147,8 +198,7 @@ fn char_alphabet(
     start: usize,
     n: usize,
 ) -> PyResult<Vec<String>> {
-    let words =
-        arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
+    let words = strings(&offsets, &data, start, n)?;
     Ok(py.detach(|| pool::install(|| train::char_alphabet(&words))))
 }
 
@@ -168,18 +218,19 @@ fn train_merges(
     num_merges: usize,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<(u32, u32)>> {
-    let words =
-        arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n).map_err(value_error)?;
-    let counts: Vec<u64> = bytes_of(&counts)
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    if counts.len() != n {
-        return Err(value_error(format!(
-            "{} counts for {n} words",
+    let words = strings(&offsets, &data, start, n)?;
+    let counts = bytes_of(&counts, "counts")?;
+    if counts.len() != n * 8 {
+        return Err(Error::Arrow(format!(
+            "{} bytes of u64 counts for {n} words",
             counts.len()
-        )));
+        ))
+        .into());
     }
+    let counts: Vec<u64> = counts
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect();
     let report = |k: usize| {
         if let Some(cb) = &progress {
             if k.is_multiple_of(256) || k == num_merges {
@@ -193,13 +244,13 @@ fn train_merges(
     };
     py.detach(|| {
         pool::install(|| {
-            let (table, base_size) =
-                train::symbolize(&words, &counts, alphabet.as_deref()).map_err(value_error)?;
+            let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref())?;
             // Ids are u32: the base tokens and merges must all have one.
             if base_size as u64 + num_merges as u64 > 1 << 32 {
-                return Err(value_error(format!(
+                return Err(Error::Train(format!(
                     "{base_size} base tokens + {num_merges} merges: more ids than 32 bits hold"
-                )));
+                ))
+                .into());
             }
             let mut failure = None;
             let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
@@ -221,61 +272,17 @@ struct Encoder {
     inner: CoreEncoder,
 }
 
-#[pymethods]
+/// A merge as the Python side gives it: (left id, right id, id it makes).
+type MergeTriple = (u32, u32, u32);
+
 impl Encoder {
-    /// `merges` are (left, right, new id) in rank order. Byte mode: `byte_ids`
-    /// maps each byte to its id (default: the byte value), `whole_words` lists
-    /// tokens (bytes, id) that a whole word maps to directly. Char mode:
-    /// `alphabet`, `end_of_word` and `unk`.
-    #[new]
-    #[pyo3(signature = (mode, pattern, lowercase, merges, alphabet=None, end_of_word=None, unk=None, byte_ids=None, whole_words=None))]
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        mode: &str,
-        pattern: &str,
-        lowercase: bool,
-        merges: Vec<(u32, u32, u32)>,
-        alphabet: Option<Vec<String>>,
-        end_of_word: Option<u32>,
-        unk: Option<u32>,
-        byte_ids: Option<Vec<u32>>,
+        splitter: Splitter,
+        alphabet: Alphabet,
+        merges: Vec<MergeTriple>,
         whole_words: Option<Vec<(Vec<u8>, u32)>>,
     ) -> PyResult<Self> {
-        let pretok = pretokenizer(mode, pattern, lowercase)?;
-        let alphabet = match (alphabet, end_of_word, unk) {
-            (None, _, _) => match byte_ids {
-                None => Alphabet::identity_bytes(),
-                Some(ids) => {
-                    let ids: [u32; 256] = ids.try_into().map_err(|v: Vec<u32>| {
-                        value_error(format!("byte_ids has {} entries, not 256", v.len()))
-                    })?;
-                    Alphabet::Bytes { ids: Box::new(ids) }
-                }
-            },
-            (Some(chars), Some(end_of_word), Some(unk)) => {
-                let ids = chars
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, s)| {
-                        let mut it = s.chars();
-                        match (it.next(), it.next()) {
-                            (Some(c), None) => Some((c, i as u32)),
-                            _ => None,
-                        }
-                    })
-                    .collect();
-                Alphabet::Chars {
-                    ids,
-                    end_of_word,
-                    unk,
-                }
-            }
-            _ => {
-                return Err(value_error(
-                    "char mode needs alphabet, end_of_word and unk".into(),
-                ))
-            }
-        };
+        let pretok = splitter.build()?;
         let merges: Vec<((u32, u32), u32)> =
             merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
         let whole_words = whole_words.map(|w| {
@@ -287,13 +294,69 @@ impl Encoder {
             inner: CoreEncoder::new(pretok, alphabet, &merges, whole_words),
         })
     }
+}
+
+#[pymethods]
+impl Encoder {
+    /// Byte mode. `pattern`: a preset name or a regex; `merges`: (left, right,
+    /// new id) in rank order; `byte_ids`: each byte's id (default: the byte
+    /// value); `whole_words`: tokens (bytes, id) a whole word maps to directly.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, merges, *, byte_ids=None, whole_words=None))]
+    fn byte(
+        pattern: &str,
+        merges: Vec<MergeTriple>,
+        byte_ids: Option<Vec<u32>>,
+        whole_words: Option<Vec<(Vec<u8>, u32)>>,
+    ) -> PyResult<Self> {
+        let alphabet = match byte_ids {
+            None => Alphabet::identity_bytes(),
+            Some(ids) => {
+                let ids: [u32; 256] = ids.try_into().map_err(|v: Vec<u32>| {
+                    Error::Vocabulary(format!("byte_ids has {} entries, not 256", v.len()))
+                })?;
+                Alphabet::Bytes { ids: Box::new(ids) }
+            }
+        };
+        Encoder::new(Splitter::Byte { pattern }, alphabet, merges, whole_words)
+    }
+
+    /// Char mode. `alphabet`: the base tokens (characters and the end-of-word
+    /// marker at id `end_of_word`), ids in list order; characters outside it
+    /// become `unk`; `merges` as for `byte`; words split at whitespace.
+    #[staticmethod]
+    #[pyo3(signature = (merges, alphabet, *, end_of_word, unk, lowercase=false))]
+    fn char(
+        merges: Vec<MergeTriple>,
+        alphabet: Vec<String>,
+        end_of_word: u32,
+        unk: u32,
+        lowercase: bool,
+    ) -> PyResult<Self> {
+        let ids = alphabet
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let mut it = s.chars();
+                match (it.next(), it.next()) {
+                    (Some(c), None) => Some((c, i as u32)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let alphabet = Alphabet::Chars {
+            ids,
+            end_of_word,
+            unk,
+        };
+        Encoder::new(Splitter::Char { lowercase }, alphabet, merges, None)
+    }
 
     /// Token ids of one text.
     #[pyo3(signature = (text, eos=None))]
     fn encode(&self, py: Python<'_>, text: &str, eos: Option<u32>) -> PyResult<Vec<u32>> {
         let mut out = Vec::new();
-        py.detach(|| self.inner.encode_text(text, eos, &mut out))
-            .map_err(value_error)?;
+        py.detach(|| self.inner.encode_text(text, eos, &mut out))?;
         Ok(out)
     }
 
@@ -313,11 +376,9 @@ impl Encoder {
         wide: bool,
         parallel: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let texts = arrow::string_views(bytes_of(&offsets), bytes_of(&data), start, n)
-            .map_err(value_error)?;
-        let (parts, lens) = py
-            .detach(|| pool::install_if(parallel, |p| self.inner.encode_batch(&texts, eos, p)))
-            .map_err(value_error)?;
+        let texts = strings(&offsets, &data, start, n)?;
+        let (parts, lens) =
+            py.detach(|| pool::install_if(parallel, |p| self.inner.encode_batch(&texts, eos, p)))?;
         // Written straight into the Python object: no intermediate buffer.
         let width = if wide { 4 } else { 2 };
         let total: usize = parts.iter().map(Vec::len).sum();
@@ -341,6 +402,7 @@ impl Encoder {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;

@@ -7,6 +7,7 @@
 //! `str.split()` (optionally lowercasing first), because that is what the
 //! articles' reference code does.
 
+use crate::error::{Error, Result};
 use crate::scanner::{self, Preset};
 use fancy_regex::Regex;
 
@@ -30,7 +31,7 @@ pub enum PreTokenizer {
 impl PreTokenizer {
     /// A preset name, or a preset's exact regex, uses the scanner; any other
     /// regex is compiled.
-    pub fn for_pattern(name_or_regex: &str) -> Result<Self, String> {
+    pub fn for_pattern(name_or_regex: &str) -> Result<Self> {
         let preset = Preset::from_name(name_or_regex).or_else(|| {
             [Preset::Gpt2, Preset::Cl100k, Preset::O200k]
                 .into_iter()
@@ -41,7 +42,11 @@ impl PreTokenizer {
         }
         Regex::new(name_or_regex)
             .map(|re| PreTokenizer::Regex(Box::new(re)))
-            .map_err(|e| format!("invalid pre-tokenization pattern {name_or_regex:?}: {e}"))
+            .map_err(|e| {
+                Error::Pattern(format!(
+                    "invalid pre-tokenization pattern {name_or_regex:?}: {e}"
+                ))
+            })
     }
 
     pub fn whitespace(lowercase: bool) -> Self {
@@ -51,7 +56,7 @@ impl PreTokenizer {
     /// Call `f` with each word of `text`, in order. Fails only when a
     /// custom pattern exceeds the regex engine's backtracking limit: text is
     /// never silently dropped.
-    pub fn for_each_word(&self, text: &str, f: impl FnMut(&str)) -> Result<(), String> {
+    pub fn for_each_word(&self, text: &str, f: impl FnMut(&str)) -> Result<()> {
         match self {
             PreTokenizer::Whitespace { lowercase: true } => {
                 let lowered = text.to_lowercase();
@@ -64,16 +69,14 @@ impl PreTokenizer {
 
     /// Like `for_each_word`, with words borrowed from `text` for its whole
     /// lifetime. Lowercasing, which needs a copy, is left to the caller.
-    pub fn for_each_word_in<'a>(
-        &self,
-        text: &'a str,
-        mut f: impl FnMut(&'a str),
-    ) -> Result<(), String> {
+    pub fn for_each_word_in<'a>(&self, text: &'a str, mut f: impl FnMut(&'a str)) -> Result<()> {
         match self {
             PreTokenizer::Scanner(preset) => scanner::for_each_piece(*preset, text, f),
             PreTokenizer::Regex(re) => {
                 for m in re.find_iter(text) {
-                    let m = m.map_err(|e| format!("pre-tokenization pattern failed: {e}"))?;
+                    let m = m.map_err(|e| {
+                        Error::Pattern(format!("pre-tokenization pattern failed: {e}"))
+                    })?;
                     f(&text[m.start()..m.end()]);
                 }
             }
@@ -82,7 +85,7 @@ impl PreTokenizer {
         Ok(())
     }
 
-    pub fn words(&self, text: &str) -> Result<Vec<String>, String> {
+    pub fn words(&self, text: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         self.for_each_word(text, |w| out.push(w.to_string()))?;
         Ok(out)

@@ -8,6 +8,7 @@
 
 // A 4-ary heap is half as deep as a binary one: fewer cache misses per pop,
 // which is most of what picking the next pair costs.
+use crate::error::{Error, Result};
 use dary_heap::QuaternaryHeap;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -129,22 +130,22 @@ fn word_at(at: &[u32]) -> (&[u32], i64) {
 
 impl Words {
     /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
-    fn build(
-        mut symbols: impl Iterator<Item = u32>,
-        lens: &[u32],
-        counts: &[u64],
-    ) -> Result<Self, String> {
+    fn build(mut symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Result<Self> {
         if lens.len() != counts.len() {
-            return Err(format!("{} counts for {} words", counts.len(), lens.len()));
+            return Err(Error::Train(format!(
+                "{} counts for {} words",
+                counts.len(),
+                lens.len()
+            )));
         }
         let total: usize = lens.iter().map(|&n| n as usize + HEADER).sum();
         // Words are named by u32 offsets: 16 GiB of symbols is beyond any word table.
         if total > u32::MAX as usize {
-            return Err(format!(
+            return Err(Error::Train(format!(
                 "the word table holds {total} symbols and headers, more than the {} \
                  that training can hold",
                 u32::MAX
-            ));
+            )));
         }
         let max_merges = lens.iter().map(|&n| n.saturating_sub(1) as usize).sum();
         let mut buf = Vec::with_capacity(total);
@@ -526,7 +527,7 @@ pub fn symbolize(
     words: &[&str],
     counts: &[u64],
     alphabet: Option<&[String]>,
-) -> Result<(Words, u32), String> {
+) -> Result<(Words, u32)> {
     match alphabet {
         None => {
             let lens = word_lengths(words, |w| w.len())?;
@@ -534,8 +535,9 @@ pub fn symbolize(
             Ok((Words::build(symbols, &lens, counts)?, 256))
         }
         Some(alphabet) => {
-            let base = u32::try_from(alphabet.len())
-                .map_err(|_| format!("an alphabet of {} characters", alphabet.len()))?;
+            let base = u32::try_from(alphabet.len()).map_err(|_| {
+                Error::Train(format!("an alphabet of {} characters", alphabet.len()))
+            })?;
             let ids: FxHashMap<&str, u32> = alphabet
                 .iter()
                 .enumerate()
@@ -543,7 +545,7 @@ pub fn symbolize(
                 .collect();
             let end_of_word = *ids
                 .get(END_OF_WORD)
-                .ok_or_else(|| format!("the alphabet lacks {END_OF_WORD}"))?;
+                .ok_or_else(|| Error::Train(format!("the alphabet lacks {END_OF_WORD}")))?;
             let lens = word_lengths(words, |w| w.chars().count() + 1)?;
             let ids = &ids;
             let missing = std::cell::Cell::new(None);
@@ -562,7 +564,9 @@ pub fn symbolize(
             });
             let table = Words::build(symbols, &lens, counts)?;
             match missing.get() {
-                Some(c) => Err(format!("character {c:?} is not in the alphabet")),
+                Some(c) => Err(Error::Train(format!(
+                    "character {c:?} is not in the alphabet"
+                ))),
                 None => Ok((table, base)),
             }
         }
@@ -570,10 +574,12 @@ pub fn symbolize(
 }
 
 /// Each word's length in symbols, as u32.
-fn word_lengths(words: &[&str], len: impl Fn(&str) -> usize) -> Result<Vec<u32>, String> {
+fn word_lengths(words: &[&str], len: impl Fn(&str) -> usize) -> Result<Vec<u32>> {
     words
         .iter()
-        .map(|w| u32::try_from(len(w)).map_err(|_| "a word too long to train on".to_string()))
+        .map(|w| {
+            u32::try_from(len(w)).map_err(|_| Error::Train("a word too long to train on".into()))
+        })
         .collect()
 }
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from pipeline.errors import TokenmillError
+from pipeline.tokenizer.ids import PATTERNS
 
 FANCY = "fancy-regex"
 ONIG = "oniguruma"
@@ -219,7 +220,7 @@ def matches_empty(pattern: str) -> bool:
 
     try:
         return _native.pretokenize("", "byte", pattern) == [""]
-    except ValueError as e:
+    except _native.NativeError as e:
         raise TokenmillError(str(e)) from None
 
 
@@ -227,7 +228,6 @@ def preset_name(pattern: str) -> str | None:
     """The preset (gpt2, cl100k, o200k) that a fancy-regex pattern is, verbatim
     or as it comes back from Oniguruma (`onig_to_fancy(fancy_to_onig(...))`)."""
     from pipeline import _native
-    from pipeline.tokenizer import PATTERNS
 
     for name in PATTERNS:
         source = _native.preset_regex(name)

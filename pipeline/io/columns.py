@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
-from pipeline.io.readers import BATCH_ROWS, _jsonl_batches, _parquet_batches, shard_format
+from pipeline.io.readers import BATCH_ROWS, raw_batches, shard_format
 
 
 def has_column(path: Path, column: str) -> bool:
@@ -28,9 +28,10 @@ def read_column(path: Path, column: str, batch_rows: int = BATCH_ROWS) -> Iterat
     record lacks it, holds no string, or is no JSON object. The rows are those of
     `read_batches` (the same format readers: blank JSON lines are no rows)."""
     path = Path(path)
-    batches = {"parquet": _parquet_batches, "jsonl": _jsonl_batches}[shard_format(path)]
+    if shard_format(path) not in ("parquet", "jsonl"):
+        raise TokenmillError(f"{path}: no column {column!r} in a text shard")
     try:
-        for raw in batches(path, column, batch_rows):
+        for raw in raw_batches(path, column, batch_rows):
             values = raw.values
             if isinstance(values, pa.ChunkedArray):
                 values = values.combine_chunks()

@@ -89,7 +89,7 @@ def shard_name(path: Path, root: Path) -> str:
 
 
 @dataclass
-class _Raw:
+class RawBatch:
     """One batch as a format reader sees it: `values` (any Arrow type, one per
     row), rows already known to be bad (index -> reason), and for line-based
     formats the 1-based line number of each row."""
@@ -125,11 +125,9 @@ def read_batches(
     documents read before the break, those not yet handed out included: a
     lower bound of the documents the file holds."""
     path = Path(path)
-    fmt = shard_format(path)
-    readers = {"parquet": _parquet_batches, "jsonl": _jsonl_batches, "text": _text_batches}
     row = 0
     try:
-        for raw in readers[fmt](path, text_column, batch_rows):
+        for raw in raw_batches(path, text_column, batch_rows):
             checked = _checked(raw, path, text_column, row, on_skip)
             row += len(raw.values)
             if stats is not None:
@@ -143,6 +141,14 @@ def read_batches(
         raise TokenmillError(f"{path}: cannot read ({_one_line(e.cause)})") from e.cause
     except (*READ_ERRORS, pa.ArrowException, ValueError) as e:
         raise TokenmillError(f"{path}: cannot read ({_one_line(e)})") from e
+
+
+def raw_batches(path: Path, column: str, batch_rows: int = BATCH_ROWS) -> Iterator[RawBatch]:
+    """`column` of a shard batch by batch as its format reader sees it, unchecked
+    (`read_batches` checks the documents; `columns.read_column` reads other columns
+    row for row with them). Text shards have one column, the line."""
+    readers = {"parquet": _parquet_batches, "jsonl": _jsonl_batches, "text": _text_batches}
+    return readers[shard_format(Path(path))](Path(path), column, batch_rows)
 
 
 def _one_line(e: BaseException) -> str:
@@ -173,7 +179,7 @@ class _StreamBroken(Exception):
         self.documents = documents
 
 
-def _checked(raw: _Raw, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
+def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
     arr = raw.values
     if isinstance(arr, pa.ChunkedArray):
         arr = pa.chunked_array(
@@ -246,7 +252,7 @@ def _decode_utf8(arr: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[int
     return pa.array(values, pa.large_binary()).cast(pa.large_string()), bad
 
 
-def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
+def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     pf = pq.ParquetFile(path)
     names = pf.schema_arrow.names
     if column not in names:
@@ -256,7 +262,7 @@ def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]
     # Tasks already run in parallel, one per shard: Arrow's own thread pool
     # would only add hand-offs (it nearly doubled the time to read a shard).
     for batch in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
-        yield _Raw(batch.column(0), {})
+        yield RawBatch(batch.column(0), {})
 
 
 def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
@@ -326,7 +332,7 @@ def _split_lines(data: bytes) -> pa.Array:
     return pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
 
 
-def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
+def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One document per non-blank line; a trailing '\\r' is dropped so CRLF files
     read the same. A blank line (empty, or only ASCII whitespace) is no document."""
     for before, _, lines in _line_blocks(path, TEXT_BLANK):
@@ -341,10 +347,10 @@ def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
             numbers = list(range(before + 1, before + 1 + len(lines)))
         if pc.ends_with(lines, b"\r").true_count:  # a regex on every line costs more
             lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
-        yield _Raw(lines, {}, numbers)
+        yield RawBatch(lines, {}, numbers)
 
 
-def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
+def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One JSON object per non-blank line. Arrow parses a block at once; a block
     it refuses is parsed line by line to name (or skip) the bad lines."""
     schema = pa.schema([(column, pa.large_string())])
@@ -374,10 +380,10 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[_Raw]:
         if values.null_count:
             for i in pc.indices_nonzero(pc.is_null(values)).to_pylist():
                 bad[i] = _why_not_text(records[i].as_py(), column)
-        yield _Raw(values, bad, numbers)
+        yield RawBatch(values, bad, numbers)
 
 
-def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> _Raw:
+def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> RawBatch:
     values: list[str | None] = []
     bad = {}
     for i, record in enumerate(records):
@@ -387,7 +393,7 @@ def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> _Raw:
         else:
             bad[i] = reason
             values.append(None)
-    return _Raw(pa.array(values, pa.large_string()), bad, numbers)
+    return RawBatch(pa.array(values, pa.large_string()), bad, numbers)
 
 
 def _why_not_text(record: bytes, column: str) -> str | None:

@@ -26,6 +26,7 @@ import numpy as np
 from pipeline.executors import run_tasks
 from pipeline.faults import checkpoint
 from pipeline.io.writers import atomic_path, write_json
+from pipeline.stages.results import BinResult
 from pipeline.stages.tokens import TokenShard, list_ids, token_shards
 
 INDEX = "index.json"
@@ -77,7 +78,7 @@ def run_bin(
     executor: str = "threads",
     ray_address: str | None = None,
     names: list[str] | None = None,
-) -> dict:
+) -> BinResult:
     """Every token shard of `tokens_dir` (or those `names`, relative to it) as
     flat arrays in `bin_dir`, at the same relative paths."""
     start = time.monotonic()
@@ -103,14 +104,13 @@ def run_bin(
         },
         bin_dir / INDEX,
     )
-    return {
-        "stage": "bin",
-        "dir": str(bin_dir),
-        "shards": results,
-        "dtype": shards[0].id_dtype.name,
-        "documents": sum(r["documents"] for r in results),
-        "tokens": sum(r["tokens"] for r in results),
-        "reused": 0,
-        "redone": len(results),
-        "seconds": time.monotonic() - start,
-    }
+    return BinResult(
+        dir=str(bin_dir),
+        shards=results,
+        dtype=shards[0].id_dtype.name,
+        documents=sum(r["documents"] for r in results),
+        tokens=sum(r["tokens"] for r in results),
+        reused=0,
+        redone=len(results),
+        seconds=time.monotonic() - start,
+    )

@@ -11,15 +11,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
-from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
 from pipeline.io.inputs import Inputs, find_inputs, output_name
+from pipeline.io.metadata import SOURCE, STATE
 from pipeline.io.readers import OnSkip, read_documents
-from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
-from pipeline.stages.state import STATE_KEY, count_key
+from pipeline.stages.results import ShardStageResult
+from pipeline.stages.shards import shard_size, shard_task, split_shards
+from pipeline.stages.state import count_key
 from pipeline.tokenizer import word_table
-
-SOURCE_KEY = b"tokenmill.source"
 
 
 @dataclass(frozen=True)
@@ -45,9 +44,7 @@ def count_shard(task: CountTask) -> dict:
 
         table = word_table(documents(), c.mode, c.pattern, c.lowercase, parallel=task.split)
         result["words"] = table.num_rows
-        table = table.replace_schema_metadata(
-            {SOURCE_KEY: task.name.encode(), STATE_KEY: state(result)}
-        )
+        table = table.replace_schema_metadata({SOURCE: task.name.encode(), STATE: state(result)})
         # Every word is distinct: dictionary pages would only cost time. Delta
         # encoding packs the sorted first keys and the small counts about as
         # tightly as LZ4 does, at a fraction of the cost of compressing.
@@ -63,7 +60,7 @@ def count_shard(task: CountTask) -> dict:
     return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
 
 
-def run_count(data: Path | Inputs, counts_dir: Path, config: Config) -> dict:
+def run_count(data: Path | Inputs, counts_dir: Path, config: Config) -> ShardStageResult:
     """Count every input of `data` (a folder or file, or the Inputs found in it)."""
     start = time.monotonic()
     if not isinstance(data, Inputs):
@@ -82,12 +79,4 @@ def run_count(data: Path | Inputs, counts_dir: Path, config: Config) -> dict:
         desc="count",
         size=shard_size,
     )
-    return stage_summary("count", results, time.monotonic() - start, not_read=data.not_read)
-
-
-def shard_source(counts_file: Path) -> str:
-    try:
-        meta = pq.read_schema(counts_file).metadata or {}
-    except (OSError, ValueError) as e:
-        raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
-    return meta.get(SOURCE_KEY, Path(counts_file).stem.encode()).decode()
+    return ShardStageResult.of("count", results, time.monotonic() - start, not_read=data.not_read)

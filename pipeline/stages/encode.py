@@ -20,9 +20,11 @@ from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
 from pipeline.formats import load_any
 from pipeline.io.inputs import Inputs, find_inputs, output_name
+from pipeline.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.readers import OnSkip, read_batches
-from pipeline.stages.shards import shard_size, shard_task, split_shards, stage_summary
-from pipeline.stages.state import STATE_KEY, encode_key
+from pipeline.stages.results import ShardStageResult
+from pipeline.stages.shards import shard_size, shard_task, split_shards
+from pipeline.stages.state import encode_key
 from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
 
@@ -34,9 +36,9 @@ def token_schema(tok: Tokenizer, source: str) -> pa.Schema:
             pa.field("n_tokens", pa.uint32(), nullable=False),
         ],
         metadata={
-            "tokenmill.source": source,
-            "tokenmill.tokenizer_sha256": tok.sha256,
-            "tokenmill.vocab_size": str(tok.vocab_size),
+            SOURCE: source,
+            TOKENIZER_SHA256: tok.sha256,
+            VOCAB_SIZE: str(tok.vocab_size),
         },
     )
 
@@ -73,7 +75,7 @@ def encode_shard(task: EncodeTask) -> dict:
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
                 result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
-            writer.add_key_value_metadata({STATE_KEY: state(result)})
+            writer.add_key_value_metadata({STATE: state(result)})
         return result
 
     return shard_task(task.shard, task.name, task.out, c, encode_key(c, tok.sha256), write)
@@ -81,7 +83,7 @@ def encode_shard(task: EncodeTask) -> dict:
 
 def run_encode(
     data: Path | Inputs, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config
-) -> dict:
+) -> ShardStageResult:
     """Encode every input of `data` (a folder or file, or the Inputs found in it).
     `tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads."""
     start = time.monotonic()
@@ -107,7 +109,7 @@ def run_encode(
         desc="encode",
         size=shard_size,
     )
-    return stage_summary(
+    return ShardStageResult.of(
         "encode",
         results,
         time.monotonic() - start,

@@ -26,8 +26,9 @@ from pipeline.stages.state import state_file
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
+TOKENIZER = "tokenizer.json"  # beside tokens/
 FOLDERS = ("counts", "tokens", "packed", "bin")
-FILES = ("counts.parquet", "tokenizer.json", REPORT)
+FILES = ("counts.parquet", TOKENIZER, REPORT)
 
 
 def output_paths(out: Path) -> dict[str, Path]:
@@ -35,7 +36,7 @@ def output_paths(out: Path) -> dict[str, Path]:
     return {
         "counts_dir": out / "counts",
         "counts_file": out / "counts.parquet",
-        "tokenizer": out / "tokenizer.json",
+        "tokenizer": out / TOKENIZER,
         "tokens_dir": out / "tokens",
         "packed_dir": out / "packed",
         "bin_dir": out / "bin",

@@ -11,8 +11,9 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.errors import TokenmillError
 from pipeline.io.files import file_sha256
-
-MANIFEST = "manifest.json"
+from pipeline.io.lock import LOCK
+from pipeline.io.writers import write_json
+from pipeline.stages.layout import MANIFEST, REPORT, with_state_files
 
 
 def git_revision() -> str | None:
@@ -47,9 +48,10 @@ def relative(path: Path | str, out: Path) -> str:
         return str(path)
 
 
-def shard_outputs(stage: dict, out: Path) -> list[dict]:
+def shard_outputs(shards: list[dict], out: Path) -> list[dict]:
+    """Manifest entries for the outputs of count's or encode's per-shard records."""
     entries = []
-    for r in stage["shards"]:
+    for r in shards:
         if r["output"] is None:
             continue
         entry = {"shard": r["shard"], "path": relative(r["output"]["file"], out)}
@@ -65,8 +67,6 @@ def file_entry(path: Path, out: Path, **extra) -> dict:
 
 
 def write_manifest(manifest: dict, out: Path) -> Path:
-    from pipeline.io.writers import write_json
-
     path = Path(out) / MANIFEST
     write_json(manifest, path)
     return path
@@ -128,9 +128,6 @@ def listed_outputs(manifest: dict) -> list[dict]:
 def verify(out: Path) -> tuple[int, list[str]]:
     """(number of files checked, what differs) for OUT against OUT/manifest.json:
     inputs and outputs missing or changed, and files under OUT it does not list."""
-    from pipeline.io.lock import LOCK
-    from pipeline.stages.layout import REPORT, with_state_files
-
     out = Path(out)
     manifest = read_manifest(out)
     data = Path(manifest["data"])

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.io.files import file_sha256
+from pipeline.io.metadata import count_table_source
 from pipeline.io.writers import atomic_path
-from pipeline.stages.count import shard_source
+from pipeline.stages.results import MergeResult
 from pipeline.stages.state import record_file, reusable_file
 
 
@@ -29,7 +29,7 @@ def count_files(counts_dir: Path) -> list[Path]:
     files = [p for p in counts_dir.rglob("*.parquet") if not p.name.startswith(".")]
     if not files:
         raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
-    return sorted(files, key=shard_source)
+    return sorted(files, key=count_table_source)
 
 
 def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
@@ -55,7 +55,7 @@ def run_merge(
     *,
     files: list[Path] | None = None,
     force: bool = False,
-) -> dict:
+) -> MergeResult:
     """Merge the tables of `counts_dir` (or exactly `files`, in that order).
     An existing COUNTS_FILE made from the same tables is kept unless `force`."""
     start = time.monotonic()
@@ -68,9 +68,9 @@ def run_merge(
     key = {
         "stage": "merge",
         "min_count": min_count,
-        "tables": [[shard_source(f), file_sha256(f)] for f in files],
+        "tables": [[count_table_source(f), file_sha256(f)] for f in files],
     }
-    reused = reusable_file(counts_file, key, Config(force=force))
+    reused = reusable_file(counts_file, key, force)
     if not reused:
         with atomic_path(Path(counts_file)) as tmp:
             # LZ4: the table is written once and read once, right away, by train.
@@ -83,12 +83,11 @@ def run_merge(
         record_file(counts_file, key)
     words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)
-    return {
-        "stage": "merge",
-        "tables": len(files),
-        "words": n_words,
-        "occurrences": n_total or 0,
-        "reused": int(reused),
-        "redone": int(not reused),
-        "seconds": time.monotonic() - start,
-    }
+    return MergeResult(
+        tables=len(files),
+        words=n_words,
+        occurrences=n_total or 0,
+        reused=int(reused),
+        redone=int(not reused),
+        seconds=time.monotonic() - start,
+    )

@@ -41,7 +41,9 @@ from tqdm import tqdm
 
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
+from pipeline.io.metadata import BOS_ID, EOS_ID, SEQ_LEN, SOURCE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.writers import atomic_path
+from pipeline.stages.results import PackResult
 from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
 from pipeline.tokenizer import BOS, ENDOFTEXT, Tokenizer
 
@@ -65,12 +67,12 @@ def packed_schema(tok: Tokenizer, shard: TokenShard, seq_len: int, bos: int | No
             ("documents", pa.large_list(PIECE)),
         ],
         metadata={
-            "tokenmill.source": shard.source,
-            "tokenmill.tokenizer_sha256": tok.sha256,
-            "tokenmill.vocab_size": str(tok.vocab_size),
-            "tokenmill.seq_len": str(seq_len),
-            "tokenmill.eos_id": str(tok.eos_id),
-            "tokenmill.bos_id": "" if bos is None else str(bos),
+            SOURCE: shard.source,
+            TOKENIZER_SHA256: tok.sha256,
+            VOCAB_SIZE: str(tok.vocab_size),
+            SEQ_LEN: str(seq_len),
+            EOS_ID: str(tok.eos_id),
+            BOS_ID: "" if bos is None else str(bos),
         },
     )
 
@@ -210,7 +212,7 @@ def run_pack(
     bos: bool = False,
     tokenizer: Path | Tokenizer | None = None,
     names: list[str] | None = None,
-) -> dict:
+) -> PackResult:
     """Pack every token shard of `tokens_dir` (or those `names`, relative to it)
     into `packed_dir` (same relative paths).
 
@@ -270,15 +272,14 @@ def run_pack(
                 "reused": False,  # packing is redone every time (one pass, cheap)
             }
         )
-    return {
-        "stage": "pack",
-        "shards": results,
-        "seq_len": seq_len,
-        "sequences": packer.sequences,
-        "last_row": last_row if packer.sequences else 0,  # ids in the very last row
-        "documents": sum(r["documents"] for r in results),
-        "tokens": sum(r["tokens"] for r in results),
-        "reused": 0,
-        "redone": len(results),
-        "seconds": time.monotonic() - start,
-    }
+    return PackResult(
+        shards=results,
+        seq_len=seq_len,
+        sequences=packer.sequences,
+        last_row=last_row if packer.sequences else 0,
+        documents=sum(r["documents"] for r in results),
+        tokens=sum(r["tokens"] for r in results),
+        reused=0,
+        redone=len(results),
+        seconds=time.monotonic() - start,
+    )

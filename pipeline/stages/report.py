@@ -10,11 +10,12 @@ import numpy as np
 
 from pipeline.io.writers import atomic_path
 from pipeline.report import SampleDocument, page
+from pipeline.stages.layout import REPORT
+from pipeline.stages.results import ReportResult
 from pipeline.stages.stats import corpus_stats
 from pipeline.stages.tokens import TokenShard
 from pipeline.tokenizer import END_OF_WORD, Tokenizer
 
-REPORT = "report.html"
 LONGEST = 16  # token lengths from here on share one bucket
 MIN_SAMPLE_TOKENS = 40  # a sample document is the first of its shard with this many tokens
 
@@ -111,7 +112,7 @@ def run_report(
     source_column: str | None = "source",
     samples: int = 5,
     sample_tokens: int = 300,
-) -> dict:
+) -> ReportResult:
     """Write OUT/report.html; `samples` documents (the first long enough one of each of
     the first shards) are shown token by token, up to `sample_tokens` tokens each."""
     start = time.monotonic()
@@ -142,11 +143,10 @@ def run_report(
     path = out / REPORT
     with atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")
-    return {
-        "stage": "report",
-        "report": str(path),
-        "documents": s["documents"],
-        "tokens": s["tokens"],
-        "bytes": s["bytes"],
-        "seconds": time.monotonic() - start,
-    }
+    return ReportResult(
+        report=str(path),
+        documents=s["documents"],
+        tokens=s["tokens"],
+        bytes=s["bytes"],
+        seconds=time.monotonic() - start,
+    )

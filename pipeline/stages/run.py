@@ -32,6 +32,7 @@ from pipeline.stages.manifest import (
 )
 from pipeline.stages.merge import run_merge
 from pipeline.stages.pack import run_pack
+from pipeline.stages.results import BinResult, PackResult, RunResult, StageResult
 from pipeline.stages.train import run_train
 from pipeline.tokenizer import Tokenizer
 
@@ -88,12 +89,12 @@ def pretraining_steps(
     return steps
 
 
-def pretraining_files(summary: dict, out: Path) -> list[dict]:
+def pretraining_files(result: PackResult | BinResult, out: Path) -> list[dict]:
     """Manifest entries (checked by verify) for what pack or bin wrote."""
-    if summary["stage"] == "pack":
-        return [file_entry(Path(r["file"]), out, rows=r["sequences"]) for r in summary["shards"]]
-    folder = Path(summary["dir"])
-    files = [folder / r[kind] for r in summary["shards"] for kind in ("bin", "index")]
+    if isinstance(result, PackResult):
+        return [file_entry(Path(r["file"]), out, rows=r["sequences"]) for r in result.shards]
+    folder = Path(result.dir)
+    files = [folder / r[kind] for r in result.shards for kind in ("bin", "index")]
     return [file_entry(f, out) for f in [*files, folder / INDEX]]
 
 
@@ -107,7 +108,7 @@ def run_all(
     tokenizer: Path | Tokenizer | None = None,
     load_options: dict | None = None,
     on_note=None,
-) -> dict:
+) -> RunResult:
     """The pipeline's `steps`; `on_stage(summary)` is called as each stage ends and
     `on_note(line)` with what the user should know (files not read, stale files
     removed). OUT is locked for the run: a second run into it fails at once."""
@@ -130,7 +131,7 @@ def run_all(
         )
 
 
-def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dict:
+def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> RunResult:
     start = time.monotonic()
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
@@ -139,18 +140,18 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dic
     clean_temporaries(out)
     # The old manifest no longer describes OUT once any output changes.
     paths["manifest"].unlink(missing_ok=True)
-    stages: dict[str, dict] = {}
+    stages: dict[str, StageResult] = {}
 
-    def stage(summary: dict) -> dict:
-        stages[summary["stage"]] = summary
+    def stage(result: StageResult) -> StageResult:
+        stages[result.stage] = result
         if on_stage:
-            on_stage(summary)
-        return summary
+            on_stage(result)
+        return result
 
     manifest = base_manifest(data, config.to_dict(), steps)
     if steps in ("all", "count"):
         count = stage(run_count(inputs, paths["counts_dir"], config))
-        tables = [Path(r["output"]["file"]) for r in count["shards"] if r["output"]]
+        tables = [Path(f) for f in count.written]
         merge = stage(
             run_merge(
                 paths["counts_dir"],
@@ -160,8 +161,8 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dic
                 force=config.force,
             )
         )
-        manifest["counts"] = shard_outputs(count, out)
-        manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge["words"])]
+        manifest["counts"] = shard_outputs(count.shards, out)
+        manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
     if steps == "all":
         stage(run_train(paths["counts_file"], paths["tokenizer"], config))
         tokenizer = paths["tokenizer"]
@@ -173,31 +174,30 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dic
             manifest["tokenizer"] = file_entry(tokenizer, out)
         manifest["tokenizer_sha256"] = tok.sha256
         manifest["normalizer"] = tok.normalizer
-        manifest["outputs"] = shard_outputs(encode, out)
-        written = [r["output"]["file"] for r in encode["shards"] if r["output"]]
-        names = [Path(f).relative_to(paths["tokens_dir"]).as_posix() for f in written]
+        manifest["outputs"] = shard_outputs(encode.shards, out)
+        names = [Path(f).relative_to(paths["tokens_dir"]).as_posix() for f in encode.written]
         for step in pretraining_steps(paths, config, tok, names):
             manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))
     reader = stages["encode"] if "encode" in stages else stages["count"]
-    manifest["inputs"] = [r["input"] for r in reader["shards"]]
+    manifest["inputs"] = [r["input"] for r in reader.shards]
     manifest["not_read"] = inputs.not_read
-    skipped = reader["skipped"]
-    manifest["documents_in"] = reader["documents"] + sum(s["documents"] for s in skipped)
-    manifest["documents"] = reader["documents"]
+    skipped = reader.skipped
+    manifest["documents_in"] = reader.documents + sum(s["documents"] for s in skipped)
+    manifest["documents"] = reader.documents
     manifest["documents_skipped"] = sum(s["documents"] for s in skipped)
     # A stream that broke mid-file had at least the documents read before it.
     manifest["documents_in_lower_bound"] = any(s.get("lower_bound") for s in skipped)
     manifest["skipped"] = skipped
     if "encode" in stages:
-        manifest["tokens"] = stages["encode"]["tokens"]
+        manifest["tokens"] = stages["encode"].tokens
     manifest["stages"] = {
         name: {
-            "seconds": round(s["seconds"], 3),
-            "reused": s.get("reused", 0),
-            "redone": s.get("redone", 0),
+            "seconds": round(s.seconds, 3),
+            "reused": s.reused,
+            "redone": s.redone,
             **(
-                {"reused_shards": [r["shard"] for r in s["shards"] if r["reused"]]}
-                if "shards" in s
+                {"reused_shards": [r["shard"] for r in s.shards if r["reused"]]}
+                if hasattr(s, "shards")
                 else {}
             ),
         }
@@ -213,12 +213,11 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> dic
         )
     manifest["seconds"] = round(time.monotonic() - start, 3)
     path = write_manifest(manifest, out)
-    return {
-        "stage": "run",
-        "manifest": str(path),
-        "seconds": time.monotonic() - start,
-        "documents": manifest["documents"],
-        "tokens": manifest.get("tokens", 0),
-        "skipped": skipped,
-        "tokenizer": relative(tokenizer, out) if isinstance(tokenizer, Path) else None,
-    }
+    return RunResult(
+        manifest=str(path),
+        seconds=time.monotonic() - start,
+        documents=manifest["documents"],
+        tokens=manifest.get("tokens", 0),
+        skipped=skipped,
+        tokenizer=relative(tokenizer, out) if isinstance(tokenizer, Path) else None,
+    )

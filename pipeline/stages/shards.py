@@ -18,7 +18,7 @@ from pipeline.stages.state import record_output, reusable_shard, shard_state
 
 # write(tmp, on_skip, stats, state) -> result: reads the shard (passing on_skip
 # and stats to the reader), writes the output to tmp with `state(result)` in
-# its Parquet metadata under STATE_KEY, and returns result (without skips).
+# its Parquet metadata under io.metadata.STATE, and returns result (without skips).
 Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
 
 
@@ -83,18 +83,3 @@ def split_shards(shards: list[Path], config: Config) -> bool:
 def shard_size(task) -> int:
     """A per-shard task's expected work, for `run_tasks(size=...)`."""
     return task.shard.stat().st_size
-
-
-def stage_summary(stage: str, results: list[dict], seconds: float, **extra) -> dict:
-    """The summary of a per-shard stage: totals, reused vs redone, skips."""
-    return {
-        "stage": stage,
-        "shards": results,
-        "documents": sum(r.get("documents", 0) for r in results),
-        "bytes": sum(r.get("bytes", 0) for r in results),
-        "reused": sum(r["reused"] for r in results),
-        "redone": sum(not r["reused"] for r in results),
-        "skipped": [s for r in results for s in r["skipped"]],
-        "seconds": seconds,
-        **extra,
-    }

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.io.files import file_sha256, parquet_json_metadata
+from pipeline.io.metadata import STATE
 from pipeline.io.writers import write_json
 
-STATE_KEY = b"tokenmill.state"
 # Bumped when the readers change what a shard's documents are (2: blank .txt
 # lines are no documents), so outputs made by an older reader are redone.
 READER_VERSION = 2
@@ -63,7 +63,7 @@ def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> dict |
     """The recorded result of `out` if it can be kept, else None."""
     if config.force or not unchanged_since_written(out):
         return None
-    state = parquet_json_metadata(out, STATE_KEY)
+    state = parquet_json_metadata(out, STATE)
     if not isinstance(state, dict) or state.get("input") != source or state.get("key") != key:
         return None
     result = state.get("result") or {}
@@ -94,10 +94,11 @@ def unchanged_since_written(out: Path) -> bool:
         return False
 
 
-def reusable_file(out: Path, key: dict, config: Config) -> bool:
-    """Whether single-step output `out` was made from `key` and is unchanged since."""
+def reusable_file(out: Path, key: dict, force: bool = False) -> bool:
+    """Whether single-step output `out` was made from `key` and is unchanged since
+    (never with `force`)."""
     out = Path(out)
-    if config.force or not out.is_file():
+    if force or not out.is_file():
         return False
     try:
         state = json.loads(state_file(out).read_text(encoding="utf-8"))

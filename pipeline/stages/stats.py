@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 from pipeline.errors import TokenmillError
 from pipeline.io.columns import has_column, read_column
 from pipeline.io.readers import read_batches
+from pipeline.stages.layout import MANIFEST
+from pipeline.stages.results import StatsResult
 from pipeline.stages.tokens import (
     TokenShard,
     list_ids,
@@ -41,7 +43,6 @@ from pipeline.tokenizer import Tokenizer
 TOP = 20
 MAX_SOURCES = 100_000
 OTHER = "(other sources)"
-MANIFEST = "manifest.json"
 
 
 @dataclass
@@ -117,7 +118,7 @@ def corpus_stats(
     start = time.monotonic()
     out = Path(out)
     # What the manifest lists, never a stray file in tokens/ (verify reports those).
-    if (out / "manifest.json").is_file():
+    if (out / MANIFEST).is_file():
         shards = manifest_token_shards(out)
     else:
         shards = token_shards(out / "tokens")
@@ -237,8 +238,9 @@ def corpus_stats(
     return CorpusStats(summary, counts, tok, shards)
 
 
-def run_stats(out: Path, **options) -> dict:
-    return corpus_stats(out, **options).summary
+def run_stats(out: Path, **options) -> StatsResult:
+    summary = corpus_stats(out, **options).summary
+    return StatsResult(stats=summary, seconds=summary["seconds"])
 
 
 def format_stats(s: dict, max_sources: int = 20) -> str:

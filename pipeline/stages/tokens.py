@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
 from pipeline.formats import load_any
+from pipeline.io.files import parquet_json_metadata
+from pipeline.io.metadata import STATE, TOKENIZER_SHA256, VOCAB_SIZE, recorded_source
+from pipeline.stages.layout import TOKENIZER
+from pipeline.stages.manifest import read_manifest
 from pipeline.tokenizer import Tokenizer
 
-SOURCE = b"tokenmill.source"
-SHA256 = b"tokenmill.tokenizer_sha256"
-VOCAB_SIZE = b"tokenmill.vocab_size"
-TOKENIZER_NAME = "tokenizer.json"  # beside tokens/ in a `run` output folder
 BATCH_ROWS = 8192
 
 
@@ -50,14 +50,14 @@ def open_token_shard(path: Path, name: str | None = None) -> TokenShard:
         raise TokenmillError(f"{path}: cannot read token shard ({e})") from None
     schema = pf.schema_arrow
     meta = schema.metadata or {}
-    if SHA256 not in meta or "ids" not in schema.names:
+    if TOKENIZER_SHA256 not in meta or "ids" not in schema.names:
         raise TokenmillError(f"{path}: not a token shard written by `tokenmill encode`")
     id_type = schema.field("ids").type.value_type
     return TokenShard(
         path=path,
         name=name or path.name,
-        source=meta.get(SOURCE, path.stem.encode()).decode(),
-        sha256=meta[SHA256].decode(),
+        source=recorded_source(meta, path),
+        sha256=meta[TOKENIZER_SHA256].decode(),
         vocab_size=int(meta.get(VOCAB_SIZE, b"0")),
         documents=pf.metadata.num_rows,
         id_dtype=np.dtype(id_type.to_pandas_dtype()),
@@ -90,8 +90,6 @@ def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[Token
 def manifest_token_shards(out: Path) -> list[TokenShard]:
     """The token shards a `run` output folder's manifest lists, and only those
     (a stray file in tokens/ is not read; `verify` reports it)."""
-    from pipeline.stages.manifest import read_manifest
-
     out = Path(out)
     manifest = read_manifest(out)
     names = []
@@ -114,12 +112,12 @@ def shard_tokenizer(
     if tokenizer_file is None:
         # The `run` folder holding the shard: the parent of the tokens/ it is under.
         folders = [p for p in shard.path.parents if p.name == "tokens"]
-        candidates = [p.parent / TOKENIZER_NAME for p in folders]
+        candidates = [p.parent / TOKENIZER for p in folders]
         found = [c for c in candidates if c.is_file()]
-        tokenizer_file = found[0] if found else shard.path.parent.parent / TOKENIZER_NAME
+        tokenizer_file = found[0] if found else shard.path.parent.parent / TOKENIZER
         if not tokenizer_file.is_file():
             raise TokenmillError(
-                f"{shard.path}: no {TOKENIZER_NAME} beside its folder; give --tokenizer"
+                f"{shard.path}: no {TOKENIZER} beside its folder; give --tokenizer"
             )
     tok = load_any(Path(tokenizer_file), **load_options)
     if tok.sha256 != shard.sha256:
@@ -145,9 +143,6 @@ def read_row(shard: TokenShard, row: int) -> list[int]:
     row whose `row` column is `row`, not the row at that position (a skipped
     document leaves a gap). Row groups whose statistics rule it out are not read."""
     import pyarrow.compute as pc
-
-    from pipeline.io.files import parquet_json_metadata
-    from pipeline.stages.state import STATE_KEY
 
     last = -1  # the highest row seen
     try:
@@ -176,7 +171,7 @@ def read_row(shard: TokenShard, row: int) -> list[int]:
                         return batch.column(1)[at].as_py()
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{shard.path}: cannot read token shard ({e})") from None
-    state = parquet_json_metadata(shard.path, STATE_KEY)
+    state = parquet_json_metadata(shard.path, STATE)
     result = state.get("result") if isinstance(state, dict) else None
     skips = result.get("skipped") if isinstance(result, dict) else None
     for skip in skips if isinstance(skips, list) else []:

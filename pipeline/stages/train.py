@@ -12,11 +12,12 @@ from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
 from pipeline.io.files import file_sha256
+from pipeline.stages.results import TrainResult
 from pipeline.stages.state import record_file, reusable_file
 from pipeline.tokenizer import Tokenizer
 
 
-def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
+def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> TrainResult:
     start = time.monotonic()
     counts_file = Path(counts_file)
     try:
@@ -35,7 +36,7 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
         "vocab_size": config.vocab_size,
         "special_tokens": config.train_special_tokens,
     }
-    if reusable_file(tokenizer_file, key, config):
+    if reusable_file(tokenizer_file, key, config.force):
         tok = Tokenizer.load(tokenizer_file)
         return summary(table.num_rows, tok, start, reused=True)
     with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
@@ -59,14 +60,13 @@ def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> dict:
     return summary(table.num_rows, tok, start, reused=False)
 
 
-def summary(words: int, tok: Tokenizer, start: float, reused: bool) -> dict:
-    return {
-        "stage": "train",
-        "words": words,
-        "merges": len(tok.merges),
-        "vocab_size": tok.vocab_size,
-        "sha256": tok.sha256,
-        "reused": int(reused),
-        "redone": int(not reused),
-        "seconds": time.monotonic() - start,
-    }
+def summary(words: int, tok: Tokenizer, start: float, reused: bool) -> TrainResult:
+    return TrainResult(
+        words=words,
+        merges=len(tok.merges),
+        vocab_size=tok.vocab_size,
+        sha256=tok.sha256,
+        reused=int(reused),
+        redone=int(not reused),
+        seconds=time.monotonic() - start,
+    )

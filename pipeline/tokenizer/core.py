@@ -24,73 +24,55 @@ import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
+from pipeline.io.arrow import arrow_buffers, byte_view
 from pipeline.io.files import parse_json, read_bytes
-from pipeline.io.writers import arrow_buffers, atomic_path, byte_view
+from pipeline.io.writers import atomic_path
 from pipeline.memory import gc_paused, release_memory
-
-ENDOFTEXT = "<|endoftext|>"
-BOS = "<|bos|>"  # the token `--bos` puts before each document of packed sequences
-UNK = "<unk>"
-END_OF_WORD = "</w>"
-MODES = ("byte", "char")
-PATTERNS = ("gpt2", "cl100k", "o200k")
-FORMAT = "tokenmill"
-NORMALIZATIONS = ("", "NFC")
-# Ids are uint32 (in the encoder and in token shards), and so is the vocabulary
-# size: at most 2**32 - 1 tokens, ids 0 to 2**32 - 2 (as `--vocab-size` allows).
-MAX_VOCAB_SIZE = (1 << 32) - 1
-
-
-def id_limit(n_tokens: int) -> int:
-    """Ids of a vocabulary of `n_tokens` tokens (special ones included) must lie
-    below this. Gaps are allowed (tiktoken's cl100k leaves 15 ids unused before
-    `<|endofprompt|>`), but not more unused ids than tokens (plus 1024): tables
-    are allocated for the whole id space, which must stay in proportion to the
-    file that describes it."""
-    return min(2 * n_tokens + 1024, MAX_VOCAB_SIZE)
-
-
-def show(value: object) -> str:
-    """A value of a file for a one-line message: repr, shortened."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long to print
-        return f"an integer of {value.bit_length()} bits"  # type: ignore[attr-defined]
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def is_id(value: object) -> bool:
-    """An id: an int (not a bool, float or string) that uint32 holds. (How far
-    ids may reach beyond the tokens is `id_limit`'s to say.)"""
-    return type(value) is int and 0 <= value < 1 << 32
-
-
-def check_id(value: object, what: str) -> int:
-    """`value` if it is an id, else a TokenmillError naming `what`."""
-    if not is_id(value):
-        raise TokenmillError(f"{what} has id {show(value)}: ids are integers from 0 to 2**32-1")
-    return value  # type: ignore[return-value]
-
-
-def default_special_tokens(mode: str) -> list[str]:
-    return [UNK, ENDOFTEXT] if mode == "char" else [ENDOFTEXT]
-
-
-def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
-    """The special tokens of a tokenizer trained with `extra` (train's --special-token),
-    in id order: the mode's required tokens not listed in `extra` first, then `extra`
-    as given. Their ids follow the merges."""
-    extra = list(extra)
-    for name in extra:
-        if not name or name.strip() != name:
-            raise TokenmillError(f"--special-token {name!r}: a special token needs a name")
-        if extra.count(name) > 1:
-            raise TokenmillError(f"--special-token {name!r} is given twice")
-    return [t for t in default_special_tokens(mode) if t not in extra] + extra
+from pipeline.tokenizer.bytelevel import from_byte_level
+from pipeline.tokenizer.ids import (
+    ENDOFTEXT,
+    FORMAT,
+    MAX_VOCAB_SIZE,
+    MODES,
+    NORMALIZATIONS,
+    check_id,
+    show,
+)
+from pipeline.tokenizer.modes import Mode, mode_of
+from pipeline.tokenizer.options import check_options, default_special_tokens
+from pipeline.tokenizer.vocab import ImportedNumbering, OwnNumbering
 
 
 @dataclass
 class Tokenizer:
+    """A byte-pair-encoding tokenizer: train it, encode and decode with it,
+    save it and load it again.
+
+    >>> from pipeline import Tokenizer
+    >>> corpus = ["the cat sat on the mat", "the dog sat on the log"] * 50
+    >>> tok = Tokenizer.train(corpus, vocab_size=300)
+    >>> tok.encode("the cat sat")
+    [257, 266, 260]
+    >>> tok.tokens("the cat sat")
+    ['the', ' cat', ' sat']
+    >>> tok.decode([257, 266, 260])
+    'the cat sat'
+
+    Training stops early when no pair is left to merge: this corpus makes 17
+    merges, so 256 bytes + 17 merges + `<|endoftext|>` = 274 tokens.
+
+    >>> tok.vocab_size, tok.eos_id
+    (274, 273)
+
+    `mode="char"` splits at whitespace and builds on the characters seen:
+
+    >>> chars = Tokenizer.train(corpus, mode="char", vocab_size=40)
+    >>> chars.tokens("the cat")
+    ['the</w>', 'cat</w>']
+    >>> chars.decode(chars.encode("the cat"))
+    'the cat'
+    """
+
     mode: str = "byte"
     pattern: str = "cl100k"  # byte mode: a preset name or a regex (fancy-regex syntax)
     lowercase: bool = False
@@ -122,7 +104,20 @@ class Tokenizer:
         num_merges: int | None = None,
         special_tokens: Sequence[str] | None = None,
     ) -> Tokenizer:
-        """Train on in-memory texts (the whole pipeline in one process)."""
+        """Train on in-memory texts (the whole pipeline in one process):
+        count their words, then learn merges until the vocabulary holds
+        `vocab_size` tokens (or exactly `num_merges` merges are made, or no
+        pair is left). `special_tokens` are added after the merges, with the
+        mode's own (`<|endoftext|>`; char mode also `<unk>`).
+
+        >>> tok = Tokenizer.train(["low lower lowest"] * 10, vocab_size=262)
+        >>> tok.merge_pairs()[:2]
+        [(b'l', b'o'), (b'lo', b'w')]
+        >>> Tokenizer.train(["x"], vocab_size=10)
+        Traceback (most recent call last):
+        ...
+        pipeline.errors.TokenmillError: --vocab-size 10 is below the base vocabulary: ...
+        """
         table = word_table([pa.array(list(texts), pa.large_string())], mode, pattern, lowercase)
         return cls.train_from_word_arrays(
             table["word"],
@@ -168,11 +163,8 @@ class Tokenizer:
                 specials.append(required)
         words = words.cast(pa.large_string())
         counts = counts.cast(pa.uint64())
-        if mode == "char":
-            alphabet = _native.char_alphabet(*arrow_buffers(words)) if len(words) else []
-            base = len(alphabet)
-        else:
-            alphabet, base = None, 256
+        model = mode_of(mode)
+        alphabet, base = model.train_alphabet(words)
         if num_merges is None:
             if vocab_size is None:
                 raise TokenmillError("give --vocab-size (or num_merges)")
@@ -196,15 +188,16 @@ class Tokenizer:
                     num_merges,
                     progress,
                 )
-            except ValueError as e:  # the word table is beyond what training can hold
+            except _native.NativeError as e:  # a word table beyond what training can hold
                 raise TokenmillError(f"train: {e}") from None
             release_memory()
         else:
             merges = []
+        pattern, lowercase = model.trained_options(pattern, lowercase)
         return cls(
             mode=mode,
-            pattern=pattern if mode == "byte" else "",
-            lowercase=lowercase if mode == "char" else False,
+            pattern=pattern,
+            lowercase=lowercase,
             alphabet=alphabet or [],
             merges=[tuple(m) for m in merges],
             special_tokens=specials,
@@ -216,26 +209,37 @@ class Tokenizer:
         or None: what a run's output names, since it changes the ids."""
         return self.normalization or None
 
-    # ---- vocabulary -------------------------------------------------
+    # ---- vocabulary: the mode's base tokens, numbered ----------------
+
+    # A tokenizer's tables are not changed after creation: its mode and
+    # numbering, like the tables derived from them, are made once.
+
+    @cached_property
+    def _mode(self) -> Mode:
+        """Byte or char mode: the base vocabulary, pre-tokenizer and decoding."""
+        return mode_of(self.mode)
+
+    @cached_property
+    def _numbering(self) -> OwnNumbering | ImportedNumbering:
+        """Which id each token has: tokenmill's numbering, or an imported table."""
+        if self.vocab is None:
+            return OwnNumbering(self.base_size, self.merges, self.special_tokens, self.special_ids)
+        return ImportedNumbering(self.vocab, self.merges, self.special_tokens, self.special_ids)
 
     @property
     def base_size(self) -> int:
-        return len(self.alphabet) if self.mode == "char" else 256
+        return self._mode.base_size(self.alphabet)
 
     @property
     def vocab_size(self) -> int:
-        if self.vocab is None:
-            return self.base_size + len(self.merges) + len(self.special_tokens)
-        return max([len(self.vocab), *(i + 1 for i in self.special_ids or [])])
+        return self._numbering.size
 
     def special_id(self, token: str) -> int:
         try:
             k = self.special_tokens.index(token)
         except ValueError:
             raise TokenmillError(f"tokenizer has no special token {token!r}") from None
-        if self.special_ids is not None:
-            return self.special_ids[k]
-        return self.base_size + len(self.merges) + k
+        return self._numbering.special_id(k)
 
     @property
     def special_map(self) -> dict[str, int]:
@@ -252,71 +256,36 @@ class Tokenizer:
 
         An id that is no token (a gap in an imported vocabulary) has None.
         """
-        if self.vocab is not None:
-            values: list = list(self.vocab) + [None] * (self.vocab_size - len(self.vocab))
-            for token, i in self.special_map.items():
-                values[i] = token.encode()
-            return values
-        if self.mode == "char":
-            values = list(self.alphabet)
-        else:
-            values = [bytes([b]) for b in range(256)]
-        for a, b in self.merges:
-            values.append(values[a] + values[b])
-        for token in self.special_tokens:
-            values.append(token if self.mode == "char" else token.encode())
-        return values
+        mode = self._mode
+        return self._numbering.values(
+            mode.base_values(self.alphabet), mode.special_value, self.special_map
+        )
 
     @cached_property
     def byte_vocab(self) -> list[bytes | None]:
         """Byte mode: the bytes of every non-special id (None for gaps)."""
-        if self.vocab is not None:
-            return list(self.vocab)
-        return self.token_values[: self.base_size + len(self.merges)]
+        return self._numbering.non_special(lambda: self.token_values)
 
     @cached_property
     def merge_ids(self) -> list[int]:
         """The id each merge yields, in rank order."""
-        if self.vocab is None:
-            return list(range(self.base_size, self.base_size + len(self.merges)))
-        index, vocab, n = self._vocab_index, self.vocab, len(self.vocab)
-        ids = []
-        for k, (a, b) in enumerate(self.merges):
-            if type(a) is not int or type(b) is not int:
-                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
-            left = vocab[a] if 0 <= a < n else None
-            right = vocab[b] if 0 <= b < n else None
-            merged = index.get(left + right) if left and right else None
-            if merged is None:
-                raise TokenmillError(
-                    f"merge {k} ({a}, {b}) does not join two tokens into a token of the vocabulary"
-                )
-            ids.append(merged)
-        return ids
+        return self._numbering.merge_ids(self._vocab_index)
 
     @cached_property
     def _vocab_index(self) -> dict[bytes, int]:
-        index: dict[bytes, int] = {}
-        for i, v in enumerate(self.vocab or []):
-            if v is not None:
-                if v in index:
-                    raise TokenmillError(f"ids {index[v]} and {i} have the same bytes {v!r}")
-                index[v] = i
-        return index
+        return self._numbering.index()
 
     @cached_property
+    def custom_byte_ids(self) -> list[int] | None:
+        """The id of each of the 256 bytes where they are not the byte values
+        (imported vocabularies), else None."""
+        return self._numbering.byte_ids(self._vocab_index)
+
+    @property
     def byte_ids(self) -> list[int]:
         """Byte mode: the id of each of the 256 bytes."""
-        if self.vocab is None:
-            return list(range(256))
-        index = self._vocab_index
-        missing = [b for b in range(256) if bytes([b]) not in index]
-        if missing:
-            raise TokenmillError(
-                f"the vocabulary has no token for byte 0x{missing[0]:02x} "
-                f"({len(missing)} bytes missing)"
-            )
-        return [index[bytes([b])] for b in range(256)]
+        ids = self.custom_byte_ids
+        return list(range(256)) if ids is None else ids
 
     def checked(self, source: str, *, compile_pattern: bool = True) -> Tokenizer:
         """`validate`, and build the encoder (compiling a custom pattern), with
@@ -325,8 +294,8 @@ class Tokenizer:
             self.validate()
             if compile_pattern:
                 self._encoder  # noqa: B018
-            elif self.mode == "byte" and self.pattern not in PATTERNS:
-                _native.pretokenize("", "byte", self.pattern)  # compiles it, no more
+            else:
+                self._mode.check_pattern(self)
         except TokenmillError as e:
             raise TokenmillError(f"{source}: {e}") from None
         except (TypeError, ValueError, OverflowError, IndexError) as e:
@@ -354,95 +323,11 @@ class Tokenizer:
                 f"normalizer {show(self.normalization)} is not supported (tokenmill applies "
                 "NFC or none, as byte-level BPE files do)"
             )
-        if self.mode == "byte" and (not isinstance(self.pattern, str) or not self.pattern):
-            raise TokenmillError(f"pattern {show(self.pattern)}: byte mode needs a pattern")
-        if self.vocab is not None:
-            self._validate_vocab()
-        else:
-            self._validate_numbering()
-        return self
-
-    def _validate_numbering(self) -> None:
-        """tokenmill's own numbering: base tokens, then one per merge, then specials."""
-        if self.mode == "char":
-            alphabet = self.alphabet
-
-            def symbol(c: object) -> bool:
-                return isinstance(c, str) and (len(c) == 1 or c == END_OF_WORD)
-
-            if not all(map(symbol, alphabet)):
-                bad = next(c for c in alphabet if not symbol(c))
-                raise TokenmillError(
-                    f"char mode's alphabet holds {show(bad)}: want single characters and "
-                    f"{END_OF_WORD}"
-                )
-            if len(set(alphabet)) != len(alphabet):
-                seen: set[str] = set()
-                twice = next(c for c in alphabet if c in seen or seen.add(c))
-                raise TokenmillError(f"char mode's alphabet lists {twice!r} twice")
-            if END_OF_WORD not in alphabet:
-                raise TokenmillError(f"char mode's alphabet lacks {END_OF_WORD}")
-            if UNK not in self.special_tokens:
-                raise TokenmillError(f"char mode needs the special token {UNK}")
-        base = self.base_size
-        if base + len(self.merges) + len(self.special_tokens) > MAX_VOCAB_SIZE:
-            raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
-        # Merge k makes id base + k from ids made before it.
-        for k, (a, b) in enumerate(self.merges):
-            made = base + k
-            if type(a) is not int or type(b) is not int:
-                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
-            if not (0 <= a < made and 0 <= b < made):
-                raise TokenmillError(
-                    f"merge {k} ({show(a)}, {show(b)}) refers to an id not yet made "
-                    f"(a merge joins ids below its own, {made})"
-                )
-        if len(set(self.merges)) != len(self.merges):
-            first: dict[tuple, int] = {}
-            k, m = next((k, m) for k, m in enumerate(self.merges) if first.setdefault(m, k) != k)
-            raise TokenmillError(
-                f"merge {k} {tuple(m)} repeats merge {first[m]}: two ids would have the same bytes"
-            )
-        n = base + len(self.merges)
-        if self.special_ids is not None and self.special_ids != list(
-            range(n, n + len(self.special_tokens))
-        ):
-            raise TokenmillError("special token ids must follow the merges")
-
-    def _validate_vocab(self) -> None:
-        """An explicit vocabulary (imported): byte mode, every byte a token, ids
-        in proportion to the tokens, each merge joining two tokens into one."""
-        if self.mode != "byte":
-            raise TokenmillError("an explicit vocab needs byte mode")
-        vocab = self.vocab
-        n_vocab = len(vocab)
-        if any(v is not None and not isinstance(v, bytes) for v in vocab):
-            raise TokenmillError("vocab entries are bytes")
-        ids = self.special_ids if self.special_ids is not None else []
-        if len(ids) != len(self.special_tokens):
-            raise TokenmillError("special_ids and special_tokens differ in length")
-        owner: dict[int, str] = {}
-        for name, i in zip(self.special_tokens, ids, strict=True):
-            check_id(i, f"special token {name!r}")
-            if i < n_vocab and vocab[i] is not None:
-                raise TokenmillError(
-                    f"special token {name!r} has id {i}, taken by the token {vocab[i]!r}"
-                )
-            if i in owner:
-                raise TokenmillError(
-                    f"special tokens {owner[i]!r} and {name!r} have the same id {i}"
-                )
-            owner[i] = name
-        n_tokens = n_vocab - vocab.count(None) + len(ids)
-        top = max([n_vocab - 1, *ids])
-        if top >= id_limit(n_tokens):
-            what = f"special token {owner[top]!r} has id {top}" if top in owner else f"id {top}"
-            raise TokenmillError(
-                f"{what}: a vocabulary of {n_tokens} tokens numbers them below "
-                f"{id_limit(n_tokens)} (gaps are allowed, but not more unused ids than tokens)"
-            )
-        self.byte_ids  # noqa: B018  (raises when a byte is missing)
+        self._mode.check_fields(self)
+        self._numbering.check(self._mode, self)
+        self.custom_byte_ids  # noqa: B018  (raises when a byte is missing)
         self.merge_ids  # noqa: B018  (raises when a merge yields no token)
+        return self
 
     def merge_pairs(self) -> list[tuple]:
         """Merges as pairs of token values, in rank order."""
@@ -458,30 +343,7 @@ class Tokenizer:
 
     def _build_encoder(self) -> _native.Encoder:
         merges = [(a, b, i) for (a, b), i in zip(self.merges, self.merge_ids, strict=True)]
-        if self.mode == "char":
-            return _native.Encoder(
-                "char",
-                "",
-                self.lowercase,
-                merges,
-                self.alphabet,
-                self.alphabet.index(END_OF_WORD),
-                self.special_id(UNK),
-            )
-        whole_words = None
-        if self.whole_words:
-            whole_words = [(v, i) for i, v in enumerate(self.byte_vocab) if v is not None]
-        try:
-            return _native.Encoder(
-                "byte",
-                self.pattern,
-                False,
-                merges,
-                byte_ids=None if self.vocab is None else self.byte_ids,
-                whole_words=whole_words,
-            )
-        except ValueError as e:
-            raise TokenmillError(str(e)) from None
+        return self._mode.encoder(self, merges)
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
@@ -504,12 +366,37 @@ class Tokenizer:
         return pa.large_list(pa.field("item", self.id_type, nullable=False))
 
     def encode(self, text: str, *, eos: bool = False) -> list[int]:
+        """The token ids of `text`, then `<|endoftext|>`'s when `eos`.
+
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> tok.encode("hello")
+        [259]
+        >>> tok.encode("hello", eos=True) == [259, tok.eos_id]
+        True
+        """
         if self.normalization:
             text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
         try:
             return self._encoder.encode(text, self.eos_id if eos else None)
-        except ValueError as e:  # a custom pattern hit the regex engine's limits
+        except _native.NativeError as e:  # a custom pattern hit the regex engine's limits
             raise TokenmillError(str(e)) from None
+
+    def encode_batch(
+        self, texts: Iterable[str], *, eos: bool = False, parallel: bool = True
+    ) -> list[list[int]]:
+        """The token ids of each text, encoded on the native thread pool (or
+        on the calling thread alone when not `parallel`): as `encode` on each.
+
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> tok.encode_batch(["hello", " world", ""])
+        [[259], [264], []]
+        >>> tok.encode_batch(["hello"]) == [tok.encode("hello")]
+        True
+        """
+        ids, _ = self.encode_arrow(
+            pa.array(list(texts), pa.large_string()), eos=eos, parallel=parallel
+        )
+        return ids.to_pylist()
 
     def encode_arrow(
         self, docs: pa.Array, *, eos: bool = True, parallel: bool = True
@@ -527,7 +414,7 @@ class Tokenizer:
                 self.wide_ids,
                 parallel,
             )
-        except ValueError as e:
+        except _native.NativeError as e:
             raise TokenmillError(str(e)) from None
         n_tokens = pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(lens)])
         flat = pa.Array.from_buffers(
@@ -545,6 +432,16 @@ class Tokenizer:
         ]
 
     def decode(self, ids: Iterable[int]) -> str:
+        """The text of token ids (invalid UTF-8 replaced by U+FFFD).
+
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> tok.decode(tok.encode("hello world, hi"))
+        'hello world, hi'
+        >>> tok.decode([999])
+        Traceback (most recent call last):
+        ...
+        pipeline.errors.TokenmillError: id 999 is not in the vocabulary (ids 0 to 265, ...)
+        """
         values = self.token_values
         ids = list(ids)
         n = len(values)
@@ -564,9 +461,7 @@ class Tokenizer:
             raise TokenmillError(
                 f"id {ids[parts.index(None)]} is no token (a gap in a vocabulary of {n})"
             )
-        if self.mode == "char":
-            return "".join(parts).replace(END_OF_WORD, " ").rstrip(" ")
-        return b"".join(parts).decode("utf-8", errors="replace")
+        return self._mode.join(parts)
 
     # ---- persistence ------------------------------------------------
 
@@ -578,21 +473,12 @@ class Tokenizer:
             "vocab_size": self.vocab_size,
             "special_tokens": self.special_map,
         }
-        if self.mode == "byte":
-            d["pattern"] = self.pattern
-            d["pattern_regex"] = _native.preset_regex(self.pattern) or self.pattern
-        else:
-            d["lowercase"] = self.lowercase
-            d["alphabet"] = self.alphabet
+        d.update(self._mode.file_fields(self))
         if self.normalization:
             d["normalization"] = self.normalization
         if self.whole_words:
             d["whole_words"] = True
-        if self.vocab is not None:
-            from pipeline.formats.bytelevel import to_byte_level
-
-            # Token bytes in GPT-2's byte-to-unicode alphabet, as in tokenizer.json files.
-            d["vocab"] = [None if v is None else to_byte_level(v) for v in self.vocab]
+        d.update(self._numbering.file_fields())
         d["merges"] = [list(m) for m in self.merges]
         return d
 
@@ -611,6 +497,18 @@ class Tokenizer:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def save(self, path: Path) -> None:
+        """Write the tokenizer as tokenmill JSON (atomically: a reader sees
+        the old file or the new one). `load` reads it back.
+
+        >>> import tempfile, pathlib
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     path = pathlib.Path(d) / "tok.json"
+        ...     tok.save(path)
+        ...     again = Tokenizer.load(path)
+        >>> again == tok, again.sha256 == tok.sha256
+        (True, True)
+        """
         with atomic_path(Path(path)) as tmp:
             tmp.write_text(self.to_json(), encoding="utf-8")
 
@@ -667,8 +565,6 @@ class Tokenizer:
         alphabet = field_of("alphabet", list, [])
         vocab = None
         if d.get("vocab") is not None:
-            from pipeline.formats.bytelevel import from_byte_level
-
             raw_vocab = field_of("vocab", list, None)
             try:
                 vocab = [None if v is None else from_byte_level(v) for v in raw_vocab]
@@ -693,16 +589,10 @@ class Tokenizer:
             normalization=field_of("normalization", str, ""),
         )
         tok.checked(source, compile_pattern=False)
-        if vocab is None:
-            # Special tokens follow the merges, in the order of their ids.
-            n = tok.base_size + len(merges)
-            for k, name in enumerate(specials):
-                if raw_specials[name] != n + k:
-                    raise TokenmillError(
-                        f"{source}: special token {name!r} has id {raw_specials[name]}, not "
-                        f"{n + k}: without a vocab, special tokens are numbered from {n}, "
-                        "right after the merges"
-                    )
+        try:
+            tok._numbering.check_file_special_ids(raw_specials)
+        except TokenmillError as e:
+            raise TokenmillError(f"{source}: {e}") from None
         size = d.get("vocab_size", tok.vocab_size)
         if type(size) is not int or size != tok.vocab_size:
             raise TokenmillError(
@@ -713,6 +603,10 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
+        """A tokenizer file that `save` wrote, checked (TokenmillError naming
+        the file when it is malformed). Other tools' files (Hugging Face
+        tokenizer.json, .tiktoken): `pipeline.formats.load_any`.
+        """
         data = read_bytes(path, "tokenizer")
         with gc_paused():
             return cls.from_file(parse_json(data, path), data, str(path))
@@ -745,7 +639,7 @@ def word_table(
     first seen), sorted by first occurrence.
     """
     check_options(mode, pattern)
-    counter = _native.Counter(mode, pattern, lowercase)
+    counter = mode_of(mode).counter(pattern, lowercase)
     row = 0
     for docs in batches:
         if len(docs):
@@ -765,8 +659,6 @@ def word_table(
 
 
 def _byte_level(v: object) -> bool:
-    from pipeline.formats.bytelevel import from_byte_level
-
     try:
         from_byte_level(v)  # type: ignore[arg-type]
     except (ValueError, TypeError, AttributeError):
@@ -783,13 +675,6 @@ def _check_count(value: object, what: str, most: int) -> None:
             f"{what} {show(value)}: want a whole number from 0 to {most} "
             "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
         )
-
-
-def check_options(mode: str, pattern: str) -> None:
-    if mode not in MODES:
-        raise TokenmillError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "byte" and pattern not in PATTERNS:
-        raise TokenmillError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
 
 
 def _fixed_width_buffer(arr: pa.Array) -> memoryview:

@@ -1,0 +1,198 @@
+"""What each stage returns: a small record of what it did, which describes
+itself in the one line the command prints when the stage ends.
+
+Per-shard records (`ShardStageResult.shards`, `PackResult.shards`, ...) stay
+plain dicts: they are what the shard outputs record in their metadata and
+what the manifest lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(kw_only=True)
+class StageResult:
+    stage: str
+    seconds: float
+    reused: int = 0  # outputs kept (inputs and options unchanged)
+    redone: int = 0  # outputs written
+
+    def describe(self) -> str:
+        """One line: what the stage did, how much, how fast."""
+        return f"{self.stage}: {self.what()} in {self.seconds:.2f} s{self.rate()}"
+
+    def what(self) -> str:
+        raise NotImplementedError
+
+    def rate(self) -> str:
+        n_bytes = getattr(self, "bytes", 0)
+        return f", {n_bytes / 1e6 / self.seconds:.1f} MB/s" if n_bytes and self.seconds > 0 else ""
+
+    def size(self) -> str:
+        return f", {self.bytes / 1e6:.1f} MB" if hasattr(self, "bytes") else ""
+
+    def kept(self) -> str:
+        if hasattr(self, "shards"):
+            return f" ({self.reused} kept, {self.redone} done)"
+        return " (kept: inputs unchanged)" if self.reused else ""
+
+    def skips(self) -> str:
+        skipped = getattr(self, "skipped", None)
+        return f", {len(skipped)} skipped" if skipped else ""
+
+    # Read-only mapping access (result["tokens"]), for callers written against the
+    # dicts the stages used to return (bench/).
+    def __getitem__(self, key: str):
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default)
+
+
+@dataclass(kw_only=True)
+class ShardStageResult(StageResult):
+    """count or encode: one output per input shard."""
+
+    shards: list[dict]  # per shard: shard_task's record
+    documents: int
+    bytes: int
+    skipped: list[dict]  # every skipped document or file
+    not_read: list[dict] = field(default_factory=list)  # files under DATA that are no input
+    tokens: int = 0  # encode
+    tokenizer_sha256: str | None = None  # encode
+    normalizer: str | None = None  # encode
+
+    @classmethod
+    def of(cls, stage: str, results: list[dict], seconds: float, **extra) -> ShardStageResult:
+        """Totals over the per-shard records: reused vs redone, skips."""
+        return cls(
+            stage=stage,
+            shards=results,
+            documents=sum(r.get("documents", 0) for r in results),
+            bytes=sum(r.get("bytes", 0) for r in results),
+            reused=sum(r["reused"] for r in results),
+            redone=sum(not r["reused"] for r in results),
+            skipped=[s for r in results for s in r["skipped"]],
+            seconds=seconds,
+            **extra,
+        )
+
+    @property
+    def written(self) -> list[str]:
+        """The output files (kept or written), in input order; none for a skipped file."""
+        return [r["output"]["file"] for r in self.shards if r["output"]]
+
+    def what(self) -> str:
+        what = f"{len(self.shards)} shards{self.kept()}, {self.documents} documents{self.skips()}"
+        if self.stage != "encode":
+            return what + self.size()
+        what += f", {self.tokens} tokens{self.size()}"
+        if self.normalizer:
+            what += f", text normalized with {self.normalizer}"
+        return what
+
+
+@dataclass(kw_only=True)
+class MergeResult(StageResult):
+    stage: str = "merge"
+    tables: int
+    words: int
+    occurrences: int
+
+    def what(self) -> str:
+        return (
+            f"{self.tables} tables, {self.words} distinct words, {self.occurrences} in all"
+            f"{self.kept()}"
+        )
+
+
+@dataclass(kw_only=True)
+class TrainResult(StageResult):
+    stage: str = "train"
+    words: int
+    merges: int
+    vocab_size: int
+    sha256: str
+
+    def what(self) -> str:
+        return (
+            f"{self.merges} merges, vocabulary {self.vocab_size}, from {self.words} words"
+            f"{self.kept()}"
+        )
+
+
+@dataclass(kw_only=True)
+class PackResult(StageResult):
+    stage: str = "pack"
+    shards: list[dict]  # per shard: shard, file, documents, sequences, tokens
+    seq_len: int
+    sequences: int
+    last_row: int  # ids in the very last row
+    documents: int
+    tokens: int
+
+    def what(self) -> str:
+        return (
+            f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} tokens -> "
+            f"{self.sequences} sequences of {self.seq_len} (last: {self.last_row})"
+        )
+
+
+@dataclass(kw_only=True)
+class BinResult(StageResult):
+    stage: str = "bin"
+    dir: str
+    shards: list[dict]  # per shard: source, bin, index, documents, tokens
+    dtype: str
+    documents: int
+    tokens: int
+
+    def what(self) -> str:
+        return f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} {self.dtype}"
+
+
+@dataclass(kw_only=True)
+class StatsResult(StageResult):
+    stage: str = "stats"
+    stats: dict  # what `tokenmill stats --json` prints
+
+    @property
+    def bytes(self) -> int:
+        return self.stats["bytes"]
+
+    def what(self) -> str:
+        s = self.stats
+        return (
+            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens"
+            f"{self.size()}, {s['bytes_per_token'] or 0:.2f} bytes per token, "
+            f"{100 * s['utilization']:.1f} % of the vocabulary used"
+        )
+
+
+@dataclass(kw_only=True)
+class ReportResult(StageResult):
+    stage: str = "report"
+    report: str
+    documents: int
+    tokens: int
+    bytes: int
+
+    def what(self) -> str:
+        return f"{self.documents} documents, {self.tokens} tokens{self.size()} -> {self.report}"
+
+
+@dataclass(kw_only=True)
+class RunResult(StageResult):
+    stage: str = "run"
+    manifest: str
+    documents: int
+    tokens: int
+    skipped: list[dict]
+    tokenizer: str | None  # relative to OUT when inside it
+
+    def what(self) -> str:
+        return f"{self.documents} documents{self.skips()}, {self.tokens} tokens -> {self.manifest}"

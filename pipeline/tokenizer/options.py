@@ -1,0 +1,47 @@
+"""Training options checked without the native core: a Config (and so every
+command's option check) must not load it just to say an option is wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer.ids import ENDOFTEXT, MODES, PATTERNS, UNK
+
+# The special tokens every tokenizer of a mode has, in id order.
+REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
+
+
+def default_special_tokens(mode: str) -> list[str]:
+    """The special tokens every tokenizer of `mode` has, in id order.
+
+    >>> default_special_tokens("char")
+    ['<unk>', '<|endoftext|>']
+    """
+    return list(REQUIRED_SPECIALS.get(mode, REQUIRED_SPECIALS["byte"]))
+
+
+def check_options(mode: str, pattern: str) -> None:
+    """The mode and, for byte mode, the training pattern (a preset: the native
+    pre-tokenizers implement exactly tiktoken's regexes for these)."""
+    if mode not in MODES:
+        raise TokenmillError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "byte" and pattern not in PATTERNS:
+        raise TokenmillError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+
+
+def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
+    """The special tokens of a tokenizer trained with `extra` (train's --special-token),
+    in id order: the mode's required tokens not listed in `extra` first, then `extra`
+    as given. Their ids follow the merges.
+
+    >>> training_special_tokens("byte", ["<|pad|>"])
+    ['<|endoftext|>', '<|pad|>']
+    """
+    extra = list(extra)
+    for name in extra:
+        if not name or name.strip() != name:
+            raise TokenmillError(f"--special-token {name!r}: a special token needs a name")
+        if extra.count(name) > 1:
+            raise TokenmillError(f"--special-token {name!r} is given twice")
+    return [t for t in default_special_tokens(mode) if t not in extra] + extra

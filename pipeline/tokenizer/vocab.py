@@ -1,0 +1,244 @@
+"""The id space of a tokenizer: which id each base token, merge and special
+token has, and the value (bytes or str) of every id.
+
+Two numberings, behind one interface:
+
+- `OwnNumbering`, tokenmill's: the base tokens, then one id per merge in rank
+  order, then the special tokens.
+- `ImportedNumbering`, a byte-level vocabulary read from another tool's file:
+  an explicit table of each id's bytes (gaps allowed), special tokens at ids of
+  their own, and a merge (a, b) yields the id whose bytes are a's then b's.
+
+>>> from pipeline.tokenizer.modes import BYTE
+>>> own = OwnNumbering(base_size=256, merges=[(104, 105)], special_tokens=["<|endoftext|>"])
+>>> own.size, own.merge_ids(own.index()), own.special_id(0)
+(258, [256], 257)
+>>> own.values(BYTE.base_values([]), BYTE.special_value, {"<|endoftext|>": 257})[256:]
+[b'hi', b'<|endoftext|>']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from pipeline.errors import TokenmillError
+from pipeline.tokenizer.bytelevel import to_byte_level
+from pipeline.tokenizer.ids import MAX_VOCAB_SIZE, check_id, id_limit, show
+from pipeline.tokenizer.modes import Mode, Tokenizer
+
+
+class OwnNumbering:
+    """tokenmill's numbering: base tokens, one per merge, then specials."""
+
+    __slots__ = ("base_size", "merges", "special_ids", "special_tokens")
+
+    def __init__(
+        self,
+        base_size: int,
+        merges: Sequence[tuple[int, int]],
+        special_tokens: Sequence[str],
+        special_ids: Sequence[int] | None = None,
+    ) -> None:
+        self.base_size = base_size
+        self.merges = merges
+        self.special_tokens = special_tokens
+        self.special_ids = special_ids
+
+    @property
+    def size(self) -> int:
+        return self.base_size + len(self.merges) + len(self.special_tokens)
+
+    def special_id(self, k: int) -> int:
+        """The id of the k-th special token (given ones must be these: `check`)."""
+        if self.special_ids is not None:
+            return self.special_ids[k]
+        return self.base_size + len(self.merges) + k
+
+    def values(
+        self, base: list, special_value: Callable[[str], object], specials: Mapping[str, int]
+    ) -> list:
+        """Every id's value: `base` (the mode's base values, extended in place),
+        then merged pairs, then the special tokens (`specials`: token -> id)."""
+        values = base
+        for a, b in self.merges:
+            values.append(values[a] + values[b])
+        for token in specials:
+            values.append(special_value(token))
+        return values
+
+    def non_special(self, values: Callable[[], list]) -> list:
+        """The values of the ids that are no special tokens (`values`: all of them)."""
+        return values()[: self.base_size + len(self.merges)]
+
+    def index(self) -> dict[bytes, int]:
+        """Bytes -> id of an explicit table: none here (ids follow from merges)."""
+        return {}
+
+    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
+        """The id each merge yields, in rank order."""
+        return list(range(self.base_size, self.base_size + len(self.merges)))
+
+    def byte_ids(self, index: dict[bytes, int]) -> list[int] | None:
+        """The id of each byte where it is not the byte's value: None here."""
+        return None
+
+    def file_fields(self) -> dict:
+        """The numbering's entries of a tokenizer file: none (ids follow from merges)."""
+        return {}
+
+    def check_file_special_ids(self, ids: Mapping[str, int]) -> None:
+        """A file's special-token ids: they follow the merges, in the order of their ids."""
+        n = self.base_size + len(self.merges)
+        for k, name in enumerate(self.special_tokens):
+            if ids[name] != n + k:
+                raise TokenmillError(
+                    f"special token {name!r} has id {ids[name]}, not "
+                    f"{n + k}: without a vocab, special tokens are numbered from {n}, "
+                    "right after the merges"
+                )
+
+    def check(self, mode: Mode, tok: Tokenizer) -> None:
+        """The mode's base vocabulary, then: merge k makes id base + k from
+        ids made before it, no merge twice, specials right after the merges."""
+        mode.check_base(tok)
+        base = self.base_size
+        if base + len(self.merges) + len(self.special_tokens) > MAX_VOCAB_SIZE:
+            raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
+        # Merge k makes id base + k from ids made before it.
+        for k, (a, b) in enumerate(self.merges):
+            made = base + k
+            if type(a) is not int or type(b) is not int:
+                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
+            if not (0 <= a < made and 0 <= b < made):
+                raise TokenmillError(
+                    f"merge {k} ({show(a)}, {show(b)}) refers to an id not yet made "
+                    f"(a merge joins ids below its own, {made})"
+                )
+        if len(set(self.merges)) != len(self.merges):
+            first: dict[tuple, int] = {}
+            k, m = next((k, m) for k, m in enumerate(self.merges) if first.setdefault(m, k) != k)
+            raise TokenmillError(
+                f"merge {k} {tuple(m)} repeats merge {first[m]}: two ids would have the same bytes"
+            )
+        n = base + len(self.merges)
+        if self.special_ids is not None and list(self.special_ids) != list(
+            range(n, n + len(self.special_tokens))
+        ):
+            raise TokenmillError("special token ids must follow the merges")
+
+
+class ImportedNumbering:
+    """An explicit byte-level vocabulary: `vocab[i]` is the bytes of id i (None
+    for a special token's id or a gap); `special_ids[k]` is the id of the k-th
+    special token."""
+
+    __slots__ = ("merges", "special_ids", "special_tokens", "vocab")
+
+    def __init__(
+        self,
+        vocab: list[bytes | None],
+        merges: Sequence[tuple[int, int]],
+        special_tokens: Sequence[str],
+        special_ids: Sequence[int] | None,
+    ) -> None:
+        self.vocab = vocab
+        self.merges = merges
+        self.special_tokens = special_tokens
+        self.special_ids = special_ids
+
+    @property
+    def size(self) -> int:
+        return max([len(self.vocab), *(i + 1 for i in self.special_ids or [])])
+
+    def special_id(self, k: int) -> int:
+        return self.special_ids[k]  # type: ignore[index]
+
+    def values(
+        self, base: list, special_value: Callable[[str], object], specials: Mapping[str, int]
+    ) -> list:
+        """Every id's value from the table (`base` is not used), specials at their ids."""
+        values: list = list(self.vocab) + [None] * (self.size - len(self.vocab))
+        for token, i in specials.items():
+            values[i] = special_value(token)
+        return values
+
+    def non_special(self, values: Callable[[], list]) -> list:
+        """The table itself: specials and gaps are None in it."""
+        return list(self.vocab)
+
+    def file_fields(self) -> dict:
+        """The table, each token's bytes in GPT-2's byte-to-unicode alphabet, as
+        in tokenizer.json files."""
+        return {"vocab": [None if v is None else to_byte_level(v) for v in self.vocab]}
+
+    def check_file_special_ids(self, ids: Mapping[str, int]) -> None:
+        """A file's special-token ids: the table gives them (checked by `check`)."""
+
+    def index(self) -> dict[bytes, int]:
+        """Bytes -> id; TokenmillError when two ids have the same bytes."""
+        index: dict[bytes, int] = {}
+        for i, v in enumerate(self.vocab):
+            if v is not None:
+                if v in index:
+                    raise TokenmillError(f"ids {index[v]} and {i} have the same bytes {v!r}")
+                index[v] = i
+        return index
+
+    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
+        vocab, n = self.vocab, len(self.vocab)
+        ids = []
+        for k, (a, b) in enumerate(self.merges):
+            if type(a) is not int or type(b) is not int:
+                raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
+            left = vocab[a] if 0 <= a < n else None
+            right = vocab[b] if 0 <= b < n else None
+            merged = index.get(left + right) if left and right else None
+            if merged is None:
+                raise TokenmillError(
+                    f"merge {k} ({a}, {b}) does not join two tokens into a token of the vocabulary"
+                )
+            ids.append(merged)
+        return ids
+
+    def byte_ids(self, index: dict[bytes, int]) -> list[int]:
+        missing = [b for b in range(256) if bytes([b]) not in index]
+        if missing:
+            raise TokenmillError(
+                f"the vocabulary has no token for byte 0x{missing[0]:02x} "
+                f"({len(missing)} bytes missing)"
+            )
+        return [index[bytes([b])] for b in range(256)]
+
+    def check(self, mode: Mode, tok: Tokenizer) -> None:
+        """Byte mode, ids in proportion to the tokens, specials at ids of their
+        own (the caller then builds byte_ids and merge_ids, which check that
+        every byte is a token and each merge joins two tokens into one)."""
+        if mode.name != "byte":
+            raise TokenmillError("an explicit vocab needs byte mode")
+        vocab = self.vocab
+        n_vocab = len(vocab)
+        if any(v is not None and not isinstance(v, bytes) for v in vocab):
+            raise TokenmillError("vocab entries are bytes")
+        ids = self.special_ids if self.special_ids is not None else []
+        if len(ids) != len(self.special_tokens):
+            raise TokenmillError("special_ids and special_tokens differ in length")
+        owner: dict[int, str] = {}
+        for name, i in zip(self.special_tokens, ids, strict=True):
+            check_id(i, f"special token {name!r}")
+            if i < n_vocab and vocab[i] is not None:
+                raise TokenmillError(
+                    f"special token {name!r} has id {i}, taken by the token {vocab[i]!r}"
+                )
+            if i in owner:
+                raise TokenmillError(
+                    f"special tokens {owner[i]!r} and {name!r} have the same id {i}"
+                )
+            owner[i] = name
+        n_tokens = n_vocab - vocab.count(None) + len(ids)
+        top = max([n_vocab - 1, *ids])
+        if top >= id_limit(n_tokens):
+            what = f"special token {owner[top]!r} has id {top}" if top in owner else f"id {top}"
+            raise TokenmillError(
+                f"{what}: a vocabulary of {n_tokens} tokens numbers them below "
+                f"{id_limit(n_tokens)} (gaps are allowed, but not more unused ids than tokens)"
+            )
