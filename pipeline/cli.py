@@ -58,7 +58,8 @@ def force_option(f):
     return click.option(
         "--force",
         is_flag=True,
-        help="Redo every output, even those a rerun would keep (unchanged input and options).",
+        help="Redo every output, even those a rerun would keep (unchanged input and "
+        "options); run: also replace the outputs of another DATA in OUT.",
     )(f)
 
 
