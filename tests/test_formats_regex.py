@@ -20,7 +20,7 @@ def onig_pieces(pattern: str, text: str) -> list[str]:
 
 
 def fancy_pieces(pattern: str, text: str) -> list[str]:
-    return _native.pretokenize(text, "byte", pattern)
+    return _native.pretokenize(text, pattern)
 
 
 def test_rewrites():

@@ -166,7 +166,7 @@ def test_byte_mode_hf_pieces_are_tokenmill_words(byte_export):
     tricky = ["a  \n\n b   ", "1234567 x", "'S 'll ſ", " \t\r\n x\r\n", "x\u3000 \u3000y", ""]
     for text in [*texts()[::5], *tricky]:
         pieces = [text[a:b] for _, (a, b) in split.pre_tokenize_str(text)]
-        assert pieces == _native.pretokenize(text, "byte", tok.pattern), text[:60]
+        assert pieces == _native.pretokenize(text, tok.pattern), text[:60]
 
 
 def test_char_mode_tokenizers_gives_tokenmill_ids(char_export):

@@ -29,8 +29,17 @@ def test_native_error_is_one_exception_type():
     assert issubclass(_native.NativeError, ValueError)
     with pytest.raises(_native.NativeError, match="invalid pre-tokenization pattern"):
         _native.Counter.byte("(unclosed")
-    with pytest.raises(_native.NativeError, match="unknown mode"):
-        _native.pretokenize("text", "word")
+    with pytest.raises(_native.NativeError, match="invalid pre-tokenization pattern"):
+        _native.pretokenize("text", "(unclosed")
+
+
+def test_each_mode_has_its_own_typed_entry_point():
+    # No mode strings cross the boundary: byte mode's pre-tokenizer takes a
+    # pattern, char mode's a lowercase flag.
+    assert _native.pretokenize("Hello world", "cl100k") == ["Hello", " world"]
+    assert _native.char_words("Hello  wide\tWorld", lowercase=True) == ["hello", "wide", "world"]
+    with pytest.raises(TypeError):
+        _native.pretokenize("text", "byte", "cl100k")
 
 
 @pytest.mark.parametrize("which", ["offsets", "data"])

@@ -1,6 +1,6 @@
 """The native pre-tokenizer must split text exactly as tiktoken's split regexes do.
 
-``pipeline._native.pretokenize(text, "byte", preset)`` (the hand-written scanner in
+``pipeline._native.pretokenize(text, preset)`` (the hand-written scanner in
 ``native/src/scanner/``) is compared with
 ``regex.findall(pattern, text)`` for the gpt2, cl100k and o200k patterns: on hypothesis
 text drawn from every Unicode category, letters of many scripts, marks, digits, spaces of
@@ -28,7 +28,7 @@ regex = pytest.importorskip("regex")
 
 
 def pretokenize(text: str, preset: str) -> list[str]:
-    return _native.pretokenize(text, "byte", preset)
+    return _native.pretokenize(text, preset)
 
 
 COMPILED = {name: regex.compile(pattern) for name, pattern in PATTERNS.items()}
@@ -206,7 +206,7 @@ def test_a_custom_pattern_that_exhausts_the_regex_engine_fails_loudly():
     pattern = r"(a|aa)+(?=b)|a"
     text = "a" * 40 + "c"
     with pytest.raises(ValueError, match="pattern"):
-        _native.pretokenize(text, "byte", pattern)
+        _native.pretokenize(text, pattern)
     encoder = _native.Encoder.byte(pattern, [])
     with pytest.raises(ValueError, match="pattern"):
         encoder.encode(text)

@@ -79,7 +79,7 @@ def test_threads_filling_a_cold_shared_cache_at_once_give_the_textbook_ids():
         _native.set_threads(0)
     textbook: dict[str, list[int]] = {}
     for text, row in zip(texts, ids.to_pylist(), strict=True):
-        words = _native.pretokenize(text, "byte", "cl100k")
+        words = _native.pretokenize(text, "cl100k")
         for w in words:
             if w not in textbook:
                 textbook[w] = replay_merges(tok, w)

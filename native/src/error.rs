@@ -23,9 +23,6 @@ pub enum Error {
     /// Encoder tables that do not fit together.
     #[error("{0}")]
     Vocabulary(String),
-    /// A mode name other than "byte" or "char".
-    #[error("unknown mode {0:?} (byte or char)")]
-    Mode(String),
     /// A Counter used after `finish`.
     #[error("counter already finished")]
     Finished,

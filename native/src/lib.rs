@@ -75,17 +75,19 @@ impl Splitter<'_> {
     }
 }
 
-/// The words of `text` as `mode` ("byte" or "char") splits them (for tests
-/// and inspection).
+/// The pre-tokens of `text` under byte mode's `pattern`, a preset or a regex
+/// (for tests and inspection).
 #[pyfunction]
-#[pyo3(signature = (text, mode="byte", pattern="cl100k", lowercase=false))]
-fn pretokenize(text: &str, mode: &str, pattern: &str, lowercase: bool) -> PyResult<Vec<String>> {
-    let splitter = match mode {
-        "byte" => Splitter::Byte { pattern },
-        "char" => Splitter::Char { lowercase },
-        other => return Err(Error::Mode(other.into()).into()),
-    };
-    Ok(splitter.build()?.words(text)?)
+#[pyo3(signature = (text, pattern="cl100k"))]
+fn pretokenize(text: &str, pattern: &str) -> PyResult<Vec<String>> {
+    Ok(Splitter::Byte { pattern }.build()?.words(text)?)
+}
+
+/// The words of `text` as char mode splits them (for tests and inspection).
+#[pyfunction]
+#[pyo3(signature = (text, lowercase=false))]
+fn char_words(text: &str, lowercase: bool) -> PyResult<Vec<String>> {
+    Ok(Splitter::Char { lowercase }.build()?.words(text)?)
 }
 
 /// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
@@ -404,6 +406,7 @@ impl Encoder {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(char_words, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;

@@ -219,7 +219,7 @@ def matches_empty(pattern: str) -> bool:
     from pipeline import _native
 
     try:
-        return _native.pretokenize("", "byte", pattern) == [""]
+        return _native.pretokenize("", pattern) == [""]
     except _native.NativeError as e:
         raise TokenmillError(str(e)) from None
 

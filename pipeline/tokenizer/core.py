@@ -298,7 +298,10 @@ class Tokenizer:
                 self._mode.check_pattern(self)
         except TokenmillError as e:
             raise TokenmillError(f"{source}: {e}") from None
-        except (TypeError, ValueError, OverflowError, IndexError) as e:
+        except _native.NativeError as e:  # tables the encoder cannot be built from
+            raise TokenmillError(f"{source}: {e}") from None
+        except (TypeError, OverflowError, IndexError) as e:
+            # A value of the wrong type that slipped past validate: still one line.
             raise TokenmillError(f"{source}: malformed tokenizer ({e})") from None
         return self
 
