@@ -332,7 +332,8 @@ def echo_skips(result: ShardStageResult | RunResult) -> None:
 def main():
     """tokenmill: turn text corpora into token-ID Parquet shards with BPE.
 
-    Inputs are a file or a folder of shards (*.parquet, *.jsonl[.gz], *.txt[.gz]),
+    Inputs are a file or a folder of shards (*.parquet; *.jsonl, *.json, *.txt, each
+    optionally .gz, .zst, .bz2 or .xz),
     read in sorted path order. `tokenmill run DATA OUT` does everything.
     """
 

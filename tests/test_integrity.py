@@ -138,8 +138,9 @@ def test_every_file_under_data_is_read_or_listed_with_its_reason(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "read.jsonl", ["a document"])
     (data / "UPPER.JSONL").write_text('{"text": "upper case suffix"}\n')
-    (data / "docs.json").write_text('[{"text": "an array"}]\n')
-    (data / "x.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    (data / "docs.json").write_text('{"text": "JSON Lines named .json"}\n')
+    (data / "x.jsonl.lz4").write_bytes(b"\x04\x22\x4d\x18")
+    (data / "table.csv").write_text("text\nnot read\n")
     (data / "notes.md").write_text("# notes\n")
     (data / ".hidden.jsonl").write_text('{"text": "hidden"}\n')
     (data / ".git").mkdir()
@@ -153,15 +154,16 @@ def test_every_file_under_data_is_read_or_listed_with_its_reason(tmp_path):
         ".git/": "hidden",
         ".hidden.jsonl": "hidden",
         "dangling.txt": "dangling link",
-        "docs.json": "unknown suffix",
         "loop": "symlink loop",
         "notes.md": "unknown suffix",
         "self.txt": "symlink loop",
-        "x.jsonl.zst": "unknown suffix",
+        "table.csv": "unknown suffix",
+        "x.jsonl.lz4": "unknown suffix",
     }
-    assert [i["path"] for i in manifest(tmp_path / "o")["inputs"]] == ["UPPER.JSONL", "read.jsonl"]
+    inputs = [i["path"] for i in manifest(tmp_path / "o")["inputs"]]
+    assert inputs == ["UPPER.JSONL", "docs.json", "read.jsonl"]
     line = (
-        "inputs: 2 read, 8 not read (3 unknown suffix, 2 hidden, 2 symlink loop, 1 dangling link)"
+        "inputs: 3 read, 8 not read (3 unknown suffix, 2 hidden, 2 symlink loop, 1 dangling link)"
     )
     assert line in result.stderr
 

@@ -26,7 +26,7 @@ from pipeline.stages.run import run_all
 FOLDERS = ["a", "b", "a__b", ".hid"]
 STEMS = ["b", "a__b", "c", "a", ".h"]
 SUFFIXES = [".txt", ".jsonl", ".jsonl.gz", ".parquet", ".TXT", ".Jsonl", ".md", ".json"]
-KNOWN = (".txt", ".jsonl", ".jsonl.gz", ".parquet")
+KNOWN = (".txt", ".jsonl", ".jsonl.gz", ".parquet", ".json")
 
 entry = st.tuples(
     st.lists(st.sampled_from(FOLDERS), max_size=2),

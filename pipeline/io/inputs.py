@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline.errors import TokenmillError
-from pipeline.io.readers import FORMATS, shard_format
+from pipeline.io.readers import KNOWN_INPUTS, shard_format
 
 NAME_MAX = 255  # bytes in one path component on every filesystem we write to
 
@@ -123,7 +123,7 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
     data = Path(data)
     if data.is_file():
         if shard_format(data) is None:
-            raise TokenmillError(f"{data}: not a known input format ({', '.join(FORMATS)})")
+            raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
         return Inputs(data, [Shard(data, data.name)])
     if not data.is_dir():
         raise TokenmillError(f"{data}: no such file or directory")
@@ -173,9 +173,7 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
     walk(data, "", frozenset({os.path.realpath(data)}))
     if not inputs.shards:
         detail = f"; not read: {inputs.not_read_summary()}" if inputs.not_read else ""
-        raise TokenmillError(
-            f"{data}: no input shards matching {glob!r} ({', '.join(FORMATS)}){detail}"
-        )
+        raise TokenmillError(f"{data}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}")
     inputs.shards.sort(key=lambda s: s.name)
     check_output_names(inputs)
     return inputs

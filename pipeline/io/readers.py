@@ -16,8 +16,10 @@ JSON Lines shards: rows count documents, skip reasons name the 1-based line.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,13 +32,17 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
 
+# Line formats come plain or compressed; each decompressor streams, and each
+# raises on a truncated stream (Python's gzip, bz2 and lzma; PyArrow's zstd).
+COMPRESSIONS = ("", ".gz", ".zst", ".bz2", ".xz")
 FORMATS = {
     ".parquet": "parquet",
-    ".jsonl": "jsonl",
-    ".jsonl.gz": "jsonl",
-    ".txt": "text",
-    ".txt.gz": "text",
+    **{f".jsonl{c}": "jsonl" for c in COMPRESSIONS},
+    **{f".json{c}": "jsonl" for c in COMPRESSIONS},  # JSON Lines named .json, as many crawls do
+    **{f".txt{c}": "text" for c in COMPRESSIONS},
 }
+# The formats as the one-line errors name them.
+KNOWN_INPUTS = "*.parquet; *.jsonl, *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz"
 BATCH_ROWS = 8192
 TEXT_BLOCK_BYTES = 16 << 20
 # Text blocks are read in pieces of this size, so that when a stream breaks
@@ -49,7 +55,7 @@ JSONL_BLANK = r"^[ \t\r]*$"
 # The first byte (none: the empty line) of every line either pattern can match.
 _MAYBE_BLANK = pa.array([b"", b" ", b"\t", b"\r", b"\f", b"\v"], pa.large_binary())
 # What reading a file can raise when the file, not a document, is bad.
-READ_ERRORS = (OSError, EOFError, zlib.error)
+READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 OnSkip = Callable[[dict], None]
 
@@ -61,31 +67,6 @@ def shard_format(path: Path) -> str | None:
         if name.endswith(suffix):
             return fmt
     return None
-
-
-def list_shards(data: Path, glob: str = "**/*") -> list[Path]:
-    """Input shards under `data` (or `data` itself) matching `glob`, in sorted path order."""
-    data = Path(data)
-    if data.is_file():
-        if shard_format(data) is None:
-            raise TokenmillError(f"{data}: not a known input format ({', '.join(FORMATS)})")
-        return [data]
-    if not data.is_dir():
-        raise TokenmillError(f"{data}: no such file or directory")
-    shards = [
-        p
-        for p in data.glob(glob)
-        if p.is_file() and not p.name.startswith(".") and shard_format(p) is not None
-    ]
-    if not shards:
-        raise TokenmillError(f"{data}: no input shards matching {glob!r} ({', '.join(FORMATS)})")
-    return sorted(shards, key=lambda p: shard_name(p, data))
-
-
-def shard_name(path: Path, root: Path) -> str:
-    """The shard's path relative to the input root: its identity in outputs."""
-    root = Path(root)
-    return path.name if root == path else path.relative_to(root).as_posix()
 
 
 @dataclass
@@ -270,9 +251,7 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
     in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
     that is a block of its own. When reading breaks, raises _StreamBroken with
     the number of whole lines not matching `blank` read since the last block."""
-    # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as stream:
+    with open_stream(path) as stream:
         carry: list[bytes] = []
         before = 0
         while True:
@@ -294,6 +273,21 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
             before += len(lines)
         if rest := b"".join(carry):
             yield before, rest, _split_lines(rest)
+
+
+def open_stream(path: Path):
+    """The bytes of a line-format file, decompressed as its suffix says, streaming."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
+        return gzip.open(path, "rb")
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".xz"):
+        return lzma.open(path, "rb")
+    if name.endswith(".zst"):
+        return pa.input_stream(str(path), compression="zstd")
+    return open(path, "rb")
 
 
 def _read_block(stream, parts: list[bytes]) -> bytes:
@@ -355,6 +349,8 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatc
     it refuses is parsed line by line to name (or skip) the bad lines."""
     schema = pa.schema([(column, pa.large_string())])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    if _named_json(path):
+        _check_json_lines(path)
     for before, data, lines in _line_blocks(path, JSONL_BLANK):
         blank = _blank_lines(lines, JSONL_BLANK)
         keep = pc.indices_nonzero(pc.invert(blank))
@@ -381,6 +377,37 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatc
             for i in pc.indices_nonzero(pc.is_null(values)).to_pylist():
                 bad[i] = _why_not_text(records[i].as_py(), column)
         yield RawBatch(values, bad, numbers)
+
+
+def _named_json(path: Path) -> bool:
+    """Whether the file is named `.json` (not `.jsonl`), compressed or not."""
+    name = path.name.lower()
+    for c in COMPRESSIONS[1:]:
+        name = name.removesuffix(c)
+    return name.endswith(".json")
+
+
+def _check_json_lines(path: Path) -> None:
+    """A `.json` file must be JSON Lines: one JSON array, or one object spread
+    over lines, is refused whole rather than read as bad lines."""
+    with open_stream(path) as stream:
+        head = stream.read(1 << 16)
+    lines = head.split(b"\n")
+    complete = lines[:-1]  # the last piece may be a line cut short by the read
+    first = next((line.strip() for line in lines if line.strip()), b"")
+    if first.startswith(b"["):
+        raise TokenmillError(
+            f"{path}: one JSON array, not JSON Lines (one object per line); "
+            "convert it, e.g. jq -c '.[]'"
+        )
+    if first.startswith(b"{") and any(line.strip() == first for line in complete):
+        try:
+            json.loads(first)
+        except ValueError:
+            raise TokenmillError(
+                f"{path}: one JSON document over several lines, not JSON Lines "
+                "(one object per line); convert it, e.g. jq -c ."
+            ) from None
 
 
 def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> RawBatch:
