@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -530,6 +532,62 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     else:
         tok = load_any(tokenizer_file, **options)
     click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
+
+
+@main.command()
+@tokenizer_options("Tokenizer file (any format `encode` reads).")
+@click.option(
+    "--pieces",
+    is_flag=True,
+    help="Show each token's text instead of the ids: on a terminal the text with each "
+    "token on a background of its own colour, else one token a line (id, then its text "
+    "as a JSON string).",
+)
+@click.option("--eos/--no-eos", default=False, show_default=True, help="Append <|endoftext|>.")
+@click.argument("text", required=False)
+@user_errors
+def tokenize(tokenizer_file, pattern, special_tokens, pieces, eos, text):
+    """Print the token ids of TEXT (or of standard input when TEXT is - or
+    missing), for quick checks of a tokenizer."""
+    from pipeline.formats import load_any
+
+    tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+    if text is None or text == "-":
+        text = click.get_text_stream("stdin", encoding="utf-8", errors="strict").read()
+    ids = tok.encode(text, eos=eos)
+    if not pieces:
+        click.echo(" ".join(map(str, ids)))
+        return
+    texts = token_texts(tok, ids)
+    if sys.stdout.isatty():
+        for k, piece in enumerate(texts):
+            click.echo(click.style(piece, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
+        click.echo()
+        click.echo(f"{len(ids)} tokens", err=True)
+    else:
+        for i, piece in zip(ids, texts, strict=True):
+            click.echo(f"{i}\t{json.dumps(piece, ensure_ascii=False)}")
+
+
+PIECE_COLOURS = ("bright_blue", "bright_green", "bright_magenta", "bright_yellow", "bright_cyan")
+
+
+def token_texts(tok, ids: list[int]) -> list[str]:
+    """Each token's text; the bytes of a token holding part of a character show
+    as `<0xe6>`, so the pieces of a split character stay visible."""
+    values = tok.token_values
+    return [
+        v if isinstance(v, str) else v.decode("utf-8", errors=HEX_BYTES)
+        for v in (values[i] for i in ids)
+    ]
+
+
+def _hex_bytes(e: UnicodeDecodeError) -> tuple[str, int]:
+    return "".join(f"<0x{b:02x}>" for b in e.object[e.start : e.end]), e.end
+
+
+HEX_BYTES = "tokenmill-hex-bytes"
+codecs.register_error(HEX_BYTES, _hex_bytes)
 
 
 @main.command()
