@@ -543,10 +543,9 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     "token on a background of its own colour, else one token a line (id, then its text "
     "as a JSON string).",
 )
-@click.option("--eos/--no-eos", default=False, show_default=True, help="Append <|endoftext|>.")
 @click.argument("text", required=False)
 @user_errors
-def tokenize(tokenizer_file, pattern, special_tokens, pieces, eos, text):
+def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     """Print the token ids of TEXT (or of standard input when TEXT is - or
     missing), for quick checks of a tokenizer."""
     from pipeline.formats import load_any
@@ -554,7 +553,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, eos, text):
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
         text = click.get_text_stream("stdin", encoding="utf-8", errors="strict").read()
-    ids = tok.encode(text, eos=eos)
+    ids = tok.encode(text)
     if not pieces:
         click.echo(" ".join(map(str, ids)))
         return

@@ -39,12 +39,6 @@ def test_ids_of_an_argument_and_of_stdin_are_the_encoders(cli, trained):
     assert result.stdout.decode().split() == list(map(str, want))
 
 
-def test_eos_appends_the_end_of_text_id(cli, trained):
-    tok = load_any(trained)
-    ids = cli("tokenize", "--tokenizer", trained, "--eos", "ab").output.split()
-    assert int(ids[-1]) == tok.eos_id
-
-
 def test_pieces_in_a_pipe_are_one_token_a_line_and_join_to_the_text(cli, trained):
     tok = load_any(trained)
     lines = cli("tokenize", "--tokenizer", trained, "--pieces", TEXT).output.splitlines()
