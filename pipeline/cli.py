@@ -314,11 +314,10 @@ def echo_summary(result: StageResult) -> None:
 
 def echo_not_read(result: ShardStageResult) -> None:
     """One line on the files under DATA that are not inputs, and why."""
-    from pipeline.io.inputs import Inputs
+    from pipeline.io.inputs import not_read_line
 
-    line = Inputs(Path("."), result.shards, result.not_read)
-    if text := line.not_read_summary():
-        click.echo(text.replace("; listed in the manifest under not_read", ""), err=True)
+    if line := not_read_line(len(result.shards), result.not_read):
+        click.echo(line, err=True)
 
 
 def echo_skips(result: ShardStageResult | RunResult) -> None:

@@ -34,7 +34,8 @@ from pipeline.errors import TokenmillError
 from pipeline.formats import regex
 from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import atomic_path
-from pipeline.tokenizer import Tokenizer, check_id, id_limit
+from pipeline.tokenizer import Tokenizer, id_limit
+from pipeline.tokenizer.ids import check_special_ids
 
 SUFFIX = ".tiktoken"
 
@@ -151,11 +152,7 @@ def from_ranks(
     for value, rank in ranks.items():
         vocab[rank] = value
     specials = dict(special_tokens or {})
-    try:
-        for name, i in specials.items():
-            check_id(i, f"special token {name!r}")
-    except TokenmillError as e:
-        raise TokenmillError(f"{source}: {e}") from None
+    check_special_ids(specials, source)
     order = sorted(specials, key=specials.get)
     tok = Tokenizer(
         mode="byte",
@@ -205,8 +202,7 @@ def read_sidecar(path: Path) -> dict:
         specials = meta.get("special_tokens", {})
         if not isinstance(specials, dict):
             raise ValueError("special_tokens must map strings to ids")
-        for name, i in specials.items():
-            check_id(i, f"special token {name!r}")
+        check_special_ids(specials)
     except (ValueError, TokenmillError) as e:
         raise TokenmillError(f"{path}: malformed tiktoken settings file ({e})") from None
     return meta

@@ -41,18 +41,20 @@ class Inputs:
     shards: list[Shard]
     not_read: list[dict] = field(default_factory=list)  # {"path", "reason"}
 
-    def not_read_summary(self) -> str | None:
-        """One line: how many files were not read, by reason; None if none."""
-        if not self.not_read:
-            return None
-        reasons: dict[str, int] = {}
-        for entry in self.not_read:
-            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
-        parts = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1]))
-        return (
-            f"inputs: {len(self.shards)} read, {len(self.not_read)} not read ({parts}); "
-            "listed in the manifest under not_read"
-        )
+    def not_read_line(self) -> str | None:
+        """One line: how many files were read, and how many not, by reason; None
+        if every file was read."""
+        return not_read_line(len(self.shards), self.not_read)
+
+
+def not_read_line(read: int, not_read: list[dict]) -> str | None:
+    if not not_read:
+        return None
+    reasons: dict[str, int] = {}
+    for entry in not_read:
+        reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    parts = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    return f"inputs: {read} read, {len(not_read)} not read ({parts})"
 
 
 def output_name(shard: str) -> str:
@@ -172,7 +174,7 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
 
     walk(data, "", frozenset({os.path.realpath(data)}))
     if not inputs.shards:
-        detail = f"; not read: {inputs.not_read_summary()}" if inputs.not_read else ""
+        detail = f"; {inputs.not_read_line()}" if inputs.not_read else ""
         raise TokenmillError(f"{data}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}")
     inputs.shards.sort(key=lambda s: s.name)
     check_output_names(inputs)

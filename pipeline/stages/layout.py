@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipeline.io.writers import remove_temporaries
 from pipeline.stages.state import state_file
 
 MANIFEST = "manifest.json"
@@ -83,8 +82,3 @@ def remove_stale(out: Path, keep: set[Path]) -> list[Path]:
         except OSError:
             pass
     return removed
-
-
-def clean_temporaries(out: Path) -> list[Path]:
-    """Temporaries of killed runs, anywhere under OUT (under OUT's lock)."""
-    return remove_temporaries(out)

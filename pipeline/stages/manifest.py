@@ -3,14 +3,13 @@ and `verify`, which checks a folder against its manifest."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
 
 from pipeline import __version__
 from pipeline.errors import TokenmillError
-from pipeline.io.files import file_sha256
+from pipeline.io.files import file_sha256, read_json
 from pipeline.io.lock import LOCK
 from pipeline.io.writers import write_json
 from pipeline.stages.layout import MANIFEST, REPORT, with_state_files
@@ -86,14 +85,7 @@ def read_manifest(out: Path) -> dict:
     """OUT/manifest.json, checked to have the shape `run` writes: one line names
     the file and what is wrong otherwise."""
     path = Path(out) / MANIFEST
-    try:
-        manifest = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as e:
-        raise TokenmillError(f"{path}: cannot read ({e.strerror})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TokenmillError(f"{path}: not valid JSON ({e})") from None
-    except RecursionError:
-        raise TokenmillError(f"{path}: not valid JSON (nested too deeply)") from None
+    manifest = read_json(path, "manifest")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("data"), str):
         raise TokenmillError(f'{path}: not a tokenmill manifest (no "data" folder)')
     for group in ("inputs", "outputs", "counts", "files"):

@@ -17,10 +17,11 @@ from pipeline.errors import TokenmillError
 from pipeline.formats import load_any
 from pipeline.io.inputs import check_overlap, find_inputs
 from pipeline.io.lock import output_lock
+from pipeline.io.writers import remove_temporaries
 from pipeline.stages.binfmt import INDEX, run_bin
 from pipeline.stages.count import run_count
 from pipeline.stages.encode import run_encode
-from pipeline.stages.layout import MANIFEST, clean_temporaries, output_paths, remove_stale
+from pipeline.stages.layout import MANIFEST, output_paths, remove_stale
 from pipeline.stages.manifest import (
     base_manifest,
     file_entry,
@@ -135,9 +136,9 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
     start = time.monotonic()
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
-    if summary := inputs.not_read_summary():
-        note(summary)
-    clean_temporaries(out)
+    if line := inputs.not_read_line():
+        note(f"{line}; listed in the manifest under not_read")
+    remove_temporaries(out)  # under OUT's lock, every temporary is a killed run's
     # The old manifest no longer describes OUT once any output changes.
     paths["manifest"].unlink(missing_ok=True)
     stages: dict[str, StageResult] = {}

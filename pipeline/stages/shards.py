@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError, WriteError
-from pipeline.io.files import file_sha256, fingerprint
+from pipeline.io.files import fingerprint
 from pipeline.io.readers import OnSkip, skipped_file_documents
 from pipeline.io.writers import atomic_path
 from pipeline.stages.state import record_output, reusable_shard, shard_state
@@ -22,8 +22,7 @@ from pipeline.stages.state import record_output, reusable_shard, shard_state
 Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
 
 
-def output_record(out: Path, sha256: str | None = None) -> dict:
-    sha256 = sha256 or file_sha256(out)
+def output_record(out: Path, sha256: str) -> dict:
     return {"file": str(out), "rows": pq.read_metadata(out).num_rows, "sha256": sha256}
 
 
@@ -35,11 +34,12 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
     source = fingerprint(shard, name)
     kept = reusable_shard(out, source, key, config)
     if kept is not None:
+        result, sha256 = kept
         return {
-            **kept,
+            **result,
             "shard": name,
             "input": source,
-            "output": output_record(out),
+            "output": output_record(out, sha256),
             "reused": True,
         }
     skipped: list[dict] = []

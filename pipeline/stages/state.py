@@ -59,9 +59,9 @@ def shard_state(source: dict, key: dict, result: dict) -> bytes:
     ).encode()
 
 
-def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> dict | None:
-    """The recorded result of `out` if it can be kept, else None."""
-    if config.force or not unchanged_since_written(out):
+def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> tuple[dict, str] | None:
+    """(the recorded result of `out`, its sha256) if it can be kept, else None."""
+    if config.force:
         return None
     state = parquet_json_metadata(out, STATE)
     if not isinstance(state, dict) or state.get("input") != source or state.get("key") != key:
@@ -70,7 +70,8 @@ def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> dict |
     # A shard that had skipped documents is redone under --on-error fail, so it fails.
     if result.get("skipped") and config.on_error != "skip":
         return None
-    return result
+    sha256 = verified_sha256(out)
+    return None if sha256 is None else (result, sha256)
 
 
 def state_file(out: Path) -> Path:
@@ -85,28 +86,30 @@ def record_output(out: Path) -> str:
     return sha
 
 
-def unchanged_since_written(out: Path) -> bool:
-    """Whether `out` still has the sha256 recorded when it was written."""
+def recorded_state(out: Path) -> dict:
+    """What the state file beside `out` holds ({} when missing or unreadable)."""
     try:
-        recorded = json.loads(state_file(out).read_text(encoding="utf-8"))
-        return isinstance(recorded, dict) and recorded.get("sha256") == file_sha256(out)
+        state = json.loads(state_file(out).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        return False
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def verified_sha256(out: Path) -> str | None:
+    """The sha256 of `out` if it is still the one recorded when it was written."""
+    recorded = recorded_state(out).get("sha256")
+    if recorded is None or not Path(out).is_file():
+        return None
+    sha = file_sha256(out)
+    return sha if sha == recorded else None
 
 
 def reusable_file(out: Path, key: dict, force: bool = False) -> bool:
     """Whether single-step output `out` was made from `key` and is unchanged since
     (never with `force`)."""
-    out = Path(out)
-    if force or not out.is_file():
+    if force or recorded_state(out).get("key") != key:
         return False
-    try:
-        state = json.loads(state_file(out).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
-    if not isinstance(state, dict):
-        return False
-    return state.get("key") == key and state.get("sha256") == file_sha256(out)
+    return verified_sha256(out) is not None
 
 
 def record_file(out: Path, key: dict) -> None:

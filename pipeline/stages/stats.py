@@ -16,7 +16,6 @@ that many are counted together as OTHER).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pipeline.errors import TokenmillError
 from pipeline.io.columns import has_column, read_column
 from pipeline.io.readers import read_batches
 from pipeline.stages.layout import MANIFEST
+from pipeline.stages.manifest import read_manifest
 from pipeline.stages.results import StatsResult
 from pipeline.stages.tokens import (
     TokenShard,
@@ -66,13 +66,7 @@ def token_text(tok: Tokenizer, i: int) -> str:
 
 def find_inputs(out: Path, data: Path | None) -> tuple[Path, dict]:
     """The input folder (DATA) of a `run` output folder, and its recorded config."""
-    manifest = Path(out) / MANIFEST
-    recorded = {}
-    if manifest.is_file():
-        try:
-            recorded = json.loads(manifest.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise TokenmillError(f"{manifest}: not valid JSON ({e})") from None
+    recorded = read_manifest(out) if (Path(out) / MANIFEST).is_file() else {}
     if data is None:
         if "data" not in recorded:
             raise TokenmillError(

@@ -35,7 +35,7 @@ from pipeline.tokenizer.ids import (
     MAX_VOCAB_SIZE,
     MODES,
     NORMALIZATIONS,
-    check_id,
+    check_special_ids,
     show,
 )
 from pipeline.tokenizer.modes import Mode, mode_of
@@ -544,11 +544,7 @@ class Tokenizer:
         raw_specials = d.get("special_tokens")
         if not isinstance(raw_specials, dict):
             raise malformed("special_tokens must map each special token to its id")
-        try:
-            for name, i in raw_specials.items():
-                check_id(i, f"special token {name!r}")
-        except TokenmillError as e:
-            raise TokenmillError(f"{source}: {e}") from None
+        check_special_ids(raw_specials, source)
         specials = sorted(raw_specials, key=raw_specials.get)
         by_id: dict[int, str] = {}
         for name in specials:

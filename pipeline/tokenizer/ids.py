@@ -59,3 +59,13 @@ def check_id(value: object, what: str) -> int:
     if not is_id(value):
         raise TokenmillError(f"{what} has id {show(value)}: ids are integers from 0 to 2**32-1")
     return value  # type: ignore[return-value]
+
+
+def check_special_ids(specials: dict, source: str | None = None) -> None:
+    """Every special token's id is an id (`check_id`); the error names `source`
+    (the file they came from) when given."""
+    try:
+        for name, i in specials.items():
+            check_id(i, f"special token {name!r}")
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}" if source else str(e)) from None
