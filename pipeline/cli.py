@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from pipeline.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, Config
+from pipeline.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
 from pipeline.errors import TokenmillError
 from pipeline.formats import FORMATS
 from pipeline.stages.results import RunResult, ShardStageResult, StageResult
@@ -80,7 +80,32 @@ def text_column_option(f):
         "--text-column",
         default="text",
         show_default=True,
-        help="Parquet column / JSON field holding the document text.",
+        help="Parquet column / JSON field holding the document text; a dotted path "
+        "(meta.content) names a field of a struct / nested object.",
+    )(f)
+
+
+def txt_unit_option(f):
+    return click.option(
+        "--txt-unit",
+        type=click.Choice(TXT_UNITS),
+        default="line",
+        show_default=True,
+        help="What one document of a .txt file is: a non-blank line; a paragraph (lines "
+        "up to a blank line); or the whole file (books, source code).",
+    )(f)
+
+
+def val_fraction_option(f):
+    return click.option(
+        "--val-fraction",
+        type=click.FloatRange(min=0, max=1, max_open=True),
+        default=0.0,
+        show_default=True,
+        metavar="F",
+        help="Send this share of the documents to validation, decided by a hash of shard "
+        "and row (the same split whatever the workers): a split column in the token "
+        "shards, and train.bin / val.bin with --format bin.",
     )(f)
 
 
@@ -164,6 +189,7 @@ def input_options(f):
         help="Which files under DATA are inputs, e.g. '*.parquet' (only known formats are read).",
     )(f)
     f = workers_option(f)
+    f = txt_unit_option(f)
     f = text_column_option(f)
     return f
 
@@ -188,7 +214,9 @@ def eos_option(f):
 
 
 def output_format_options(f):
-    """--pack, --bos and --format: pretraining-ready outputs besides the token shards."""
+    """--pack, --bos, --format and --val-fraction: pretraining-ready outputs besides
+    the token shards."""
+    f = val_fraction_option(f)
     f = click.option(
         "--format",
         type=click.Choice(OUTPUT_FORMATS),
@@ -333,9 +361,9 @@ def echo_skips(result: ShardStageResult | RunResult) -> None:
 def main():
     """tokenmill: turn text corpora into token-ID Parquet shards with BPE.
 
-    Inputs are a file or a folder of shards (*.parquet; *.jsonl, *.json, *.txt, each
-    optionally .gz, .zst, .bz2 or .xz),
-    read in sorted path order. `tokenmill run DATA OUT` does everything.
+    Inputs are a file or a folder of shards (*.parquet, *.arrow, *.feather; *.jsonl,
+    *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz), or a folder saved by
+    Hugging Face datasets, read in sorted path order. `tokenmill run DATA OUT` does everything.
     """
 
 
@@ -601,17 +629,26 @@ codecs.register_error(HEX_BYTES, _hex_bytes)
 @tokenizer_option(
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
+@val_fraction_option
 @user_errors
-def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
+def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction):
     """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
     PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
     documents). Documents are concatenated in input order, each ending with
     <|endoftext|>; what is left after a shard's last full row starts the next
-    shard's first row."""
+    shard's first row. With --val-fraction, train and validation documents are
+    packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
     from pipeline.stages.pack import run_pack
 
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR"):
-        summary = run_pack(tokens_dir, packed_dir, seq_len, bos=bos, tokenizer=tokenizer_file)
+        summary = run_pack(
+            tokens_dir,
+            packed_dir,
+            seq_len,
+            bos=bos,
+            tokenizer=tokenizer_file,
+            val_fraction=val_fraction,
+        )
     echo_summary(summary)
 
 
@@ -619,17 +656,19 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file):
 @click.argument("tokens_dir", type=EXISTING)
 @click.argument("bin_dir", type=EXISTING)
 @workers_option
+@val_fraction_option
 @user_errors
-def bin_command(tokens_dir, bin_dir, workers):
+def bin_command(tokens_dir, bin_dir, workers, val_fraction):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
-    <shard>.idx.npy (document offsets) and index.json."""
+    <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
+    shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from pipeline.config import check_workers, default_workers
     from pipeline.stages.binfmt import run_bin
 
     workers = check_workers(workers or default_workers(), "threads")
     with output_folder(tokens_dir, bin_dir, "BIN_DIR"):
-        summary = run_bin(tokens_dir, bin_dir, workers=workers)
+        summary = run_bin(tokens_dir, bin_dir, workers=workers, val_fraction=val_fraction)
     echo_summary(summary)
 
 
@@ -643,7 +682,10 @@ def bin_command(tokens_dir, bin_dir, workers):
     required=True,
     help="hf: a Hugging Face tokenizer.json (tokenizers, transformers); tiktoken: a "
     ".tiktoken ranks file OUT plus OUT.json with the pattern and special tokens "
-    "(byte mode only).",
+    "(byte mode only); transformers: a folder OUT that AutoTokenizer.from_pretrained "
+    "loads (tokenizer.json, tokenizer_config.json, special_tokens_map.json; eos_token "
+    "<|endoftext|>, bos_token <|bos|> when the tokenizer has it); OUT must be new, "
+    "empty or an earlier such export, which is replaced.",
 )
 @pattern_option(None)
 @special_token_option

@@ -12,6 +12,7 @@ from pipeline.tokenizer.options import check_options, training_special_tokens
 ON_ERROR = ("fail", "skip")
 EXECUTORS = ("threads", "processes", "ray")  # see pipeline/executors.py
 OUTPUT_FORMATS = ("parquet", "bin")
+TXT_UNITS = ("line", "paragraph", "file")  # what one document of a .txt shard is
 MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
 WORKERS_PER_CORE = 8  # more threads than this per core only add switching
@@ -43,7 +44,8 @@ class Config:
     mode: str = "byte"
     pattern: str = "cl100k"
     lowercase: bool = False
-    text_column: str = "text"
+    text_column: str = "text"  # a dotted path (meta.content) names a nested field
+    txt_unit: str = "line"  # .txt documents: one per line, per blank-line paragraph, per file
     glob: str = "**/*"  # which files under DATA are inputs
     vocab_size: int = 32768
     min_count: int = 1
@@ -59,6 +61,8 @@ class Config:
     pack: int = 0  # > 0: also write sequences of exactly this many ids (stages/pack.py)
     bos: bool = False  # pack: put <|bos|> before each document (train reserves it)
     format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
+    # > 0: this share of documents goes to validation, by a hash of shard and row
+    val_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
@@ -87,6 +91,14 @@ class Config:
             )
         if self.format not in OUTPUT_FORMATS:
             raise TokenmillError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}")
+        if self.txt_unit not in TXT_UNITS:
+            raise TokenmillError(
+                f"--txt-unit must be one of {', '.join(TXT_UNITS)}, not {self.txt_unit!r}"
+            )
+        if not 0 <= self.val_fraction < 1:
+            raise TokenmillError(
+                f"--val-fraction {self.val_fraction} is out of range: 0 (no split) to below 1"
+            )
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
                 f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"

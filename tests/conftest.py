@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import random
 from pathlib import Path
 
@@ -19,6 +21,23 @@ WORDS = (
     "καλημέρα κόσμε привіт світ 東京 naïve café def return self.x = 42; "
     "print('hello') if x >= 10: 3.14159 don't we'll I'M"
 ).split()
+
+
+def zstd(data: bytes) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, "zstd") as f:
+        f.write(data)
+    return sink.getvalue().to_pybytes()
+
+
+# Each compression suffix the readers know, with a function writing it.
+COMPRESS = {
+    "": lambda b: b,
+    ".gz": lambda b: gzip.compress(b, mtime=0),
+    ".zst": zstd,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+}
 
 
 def make_documents(n: int, seed: int = 0) -> list[str]:

@@ -6,15 +6,11 @@ document, not JSON Lines, is refused whole, never half-read."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import json
-import lzma
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_documents, one_line
+from conftest import COMPRESS, make_documents, one_line
 from runs import manifest, tokenmill
 
 from pipeline.io.readers import read_documents, shard_format
@@ -22,20 +18,6 @@ from pipeline.io.readers import read_documents, shard_format
 RUN = ("--vocab-size", "400", "--workers", "1")
 
 
-def zstd(data: bytes) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.CompressedOutputStream(sink, "zstd") as f:
-        f.write(data)
-    return sink.getvalue().to_pybytes()
-
-
-COMPRESS = {
-    "": lambda b: b,
-    ".gz": gzip.compress,
-    ".zst": zstd,
-    ".bz2": bz2.compress,
-    ".xz": lzma.compress,
-}
 DOCS = [d for d in one_line(make_documents(300, seed=7)) if d]  # a blank .txt line is no document
 
 

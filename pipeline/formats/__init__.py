@@ -1,14 +1,17 @@
 """Tokenizer files of other tools <-> Tokenizer objects.
 
-| format      | file                                   | module          |
-| ----------- | -------------------------------------- | --------------- |
-| `tokenmill` | tokenmill's own JSON                   | `pipeline.tokenizer` |
-| `hf`        | Hugging Face tokenizer.json            | `hf`            |
-| `tiktoken`  | .tiktoken ranks (+ `.tiktoken.json`)   | `tiktoken`      |
+| format         | file                                     | module               |
+| -------------- | ---------------------------------------- | -------------------- |
+| `tokenmill`    | tokenmill's own JSON                     | `pipeline.tokenizer` |
+| `hf`           | Hugging Face tokenizer.json              | `hf`                 |
+| `tiktoken`     | .tiktoken ranks (+ `.tiktoken.json`)     | `tiktoken`           |
+| `transformers` | a folder for AutoTokenizer (export only) | `transformers`       |
 
 `load_any` tells the format from the file; `export` writes one. Both convert
 between files and Tokenizer objects only: they read or write the paths they
-are given (and a ranks file's JSON beside it), nothing else.
+are given (and a ranks file's JSON beside it, or a transformers folder's
+files), nothing else. A transformers folder is not read back: its
+tokenizer.json is, as `hf`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pipeline.io.files import parse_json, read_bytes
 from pipeline.memory import gc_paused
 from pipeline.tokenizer import FORMAT, Tokenizer
 
-FORMATS = ("hf", "tiktoken")
+FORMATS = ("hf", "tiktoken", "transformers")
 
 
 def detect(path: Path) -> tuple[str, object, bytes]:
@@ -86,12 +89,15 @@ def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None
 
 
 def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:
-    """Write `tok` as `fmt` (hf, tiktoken); returns the files written."""
-    from pipeline.formats import hf, tiktoken
+    """Write `tok` as `fmt` (hf, tiktoken, transformers: `path` is a folder);
+    returns the files written."""
+    from pipeline.formats import hf, tiktoken, transformers
 
     if fmt == "hf":
         hf.save(tok, path)
         return [Path(path)]
     if fmt == "tiktoken":
         return tiktoken.save(tok, path)
+    if fmt == "transformers":
+        return transformers.save(tok, path)
     raise TokenmillError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")

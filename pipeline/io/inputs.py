@@ -2,8 +2,15 @@
 
 Every file under DATA is accounted for: it is an input shard, or it is listed
 in `Inputs.not_read` with its reason (hidden, unknown suffix, not matching
---glob, a dangling link, a symlink loop, the output folder). Nothing is
-dropped without a word.
+--glob, a dangling link, a symlink loop, the output folder, the metadata of
+a Hugging Face `datasets` folder). Nothing is dropped without a word.
+
+A folder written by `datasets`' `save_to_disk` (a `state.json` beside a
+`dataset_info.json`) is read as the dataset: the `.arrow` files its
+state.json lists, in that order, which is the dataset's row order; its JSON
+files are metadata, never documents. A `DatasetDict` is a folder of such
+folders (one per split, read in path order like any folders) and a
+`dataset_dict.json`.
 
 Symlink policy: a link is followed, to a file or a folder, wherever it
 points, and read under its own path (its name under DATA is its identity in
@@ -17,6 +24,7 @@ once, not file by file.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +35,7 @@ from pipeline.errors import TokenmillError
 from pipeline.io.readers import KNOWN_INPUTS, shard_format
 
 NAME_MAX = 255  # bytes in one path component on every filesystem we write to
+DATASETS_METADATA = "datasets metadata"
 
 
 @dataclass(frozen=True)
@@ -118,10 +127,41 @@ def check_overlap(data: Path, out: Path, out_option: str = "OUT") -> None:
         )
 
 
+def datasets_folder(folder: Path) -> list[str] | None:
+    """The data files of a folder written by `datasets.Dataset.save_to_disk`, in
+    the order its state.json lists them; None if `folder` is no such folder."""
+    state = folder / "state.json"
+    if not (state.is_file() and (folder / "dataset_info.json").is_file()):
+        return None
+    try:
+        files = [f["filename"] for f in json.loads(state.read_bytes())["_data_files"]]
+    except (OSError, ValueError, LookupError, TypeError) as e:
+        raise TokenmillError(f"{state}: not a state.json of datasets ({e!r})") from None
+    for name in files:
+        # Only a file of the folder itself: a name is never a way out of it.
+        if not isinstance(name, str) or name != Path(name).name or name.startswith("."):
+            raise TokenmillError(f"{state}: {name!r} is not a file name of the folder")
+        if not (folder / name).is_file():
+            raise TokenmillError(f"{folder / name}: listed in {state} but missing")
+    if len(set(files)) < len(files):
+        raise TokenmillError(f"{state}: lists a data file twice")
+    return files
+
+
+def is_dataset_dict(path: Path) -> bool:
+    """Whether `path` is the dataset_dict.json of `datasets.DatasetDict.save_to_disk`."""
+    if path.name != "dataset_dict.json":
+        return False
+    try:
+        return isinstance(json.loads(path.read_bytes()).get("splits"), list)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) -> Inputs:
-    """The input shards under `data` (or `data` itself), sorted by name, and every
-    other file under it with the reason it is not read. Folders in `exclude`
-    (the output folder) are left out."""
+    """The input shards under `data` (or `data` itself), sorted by name (a
+    dataset's files in its own order), and every other file under it with the
+    reason it is not read. Folders in `exclude` (the output folder) are left out."""
     data = Path(data)
     if data.is_file():
         if shard_format(data) is None:
@@ -131,6 +171,7 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
         raise TokenmillError(f"{data}: no such file or directory")
     excluded = {os.path.realpath(e) for e in exclude}
     inputs = Inputs(data, [])
+    sort_key: dict[str, str] = {}  # a shard's name, unless it is a dataset's file
 
     def skip(name: str, reason: str) -> None:
         inputs.not_read.append({"path": name, "reason": reason})
@@ -141,6 +182,7 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
         except OSError as e:
             skip(prefix or ".", f"cannot list folder ({e.strerror})")
             return
+        data_files = datasets_folder(folder)
         for entry in entries:
             name = prefix + entry.name
             path = Path(entry.path)
@@ -165,18 +207,29 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
                     walk(path, name + "/", ancestors | {real})
             elif not is_file:
                 skip(name, "not a regular file")
+            elif data_files is not None and entry.name not in data_files:
+                metadata = entry.name in ("state.json", "dataset_info.json")
+                skip(name, DATASETS_METADATA if metadata else "not in the dataset's state.json")
+            elif is_dataset_dict(path):
+                skip(name, DATASETS_METADATA)
             elif shard_format(path) is None:
                 skip(name, "unknown suffix")
             elif not matches_glob(name, glob):
                 skip(name, f"not matching --glob {glob!r}")
             else:
                 inputs.shards.append(Shard(path, name))
+        if data_files is not None:
+            # The dataset's files take the places their sorted names would, in
+            # the order state.json gives them.
+            read = {s.name for s in inputs.shards}
+            ordered = [prefix + f for f in data_files if prefix + f in read]
+            sort_key.update(zip(ordered, sorted(ordered), strict=True))
 
     walk(data, "", frozenset({os.path.realpath(data)}))
     if not inputs.shards:
         detail = f"; {inputs.not_read_line()}" if inputs.not_read else ""
         raise TokenmillError(f"{data}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}")
-    inputs.shards.sort(key=lambda s: s.name)
+    inputs.shards.sort(key=lambda s: sort_key.get(s.name, s.name))
     check_output_names(inputs)
     return inputs
 

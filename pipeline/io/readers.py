@@ -6,12 +6,20 @@ Bad documents (invalid UTF-8, a JSON line that does not parse, a text that is
 null or not a string) raise a TokenmillError naming the file and row, unless
 an `on_skip` callback is given: then each is reported to it and left out, and
 reading carries on. A file that cannot be read at all (truncated gzip, corrupt
-Parquet, no text column) always raises; the caller decides whether to skip it,
-and `skipped_file_documents` says how many documents such a file held.
+Parquet or Arrow, no text column) always raises; the caller decides whether to
+skip it, and `skipped_file_documents` says how many documents such a file held.
 
-Suffixes are matched case-insensitively (`A.JSONL.GZ` is JSON Lines, gzipped).
+Suffixes are matched case-insensitively (`A.JSONL.GZ` is JSON Lines, gzipped);
+`.arrow` and `.feather` are Arrow IPC, file or stream format (`ipc.py`).
 Blank lines (empty, or only ASCII whitespace) are not documents in text and
 JSON Lines shards: rows count documents, skip reasons name the 1-based line.
+A text document is a line, a paragraph (lines up to a blank line) or the
+whole file, as `txt_unit` says (config.TXT_UNITS); a paragraph's or file's
+line is the one it starts on.
+
+The text column may be a dotted path (meta.content) into Parquet or Arrow
+struct columns and nested JSON objects; a column or key literally named so
+wins (`field_path`, `pick_column`).
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
+from pipeline.io import ipc
 
 # Line formats come plain or compressed; each decompressor streams, and each
 # raises on a truncated stream (Python's gzip, bz2 and lzma; PyArrow's zstd).
@@ -40,9 +50,13 @@ FORMATS = {
     **{f".jsonl{c}": "jsonl" for c in COMPRESSIONS},
     **{f".json{c}": "jsonl" for c in COMPRESSIONS},  # JSON Lines named .json, as many crawls do
     **{f".txt{c}": "text" for c in COMPRESSIONS},
+    ".arrow": "ipc",  # Arrow IPC, file or stream format (datasets writes streams)
+    ".feather": "ipc",
 }
 # The formats as the one-line errors name them.
-KNOWN_INPUTS = "*.parquet; *.jsonl, *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz"
+KNOWN_INPUTS = (
+    "*.parquet, *.arrow, *.feather; *.jsonl, *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz"
+)
 BATCH_ROWS = 8192
 TEXT_BLOCK_BYTES = 16 << 20
 # Text blocks are read in pieces of this size, so that when a stream breaks
@@ -86,9 +100,11 @@ def read_documents(
     batch_rows: int = BATCH_ROWS,
     on_skip: OnSkip | None = None,
     stats: dict | None = None,
+    *,
+    txt_unit: str = "line",
 ) -> Iterator[pa.LargeStringArray]:
     """Documents of one shard as `large_string` arrays without nulls."""
-    for _, docs in read_batches(path, text_column, batch_rows, on_skip, stats):
+    for _, docs in read_batches(path, text_column, batch_rows, on_skip, stats, txt_unit=txt_unit):
         yield docs
 
 
@@ -98,8 +114,12 @@ def read_batches(
     batch_rows: int = BATCH_ROWS,
     on_skip: OnSkip | None = None,
     stats: dict | None = None,
+    *,
+    txt_unit: str = "line",
 ) -> Iterator[tuple[pa.UInt64Array, pa.LargeStringArray]]:
-    """(row numbers, documents) of one shard, batch by batch. Row numbers count
+    """(row numbers, documents) of one shard, batch by batch. `txt_unit` (config.
+    TXT_UNITS) says what one document of a text shard is: a line, a paragraph
+    or the file. Row numbers count
     every document of the shard, so skipped ones leave gaps; `stats["rows"]`,
     if given, is kept at the number of rows read so far. When a text or JSON
     Lines stream breaks (truncated or corrupt gzip), it is raised to the
@@ -108,7 +128,7 @@ def read_batches(
     path = Path(path)
     row = 0
     try:
-        for raw in raw_batches(path, text_column, batch_rows):
+        for raw in raw_batches(path, text_column, batch_rows, txt_unit=txt_unit):
             checked = _checked(raw, path, text_column, row, on_skip)
             row += len(raw.values)
             if stats is not None:
@@ -124,11 +144,19 @@ def read_batches(
         raise TokenmillError(f"{path}: cannot read ({_one_line(e)})") from e
 
 
-def raw_batches(path: Path, column: str, batch_rows: int = BATCH_ROWS) -> Iterator[RawBatch]:
+def raw_batches(
+    path: Path, column: str, batch_rows: int = BATCH_ROWS, *, txt_unit: str = "line"
+) -> Iterator[RawBatch]:
     """`column` of a shard batch by batch as its format reader sees it, unchecked
     (`read_batches` checks the documents; `columns.read_column` reads other columns
-    row for row with them). Text shards have one column, the line."""
-    readers = {"parquet": _parquet_batches, "jsonl": _jsonl_batches, "text": _text_batches}
+    row for row with them). Text shards have one column, the `txt_unit`: every
+    format reader takes (path, column, batch_rows); the unit picks the text one."""
+    readers = {
+        "parquet": _parquet_batches,
+        "jsonl": _jsonl_batches,
+        "text": TEXT_READERS[txt_unit],
+        "ipc": _ipc_batches,
+    }
     return readers[shard_format(Path(path))](Path(path), column, batch_rows)
 
 
@@ -138,26 +166,31 @@ def _one_line(e: BaseException) -> str:
 
 def skipped_file_documents(path: Path, rows_read: int) -> dict:
     """The documents a shard that could not be read (and is skipped whole) is known
-    to hold, as the fields of its skip record: for Parquet, the row count of the
-    footer when the footer reads (exact); otherwise the `rows_read` before the file
-    broke (`stats["rows"]` of `read_batches`), with "lower_bound": True."""
+    to hold, as the fields of its skip record: for Parquet and the Arrow IPC file
+    format, the row count of the footer when the footer reads (exact); otherwise
+    the `rows_read` before the file broke (`stats["rows"]` of `read_batches`),
+    with "lower_bound": True."""
     path = Path(path)
     if shard_format(path) == "parquet":
         try:
             return {"documents": pq.read_metadata(path).num_rows}
         except (*READ_ERRORS, pa.ArrowException, ValueError):
             pass
+    if shard_format(path) == "ipc" and (rows := ipc.row_count(path)) is not None:
+        return {"documents": rows}
     return {"documents": rows_read, "lower_bound": True}
 
 
 class _StreamBroken(Exception):
     """Reading a text or JSON Lines stream failed (`cause`) after `documents`
-    documents that were read but not yet handed out."""
+    documents that were read but not yet handed out; `data`: the bytes read
+    since the last block handed out, for readers that count documents otherwise."""
 
-    def __init__(self, cause: BaseException, documents: int):
+    def __init__(self, cause: BaseException, documents: int, data: bytes = b""):
         super().__init__(str(cause))
         self.cause = cause
         self.documents = documents
+        self.data = data
 
 
 def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
@@ -233,17 +266,84 @@ def _decode_utf8(arr: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[int
     return pa.array(values, pa.large_binary()).cast(pa.large_string()), bad
 
 
+def field_path(schema: pa.Schema, column: str) -> list[str] | None:
+    """The names leading to `column` in `schema`: [column] for a top-level column,
+    else, for a dotted name (meta.content), the path through struct fields split
+    at every dot; None if there is none."""
+    # A top-level column literally named "meta.content" wins over the path
+    # meta -> content: it is what the name says exactly, and the user has no
+    # other way to name it.
+    if column in schema.names:
+        return [column]
+    parts = column.split(".")
+    if len(parts) < 2 or "" in parts:
+        return None
+    fields: pa.Schema | pa.StructType = schema
+    for depth, part in enumerate(parts):
+        i = fields.get_field_index(part)
+        if i < 0:
+            return None
+        t = fields.field(i).type
+        if depth < len(parts) - 1:
+            if not pa.types.is_struct(t):
+                return None
+            fields = t
+    return parts
+
+
+def check_column(schema: pa.Schema, column: str, path: Path) -> list[str]:
+    """`field_path`, or the one-line error naming the columns there are."""
+    steps = field_path(schema, column)
+    if steps is None:
+        raise TokenmillError(
+            f"{path}: no column {column!r} (columns: {', '.join(_leaf_names(schema))}); "
+            "use --text-column"
+        )
+    return steps
+
+
+def pick_column(batch: pa.RecordBatch | pa.Table, column: str, path: Path) -> pa.Array:
+    """The values of `column` (a top-level name, or a dotted path into struct
+    columns as `field_path` resolves it) of a RecordBatch (an Array) or Table (a
+    ChunkedArray). A row whose struct is null on the way is null. Raises the
+    one-line TokenmillError naming `path` when there is no such column."""
+    steps = check_column(batch.schema, column, path)
+    values = batch.column(batch.schema.get_field_index(steps[0]))
+    for name in steps[1:]:
+        # pc.struct_field, not StructArray.field: it nulls the rows whose struct is null.
+        values = pc.struct_field(values, name)
+    return values
+
+
+def _leaf_names(schema: pa.Schema | pa.StructType, prefix: str = "") -> list[str]:
+    """Every name --text-column can take: top-level columns, struct fields dotted."""
+    names = []
+    for field in schema if isinstance(schema, pa.Schema) else list(schema):
+        name = prefix + field.name
+        if pa.types.is_struct(field.type) and field.type.num_fields:
+            names += _leaf_names(field.type, name + ".")
+        else:
+            names.append(name)
+    return names
+
+
 def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     pf = pq.ParquetFile(path)
-    names = pf.schema_arrow.names
-    if column not in names:
-        raise TokenmillError(
-            f"{path}: no column {column!r} (columns: {', '.join(names)}); use --text-column"
-        )
+    check_column(pf.schema_arrow, column, path)
+    # A dotted name is also Parquet's path of a nested leaf, so only that leaf
+    # is read (its struct pruned to it); a top-level column so named comes too,
+    # and pick_column prefers it.
     # Tasks already run in parallel, one per shard: Arrow's own thread pool
     # would only add hand-offs (it nearly doubled the time to read a shard).
     for batch in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
-        yield RawBatch(batch.column(0), {})
+        yield RawBatch(pick_column(batch, column, path), {})
+
+
+def _ipc_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+    steps = check_column(ipc.schema(path), column, path)
+    # Only the top-level field holding the column is read, as for Parquet.
+    for batch in ipc.record_batches(path, steps[0], batch_rows):
+        yield RawBatch(pick_column(batch, column, path), {})
 
 
 def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
@@ -259,7 +359,8 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
             try:
                 block = _read_block(stream, parts)
             except READ_ERRORS as e:
-                raise _StreamBroken(e, _whole_lines(b"".join([*carry, *parts]), blank)) from e
+                read = b"".join([*carry, *parts])
+                raise _StreamBroken(e, _whole_lines(read, blank), read) from e
             if not block:
                 break
             cut = block.rfind(b"\n")
@@ -339,16 +440,108 @@ def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch
             numbers = pc.add(keep, before + 1).to_pylist()
         else:
             numbers = list(range(before + 1, before + 1 + len(lines)))
-        if pc.ends_with(lines, b"\r").true_count:  # a regex on every line costs more
-            lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
-        yield RawBatch(lines, {}, numbers)
+        yield RawBatch(_drop_cr(lines), {}, numbers)
+
+
+def _drop_cr(lines: pa.Array) -> pa.Array:
+    """The lines without a trailing '\\r', so that CRLF files read as LF files."""
+    if pc.ends_with(lines, b"\r").true_count:  # a regex on every line costs more
+        lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
+    return lines
+
+
+_NEWLINE = pa.scalar(b"\n", pa.large_binary())
+
+
+def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+    """One document per paragraph: a run of non-blank lines, ended by a blank
+    line (see _text_batches) or the end of the file, its lines joined by '\\n'
+    (each without a trailing '\\r'). Its line number is that of its first line.
+    A paragraph the block ends in is held back, joined so far, and finished by
+    the next block, so memory holds one block and one paragraph."""
+    held: list[bytes] = []  # the unfinished paragraph: its lines of each block, joined
+    held_line = 0
+    try:
+        for before, _, lines in _line_blocks(path, TEXT_BLANK):
+            keep = np.flatnonzero(~_blank_lines(lines, TEXT_BLANK).to_numpy(zero_copy_only=False))
+            docs: list[pa.Array] = []
+            numbers: list[int] = []
+            if held and (not len(keep) or keep[0] > 0):  # a blank line ends it
+                docs.append(pa.array([b"\n".join(held)], pa.large_binary()))
+                numbers.append(held_line)
+                held = []
+            if len(keep):
+                # A paragraph starts at each kept line that does not follow a kept line.
+                starts = np.flatnonzero(np.diff(keep, prepend=-2) > 1)
+                offsets = pa.array(np.append(starts, len(keep)), pa.int64())
+                kept = _drop_cr(lines.take(pa.array(keep)))
+                paragraphs = pc.binary_join(pa.LargeListArray.from_arrays(offsets, kept), _NEWLINE)
+                first = (before + 1 + keep[starts]).tolist()
+                # The last paragraph may go on in the next block.
+                open_end = keep[-1] == len(lines) - 1
+                if held:  # the block begins with more of it
+                    held.append(paragraphs[0].as_py())
+                    paragraphs, first = paragraphs[1:], first[1:]
+                    if len(paragraphs) or not open_end:
+                        docs.append(pa.array([b"\n".join(held)], pa.large_binary()))
+                        numbers.append(held_line)
+                        held = []
+                if len(paragraphs) and open_end:
+                    held, held_line = [paragraphs[-1].as_py()], first[-1]
+                    paragraphs, first = paragraphs[:-1], first[:-1]
+                docs.append(paragraphs)
+                numbers += first
+            if numbers:
+                yield RawBatch(pa.concat_arrays(docs), {}, numbers)
+    except _StreamBroken as e:
+        raise _StreamBroken(e.cause, _whole_paragraphs(e.data, bool(held)), e.data) from e.cause
+    if held:
+        yield RawBatch(pa.array([b"\n".join(held)], pa.large_binary()), {}, [held_line])
+
+
+def _whole_paragraphs(data: bytes, held: bool) -> int:
+    """How many paragraphs have a whole line in `data` (read since the last block)
+    or were held back from that block (`held`): those a broken stream is known to
+    have held, the paragraph it broke in among them if one of its lines is whole."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return int(held)
+    lines = _split_lines(data[:end])
+    nonblank = ~_blank_lines(lines, TEXT_BLANK).to_numpy(zero_copy_only=False)
+    starts = int(np.count_nonzero(nonblank & ~np.concatenate([[held], nonblank[:-1]])))
+    return starts + int(held)
+
+
+def _file_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+    """The whole file as one document, its bytes exactly as they are (line ends
+    and a final newline kept). A file of nothing but ASCII whitespace is no
+    document, as a blank line is none in the other units."""
+    parts: list[bytes] = []
+    with open_stream(path) as stream:
+        try:
+            while piece := stream.read(READ_BYTES):
+                parts.append(piece)
+        except READ_ERRORS as e:
+            # The file held a document if anything but whitespace was read.
+            raise _StreamBroken(e, int(any(p.strip() for p in parts))) from e
+    data = b"".join(parts)
+    del parts
+    if data.strip():
+        yield RawBatch(pa.array([data], pa.large_binary()), {}, [1])
+
+
+# The text reader for each --txt-unit (config.TXT_UNITS).
+TEXT_READERS = {"line": _text_batches, "paragraph": _paragraph_batches, "file": _file_batches}
 
 
 def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One JSON object per non-blank line. Arrow parses a block at once; a block
     it refuses is parsed line by line to name (or skip) the bad lines."""
-    schema = pa.schema([(column, pa.large_string())])
+    schema = _json_schema(column)
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    # A record with a key literally named so (the precedence of field_path) is
+    # left to the line-by-line parser, which can tell that key present from absent.
+    literal = json.dumps(column, ensure_ascii=False).encode() if len(schema) > 1 else None
     if _named_json(path):
         _check_json_lines(path)
     for before, data, lines in _line_blocks(path, JSONL_BLANK):
@@ -368,7 +561,12 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatc
             )
             if table.num_rows != len(records):
                 raise ValueError("not one object per line")
-            values = table.column(0).combine_chunks()
+            if literal is not None and (
+                literal in block or table.column(column).null_count < table.num_rows
+            ):
+                raise ValueError("a key named like the path")
+            values = pick_column(table.drop_columns([column]) if literal else table, column, path)
+            values = values.combine_chunks()
         except (pa.ArrowException, ValueError, UnicodeDecodeError):
             yield _parse_lines(records.to_pylist(), column, numbers)
             continue
@@ -410,17 +608,50 @@ def _check_json_lines(path: Path) -> None:
             ) from None
 
 
+def _json_schema(column: str) -> pa.Schema:
+    """What Arrow's JSON reader is to read: `column`, and for a dotted name also
+    the nested objects it names (meta.content: a struct `meta` of `content`)."""
+    schema = [(column, pa.large_string())]
+    parts = column.split(".")
+    if len(parts) > 1 and "" not in parts:
+        t = pa.large_string()
+        for part in reversed(parts[1:]):
+            t = pa.struct([(part, t)])
+        schema.append((parts[0], t))
+    return pa.schema(schema)
+
+
 def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> RawBatch:
     values: list[str | None] = []
     bad = {}
     for i, record in enumerate(records):
         reason = _why_not_text(record, column)
         if reason is None:
-            values.append(json.loads(record)[column])
+            values.append(_json_field(json.loads(record), column)[0])
         else:
             bad[i] = reason
             values.append(None)
     return RawBatch(pa.array(values, pa.large_string()), bad, numbers)
+
+
+def _json_field(obj: dict, column: str) -> tuple[object, str | None]:
+    """(the value of `column` in a JSON object, None), or (None, why there is
+    none); a dotted name walks nested objects as `field_path` walks structs."""
+    if column in obj:  # a key literally so named wins, as a column does in field_path
+        return obj[column], None
+    parts = column.split(".")
+    if len(parts) < 2 or "" in parts:
+        return None, f"no {column!r} field; use --text-column"
+    value: object = obj
+    for depth, part in enumerate(parts):
+        if depth and not isinstance(value, dict):
+            where = ".".join(parts[:depth])
+            what = "null" if value is None else type(value).__name__
+            return None, f"{where!r} is {what}, not an object, so no {column!r} field"
+        if part not in value:
+            return None, f"no {column!r} field; use --text-column"
+        value = value[part]
+    return value, None
 
 
 def _why_not_text(record: bytes, column: str) -> str | None:
@@ -433,9 +664,9 @@ def _why_not_text(record: bytes, column: str) -> str | None:
         return f"not JSON ({e})"
     if not isinstance(obj, dict):
         return f"not a JSON object but {type(obj).__name__}"
-    if column not in obj:
-        return f"no {column!r} field; use --text-column"
-    value = obj[column]
+    value, missing = _json_field(obj, column)
+    if missing is not None:
+        return missing
     if value is None:
         return f"{column!r} is null"
     if not isinstance(value, str):

@@ -37,7 +37,9 @@ def count_shard(task: CountTask) -> dict:
         result = {"documents": 0, "bytes": 0}
 
         def documents():
-            for docs in read_documents(task.shard, c.text_column, on_skip=on_skip, stats=stats):
+            for docs in read_documents(
+                task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
+            ):
                 result["documents"] += len(docs)
                 result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
                 yield docs

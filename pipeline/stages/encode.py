@@ -1,7 +1,8 @@
 """encode: every input shard to a token-ID Parquet shard.
 
 Columns: row (the document's index in its input shard), ids
-(list<uint16> when the vocabulary fits 16 bits, else list<uint32>), n_tokens.
+(list<uint16> when the vocabulary fits 16 bits, else list<uint32>), n_tokens,
+and with --val-fraction, split ("train" or "val", see stages/split.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -24,16 +26,18 @@ from pipeline.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.readers import OnSkip, read_batches
 from pipeline.stages.results import ShardStageResult
 from pipeline.stages.shards import shard_size, shard_task, split_shards
+from pipeline.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
 from pipeline.stages.state import encode_key
 from pipeline.tokenizer import ENDOFTEXT, Tokenizer
 
 
-def token_schema(tok: Tokenizer, source: str) -> pa.Schema:
+def token_schema(tok: Tokenizer, source: str, split: bool = False) -> pa.Schema:
     return pa.schema(
         [
             pa.field("row", pa.uint64(), nullable=False),
             pa.field("ids", tok.ids_type, nullable=False),
             pa.field("n_tokens", pa.uint32(), nullable=False),
+            *([pa.field("split", pa.string(), nullable=False)] if split else []),
         ],
         metadata={
             SOURCE: source,
@@ -56,22 +60,34 @@ class EncodeTask:
 def encode_shard(task: EncodeTask) -> dict:
     tok = task.tokenizer
     c = task.config
-    schema = token_schema(tok, task.name)
+    fraction = c.val_fraction
+    schema = token_schema(tok, task.name, split=fraction > 0)
 
     def write(tmp: Path, on_skip: OnSkip | None, stats: dict, state: Callable) -> dict:
         result = {"documents": 0, "tokens": 0, "bytes": 0}
+        if fraction > 0:
+            result["split"] = add_counts({}, {})
         # Token ids gain nothing from dictionary pages or min/max statistics
         # (which cost a fifth of the write); zstd shrinks them by a third.
         with pq.ParquetWriter(
             tmp,
             schema,
-            use_dictionary=False,
+            use_dictionary=["split"] if fraction > 0 else False,
             compression="zstd",
             write_statistics=["row", "n_tokens"],
         ) as writer:
-            for rows, docs in read_batches(task.shard, c.text_column, on_skip=on_skip, stats=stats):
+            for rows, docs in read_batches(
+                task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
+            ):
                 ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
-                writer.write_table(pa.Table.from_arrays([rows, ids, n_tokens], schema=schema))
+                columns = [rows, ids, n_tokens]
+                if fraction > 0:
+                    row_numbers = rows.to_numpy()
+                    val = is_val(task.name, row_numbers, fraction)
+                    columns.append(pa.array(np.where(val, VAL, TRAIN)))
+                    counts = split_counts(task.name, row_numbers, n_tokens.to_numpy(), fraction)
+                    result["split"] = add_counts(result["split"], counts)
+                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
                 result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
@@ -117,4 +133,5 @@ def run_encode(
         tokenizer_sha256=tok.sha256,
         normalizer=tok.normalizer,
         not_read=data.not_read,
+        split=total_counts(results) if config.val_fraction > 0 else None,
     )

@@ -6,7 +6,9 @@ to exactly what the run's manifest lists.
     OUT/tokenizer.json
     OUT/tokens/<input path>.parquet   one token shard per input
     OUT/packed/<input path>.parquet   --pack
+    OUT/packed/{train,val}/<input path>.parquet   --pack --val-fraction
     OUT/bin/<input path>.bin, .idx.npy, index.json   --format bin
+    OUT/bin/{train,val}.bin, {train,val}.idx.npy, index.json   --format bin --val-fraction
     OUT/manifest.json
     OUT/.tokenmill.lock               io/lock.py
 

@@ -24,12 +24,17 @@ Columns of a packed shard:
   ``offset`` (where the piece starts in the document's ids, counting the
   ``<|bos|>``), ``start`` (where it starts in this row) and ``length``.
 
+With --val-fraction, the documents stages/split.py puts in validation form a
+stream of their own: PACKED_DIR/train/<shard> and PACKED_DIR/val/<shard>, each
+packed by the rules above, so no row mixes train and val documents.
+
 One pass over the token shards, batch by batch: memory holds one batch and
-less than one row of carried ids.
+less than one row of carried ids (per split).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +49,7 @@ from pipeline.faults import checkpoint
 from pipeline.io.metadata import BOS_ID, EOS_ID, SEQ_LEN, SOURCE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.writers import atomic_path
 from pipeline.stages.results import PackResult
+from pipeline.stages.split import SPLITS, TRAIN, VAL, is_val
 from pipeline.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
 from pipeline.tokenizer import BOS, ENDOFTEXT, Tokenizer
 
@@ -120,6 +126,19 @@ class Pieces:
 
 
 FIELDS = ("seq", "shard", "row", "offset", "start", "length")
+
+
+def select_documents(
+    rows: np.ndarray, flat: np.ndarray, offsets: np.ndarray, keep: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The documents of a batch where `keep` (all if None), as (rows, ids, offsets)."""
+    if keep is None or keep.all():
+        return rows, flat, offsets
+    lens = np.diff(offsets)
+    kept = lens[keep]
+    new_offsets = np.zeros(len(kept) + 1, offsets.dtype)
+    np.cumsum(kept, out=new_offsets[1:])
+    return rows[keep], flat[np.repeat(keep, lens)], new_offsets
 
 
 def cut_pieces(
@@ -212,6 +231,7 @@ def run_pack(
     bos: bool = False,
     tokenizer: Path | Tokenizer | None = None,
     names: list[str] | None = None,
+    val_fraction: float = 0.0,
 ) -> PackResult:
     """Pack every token shard of `tokens_dir` (or those `names`, relative to it)
     into `packed_dir` (same relative paths).
@@ -238,45 +258,70 @@ def run_pack(
         )
     bos_id = tok.special_id(BOS) if bos else None
     id_dtype = np.uint32 if tok.wide_ids else np.uint16
-    packer = Packer(seq_len, tok.eos_id, bos_id, id_dtype, [s.source for s in shards])
+    # With a split, each side is its own stream of documents, packed on its own.
+    sides = {"": Path(packed_dir)}
+    if val_fraction > 0:
+        sides = {side: Path(packed_dir) / side for side in SPLITS}
+    names = [s.source for s in shards]
+    packers = {side: Packer(seq_len, tok.eos_id, bos_id, id_dtype, names) for side in sides}
     results = []
     for i, shard in enumerate(tqdm(shards, desc="pack", unit="shard", disable=None, leave=False)):
         schema = packed_schema(tok, shard, seq_len, bos_id)
-        out = Path(packed_dir) / shard.name
-        first, tokens = packer.sequences, 0
-        with (
-            atomic_path(out) as tmp,
-            pq.ParquetWriter(tmp, schema, use_dictionary=False, compression="zstd") as writer,
-        ):
+        first = {side: p.sequences for side, p in packers.items()}
+        tokens = dict.fromkeys(sides, 0)
+        documents = dict.fromkeys(sides, 0)
+        last = i == len(shards) - 1
+        with contextlib.ExitStack() as stack:
+            writers = {
+                side: stack.enter_context(
+                    pq.ParquetWriter(
+                        stack.enter_context(atomic_path(folder / shard.name)),
+                        schema,
+                        use_dictionary=False,
+                        compression="zstd",
+                    )
+                )
+                for side, folder in sides.items()
+            }
             for batch in shard.batches():
                 flat, offsets = list_ids(batch.column("ids"))
                 rows = batch.column("row").to_numpy()
-                ids, pieces, nrows = packer.add(i, rows, flat.astype(id_dtype), offsets)
-                tokens += len(ids)
-                if nrows:
-                    writer.write_table(packer.table(schema, ids, pieces, nrows))
+                val = is_val(shard.source, rows, val_fraction)
+                for side, packer in packers.items():
+                    docs = {"": None, TRAIN: ~val, VAL: val}[side]
+                    s_rows, s_flat, s_offsets = select_documents(rows, flat, offsets, docs)
+                    documents[side] += len(s_rows)
+                    ids, pieces, nrows = packer.add(i, s_rows, s_flat.astype(id_dtype), s_offsets)
+                    tokens[side] += len(ids)
+                    if nrows:
+                        writers[side].write_table(packer.table(schema, ids, pieces, nrows))
             checkpoint("pack", i + 1)  # tests kill here, with this shard's temporary open
-            if i == len(shards) - 1:
-                ids, pieces, nrows = packer.finish()
-                last_row = len(ids) if nrows else seq_len
-                tokens += len(ids)
-                if nrows:
-                    writer.write_table(packer.table(schema, ids, pieces, nrows))
-        results.append(
-            {
-                "shard": shard.source,
-                "file": str(out),
-                "documents": shard.documents,
-                "sequences": packer.sequences - first,
-                "tokens": tokens,
-                "reused": False,  # packing is redone every time (one pass, cheap)
-            }
-        )
+            for side, packer in packers.items():
+                if last:
+                    ids, pieces, nrows = packer.finish()
+                    tokens[side] += len(ids)
+                    if nrows:
+                        writers[side].write_table(packer.table(schema, ids, pieces, nrows))
+        for side, folder in sides.items():
+            results.append(
+                {
+                    "shard": shard.source,
+                    **({"split": side} if side else {}),
+                    "file": str(folder / shard.name),
+                    "documents": documents[side],
+                    "sequences": packers[side].sequences - first[side],
+                    "tokens": tokens[side],
+                    "reused": False,  # packing is redone every time (one pass, cheap)
+                }
+            )
+    sequences = sum(p.sequences for p in packers.values())
+    # The length of the run's very last row (of the last split's stream); seq_len if full.
+    last_row = len(ids) if nrows else seq_len
     return PackResult(
         shards=results,
         seq_len=seq_len,
-        sequences=packer.sequences,
-        last_row=last_row if packer.sequences else 0,
+        sequences=sequences,
+        last_row=last_row if sequences else 0,
         documents=sum(r["documents"] for r in results),
         tokens=sum(r["tokens"] for r in results),
         reused=0,

@@ -65,6 +65,7 @@ class ShardStageResult(StageResult):
     tokens: int = 0  # encode
     tokenizer_sha256: str | None = None  # encode
     normalizer: str | None = None  # encode
+    split: dict | None = None  # encode --val-fraction: stages/split.total_counts
 
     @classmethod
     def of(cls, stage: str, results: list[dict], seconds: float, **extra) -> ShardStageResult:
@@ -91,6 +92,9 @@ class ShardStageResult(StageResult):
         if self.stage != "encode":
             return what + self.size()
         what += f", {self.tokens} tokens{self.size()}"
+        if self.split:
+            val = self.split["val"]
+            what += f" ({val['documents']} documents, {val['tokens']} tokens for validation)"
         if self.normalizer:
             what += f", text normalized with {self.normalizer}"
         return what
@@ -146,13 +150,23 @@ class PackResult(StageResult):
 class BinResult(StageResult):
     stage: str = "bin"
     dir: str
-    shards: list[dict]  # per shard: source, bin, index, documents, tokens
+    # per shard: source, bin, index, documents, tokens; with a split: source, train, val
+    shards: list[dict]
+    files: list[str] = field(default_factory=list)  # written, relative to dir
     dtype: str
     documents: int
     tokens: int
+    split: dict | None = None  # --val-fraction: stages/split.total_counts
 
     def what(self) -> str:
-        return f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} {self.dtype}"
+        what = f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} {self.dtype}"
+        if self.split:
+            train, val = self.split["train"], self.split["val"]
+            what += (
+                f" (train.bin {train['documents']} documents, {train['tokens']} ids; "
+                f"val.bin {val['documents']} documents, {val['tokens']} ids)"
+            )
+        return what
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,7 @@ from pipeline.formats import load_any
 from pipeline.io.inputs import check_overlap, find_inputs
 from pipeline.io.lock import output_lock
 from pipeline.io.writers import remove_temporaries
-from pipeline.stages.binfmt import INDEX, run_bin
+from pipeline.stages.binfmt import run_bin
 from pipeline.stages.count import run_count
 from pipeline.stages.encode import run_encode
 from pipeline.stages.layout import MANIFEST, output_paths, remove_stale
@@ -74,6 +74,7 @@ def pretraining_steps(
                 bos=config.bos,
                 tokenizer=tok,
                 names=names,
+                val_fraction=config.val_fraction,
             )
         )
     if config.format == "bin":
@@ -85,6 +86,7 @@ def pretraining_steps(
                 executor=config.executor,
                 ray_address=config.ray_address,
                 names=names,
+                val_fraction=config.val_fraction,
             )
         )
     return steps
@@ -94,9 +96,7 @@ def pretraining_files(result: PackResult | BinResult, out: Path) -> list[dict]:
     """Manifest entries (checked by verify) for what pack or bin wrote."""
     if isinstance(result, PackResult):
         return [file_entry(Path(r["file"]), out, rows=r["sequences"]) for r in result.shards]
-    folder = Path(result.dir)
-    files = [folder / r[kind] for r in result.shards for kind in ("bin", "index")]
-    return [file_entry(f, out) for f in [*files, folder / INDEX]]
+    return [file_entry(Path(result.dir) / f, out) for f in result.files]
 
 
 def run_all(
@@ -176,6 +176,8 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
         manifest["tokenizer_sha256"] = tok.sha256
         manifest["normalizer"] = tok.normalizer
         manifest["outputs"] = shard_outputs(encode.shards, out)
+        if encode.split:
+            manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
         names = [Path(f).relative_to(paths["tokens_dir"]).as_posix() for f in encode.written]
         for step in pretraining_steps(paths, config, tok, names):
             manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))

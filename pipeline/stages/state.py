@@ -38,6 +38,7 @@ def count_key(config: Config) -> dict:
         "pattern": config.pattern,
         "lowercase": config.lowercase,
         "text_column": config.text_column,
+        "txt_unit": config.txt_unit,
     }
 
 
@@ -47,7 +48,9 @@ def encode_key(config: Config, tokenizer_sha256: str) -> dict:
         "stage": "encode",
         "reader": READER_VERSION,
         "text_column": config.text_column,
+        "txt_unit": config.txt_unit,
         "eos": config.eos,
+        "val_fraction": config.val_fraction,
         "tokenizer_sha256": tokenizer_sha256,
     }
 

@@ -85,12 +85,17 @@ def input_path(data: Path, shard: TokenShard) -> Path:
     return path
 
 
-def input_bytes(path: Path, text_column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(UTF-8 bytes of each row, whether the row is a document) of an input shard;
-    rows that are not documents (bad ones, which a run with --on-error skip left
-    out) have 0 bytes and False."""
+def input_bytes(
+    path: Path, text_column: str, txt_unit: str = "line"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes of each row, whether the row is a document) of an input shard
+    read as the run read it (`text_column`, `txt_unit`); rows that are not
+    documents (bad ones, which a run with --on-error skip left out) have 0 bytes
+    and False."""
     rows, sizes, seen = [], [], {"rows": 0}
-    for batch_rows, docs in read_batches(path, text_column, on_skip=lambda _: None, stats=seen):
+    for batch_rows, docs in read_batches(
+        path, text_column, on_skip=lambda _: None, stats=seen, txt_unit=txt_unit
+    ):
         rows.append(batch_rows.to_numpy().astype(np.int64))
         sizes.append(pc.binary_length(docs).to_numpy().astype(np.int64))
     doc_bytes = np.zeros(seen["rows"], np.int64)
@@ -107,6 +112,7 @@ def corpus_stats(
     data: Path | None = None,
     tokenizer: Path | None = None,
     text_column: str | None = None,
+    txt_unit: str | None = None,
     source_column: str | None = "source",
 ) -> CorpusStats:
     start = time.monotonic()
@@ -119,6 +125,8 @@ def corpus_stats(
     tok = shard_tokenizer(shards[0], tokenizer)
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")
+    # Manifests from before --txt-unit read every .txt shard a line a document.
+    txt_unit = txt_unit or config.get("txt_unit", "line")
     size = tok.vocab_size
     counts = np.zeros(size, np.int64)
     special = np.zeros(size, bool)
@@ -129,7 +137,7 @@ def corpus_stats(
     warnings: list[str] = []
     for shard in shards:
         path = input_path(data, shard)
-        doc_bytes, present = input_bytes(path, text_column)
+        doc_bytes, present = input_bytes(path, text_column, txt_unit)
         labels = None
         if source_column and has_column(path, source_column):
             try:

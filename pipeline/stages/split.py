@@ -1,0 +1,80 @@
+"""--val-fraction F: which documents are held out for validation.
+
+A document is in validation when a 64-bit hash of (its input shard's name,
+its row) is below F * 2^64. The hash depends on nothing else: not on the
+workers, the executor, batch sizes, how a shard is cut into tasks, or where
+DATA lies (the name is relative to it), so the split is the same in every
+run over the same inputs, in encode's `split` column and in bin's
+train.bin / val.bin alike. Each document is an independent draw, so on n
+documents the val share is F give or take sqrt(F (1 - F) / n).
+
+The hash (fixed: changing it would move documents between train and val):
+key = the first 8 bytes of sha256(name as UTF-8), little-endian; the
+document's hash is splitmix64's finalizer applied to (row XOR key) plus the
+golden-ratio increment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+TRAIN = "train"
+VAL = "val"
+SPLITS = (TRAIN, VAL)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def shard_key(name: str) -> np.uint64:
+    return np.uint64(int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little"))
+
+
+def document_hashes(name: str, rows: np.ndarray) -> np.ndarray:
+    """The uint64 hash of each row of shard `name` (splitmix64 over row XOR key)."""
+    x = np.asarray(rows, np.uint64) ^ shard_key(name)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
+        x = x + _GOLDEN
+        x = (x ^ (x >> np.uint64(30))) * _MIX1
+        x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def is_val(name: str, rows: np.ndarray, fraction: float) -> np.ndarray:
+    """Whether each row of shard `name` is a validation document."""
+    if fraction <= 0:
+        return np.zeros(len(rows), bool)
+    # fraction * 2^64 is exact in floating point (a power of two); fraction < 1.
+    return document_hashes(name, rows) < np.uint64(int(fraction * 2.0**64))
+
+
+def split_counts(name: str, rows: np.ndarray, n_tokens: np.ndarray, fraction: float) -> dict:
+    """{"train"|"val": {"documents", "tokens"}} of one batch of a shard."""
+    val = is_val(name, rows, fraction)
+    tokens = np.asarray(n_tokens, np.uint64)
+    return {
+        TRAIN: {"documents": int((~val).sum()), "tokens": int(tokens[~val].sum())},
+        VAL: {"documents": int(val.sum()), "tokens": int(tokens[val].sum())},
+    }
+
+
+def add_counts(total: dict, more: dict) -> dict:
+    """Sum two split_counts ({} counts as zeros)."""
+    return {
+        s: {
+            k: total.get(s, {}).get(k, 0) + more.get(s, {}).get(k, 0)
+            for k in ("documents", "tokens")
+        }
+        for s in SPLITS
+    }
+
+
+def total_counts(results: list[dict]) -> dict:
+    """The split_counts of every shard (encode's per-shard "split")."""
+    total: dict = {}
+    for r in results:
+        total = add_counts(total, r.get("split") or {})
+    return total
