@@ -18,7 +18,22 @@ from pipeline.formats import FORMATS
 from pipeline.stages.results import RunResult, ShardStageResult, StageResult
 from pipeline.tokenizer import MODES, PATTERNS
 
-EXISTING = click.Path(exists=False, path_type=Path)
+
+class Location(click.ParamType):
+    """A local path, or a URL (s3://bucket/prefix, any fsspec filesystem): io/storage.py."""
+
+    name = "path"
+
+    def convert(self, value, param, ctx):
+        from pipeline.io.storage import location
+
+        try:
+            return location(value)
+        except TokenmillError as e:
+            self.fail(str(e), param, ctx)
+
+
+EXISTING = Location()
 VERIFY_FAILED = 3  # exit status of `verify` when something differs
 
 
@@ -307,6 +322,13 @@ def user_errors(f):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except Exception as e:
+            # An object store's refusal that no stage put in words (io/storage.py).
+            from pipeline.io.storage import is_store_error
+
+            if not is_store_error(e):
+                raise
+            raise click.ClickException(" ".join(str(e).split()) or type(e).__name__) from None
 
     return wrapper
 
@@ -325,12 +347,15 @@ def output_folder(data: Path | None, folder: Path, option: str):
     never holding DATA, and rid of the temporaries of killed runs."""
     from pipeline.io.inputs import check_overlap
     from pipeline.io.lock import output_lock
+    from pipeline.io.storage import location
     from pipeline.io.writers import remove_temporaries
 
     if data is not None:
-        check_overlap(Path(data), Path(folder), option)
+        check_overlap(location(data), location(folder), option)
     with output_lock(folder) as lock:
         lock.record(data)
+        if lock.note:
+            click.echo(lock.note, err=True)
         remove_temporaries(folder)
         yield
 

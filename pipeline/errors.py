@@ -5,3 +5,9 @@ class TokenmillError(Exception):
 class WriteError(TokenmillError):
     """An output could not be written (disk full, read-only folder): never a
     bad input, so --on-error skip does not skip it."""
+
+
+class StoreError(TokenmillError):
+    """The object store holding an input failed while it was read (unreachable,
+    no credentials, a connection dropped after retries): never a bad input, so
+    --on-error skip does not skip it; a rerun resumes."""

@@ -11,12 +11,18 @@ N. Given task sizes, the largest tasks start first. `processes` runs each task i
 worker process (spawned, so no thread state is forked). `ray` runs each task
 as a Ray task (one CPU each) on an existing cluster (`ray_address`) or on a
 local Ray started with `workers` CPUs; the tasks' inputs and outputs must be
-on storage every node sees.
+on storage every node sees (object storage, s3://..., or a shared
+filesystem): each task reads its shard and writes its output itself, and
+only its small summary comes back to the driver. A task whose node is lost
+is run again elsewhere (RAY_RETRIES), which is safe because outputs appear
+whole or not at all and the results are collected in task order.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import TypeVar
@@ -57,20 +63,23 @@ def run_tasks(
         bar.update()
         checkpoint(desc, n)
 
+    def largest_first() -> list[int]:
+        order = list(range(len(tasks)))
+        if size is not None:
+            order.sort(key=lambda i: -size(tasks[i]))
+        return order
+
     try:
         if executor == "ray":
-            return _run_ray(fn, tasks, workers, ray_address, done)
+            return _run_ray(fn, tasks, largest_first(), workers, ray_address, done, desc)
         if parallel == 1:
             results = []
             for task in tasks:
                 results.append(fn(task))
                 done(len(results))
             return results
-        order = list(range(len(tasks)))
-        if size is not None:
-            order.sort(key=lambda i: -size(tasks[i]))
         with _pool(executor, parallel, workers) as pool:
-            futures = {i: pool.submit(fn, tasks[i]) for i in order}
+            futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
             # Collected in task order: the error raised is the first task's.
             results = []
             for i in range(len(tasks)):
@@ -95,43 +104,109 @@ def _pool(executor: str, parallel: int, workers: int) -> Executor:
     raise ValueError(f"unknown executor {executor!r}")
 
 
-def _ray_call(fn: Callable[[T], R], task: T) -> tuple[bool, object]:
-    """Run one task on a Ray worker (tasks are idempotent: Ray may retry one whose
-    node died). A task's exception comes back as a value,
+# Retries of a task whose worker process or node died (a system failure);
+# an exception raised by the task itself is never retried: reading or
+# writing the same objects again fails the same way.
+RAY_RETRIES = 3
+# With "0", Ray's servers listen on 127.0.0.1 only (see _init_ray).
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+# Tasks each Ray worker process has started, per stage: tests pause the N-th
+# (pipeline.faults, stage "count-task" or "encode-task") on one node only,
+# by setting TOKENMILL_PAUSE_AT in that node's environment.
+_started: dict[str, int] = {}
+
+
+def _ray_call(fn: Callable[[T], R], task: T, stage: str) -> tuple[bool, object]:
+    """Run one task on a Ray worker. Tasks are idempotent (an output is
+    written whole or not at all, and a finished one is kept), so Ray may run
+    one again after its node died. A task's exception comes back as a value,
     so the driver re-raises it as it was (one line, not a remote traceback)."""
     _native.set_threads(1)
+    _started[stage] = _started.get(stage, 0) + 1
+    checkpoint(f"{stage}-task", _started[stage])
     try:
         return True, fn(task)
     except Exception as e:  # noqa: BLE001 - re-raised on the driver
         return False, e
 
 
+def _init_ray(ray, workers: int, address: str | None) -> None:
+    """Join the cluster at `address` (`auto`, `ray://head:10001`, `host:port`,
+    or `local`; by default RAY_ADDRESS), or start a local Ray with `workers` CPUs.
+
+    Nothing is forwarded to the workers through a runtime_env: each node
+    reads its object store endpoint and credentials from its own environment
+    (AWS_* variables, ~/.aws, an instance role), as tokenmill does, so no
+    secret travels through the cluster's metadata (a runtime_env is stored in
+    the GCS and shown by the dashboard). To pass some anyway, give them to
+    `ray job submit --runtime-env-json`, whose env_vars every task inherits.
+
+    A local Ray listens on loopback only (it serves no other machine, and
+    Ray's ports run any code sent to them). The setting is read when Ray is
+    imported, so it holds when tokenmill is the first to import Ray, as the
+    CLI is; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 in the environment opts out."""
+    options = {"include_dashboard": False, "log_to_driver": False}
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(num_cpus=workers, **options)
+    except (ConnectionError, RuntimeError) as e:
+        where = f"Ray at {address}" if address else "a local Ray"
+        raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
 def _run_ray(
     fn: Callable[[T], R],
     tasks: Sequence[T],
+    order: list[int],
     workers: int,
     address: str | None,
     done: Callable[[int], None],
+    stage: str,
 ) -> list[R]:
+    # As ray.init() itself does: a job's driver (`ray job submit`) is told
+    # its cluster by RAY_ADDRESS, and must join it, not start a Ray of its own.
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address and "ray" not in sys.modules:
+        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
     try:
         import ray
     except ImportError:
         raise TokenmillError("--executor ray needs Ray: pip install 'tokenmill[ray]'") from None
     if not ray.is_initialized():
-        options = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            ray.init(address=address, **options)
-        else:
-            ray.init(num_cpus=workers, **options)
-    remote = ray.remote(num_cpus=1, max_retries=3)(_ray_call)
-    refs = [remote.remote(fn, task) for task in tasks]
-    results = []
-    for ref in refs:
-        ok, value = ray.get(ref)
-        if not ok:
-            for other in refs[len(results) + 1 :]:
-                ray.cancel(other)
-            raise value
-        results.append(value)
-        done(len(results))
-    return results
+        _init_ray(ray, workers, address)
+    # One CPU a task: a task's native core runs on one thread (_ray_call).
+    remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_call)
+    # A task is sent paths and options (for encode also the tokenizer) and
+    # sends back a summary: the shard's data is read and written by the task
+    # itself, on whichever node runs it. Submitted largest first (Ray starts
+    # them about in that order), collected in task order.
+    submitted = {i: remote.remote(fn, tasks[i], stage) for i in order}
+    refs = [submitted[i] for i in range(len(tasks))]
+    results: list[R] = []
+    try:
+        for task, ref in zip(tasks, refs, strict=True):
+            try:
+                ok, value = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                name = getattr(task, "name", None) or f"task {len(results) + 1}"
+                raise TokenmillError(
+                    f"{stage}: {name}: Ray could not run the task (retried up to "
+                    f"{RAY_RETRIES} times): {_first_line(e)}"
+                ) from None
+            if not ok:
+                raise value
+            results.append(value)
+            done(len(results))
+        return results
+    except BaseException:
+        for ref in refs[len(results) + 1 :]:
+            ray.cancel(ref)
+        raise

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
+from pipeline.io.storage import is_remote, location
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 CONFIG_KEYS = tuple(f.name for f in fields(Config))
@@ -60,7 +61,10 @@ def load_job(path: Path) -> dict:
         if key in raw:
             if not isinstance(raw[key], str):
                 raise TokenmillError(f"{path}: {key} must be a path (a string)")
-            raw[key] = (path.parent / Path(raw[key]).expanduser()).resolve()
+            if is_remote(location(raw[key])):
+                raw[key] = location(raw[key])  # a URL is where it says, not under the job
+            else:
+                raw[key] = (path.parent / Path(raw[key]).expanduser()).resolve()
     defaults = Config()
     for key, value in raw.items():
         if key in CONFIG_KEYS and key != "special_tokens":
@@ -117,5 +121,10 @@ def resolve_job(
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
     return Job(
-        Path(data), Path(out), config, steps, Path(tokenizer) if tokenizer else None, load_pattern
+        location(data),
+        location(out),
+        config,
+        steps,
+        location(tokenizer) if tokenizer else None,
+        load_pattern,
     )

@@ -104,3 +104,13 @@ def cli():
         return result
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A local S3 server for the whole session (tests/s3.py); each test takes
+    its own prefix with `s3.url()`."""
+    from s3 import s3_server
+
+    with s3_server() as server:
+        yield server

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from realtext import sample_paths
@@ -40,11 +41,14 @@ def tokenmill(*args, env: dict | None = None, check: bool = True) -> subprocess.
     return result
 
 
-def kill_when_paused(args: list, stage: str, step: int, tmp_path: Path) -> None:
-    """Run `tokenmill ARGS` until STAGE reaches STEP (see pipeline.faults), then SIGKILL it."""
+@contextmanager
+def paused(args: list, stage: str, step: int, tmp_path: Path, env: dict | None = None):
+    """`tokenmill ARGS` running, held at STAGE:STEP (see pipeline.faults), for the
+    block; SIGKILLed after it."""
     marker = tmp_path / f"paused-at-{stage}-{step}"
     env = {
         **os.environ,
+        **(env or {}),
         "TOKENMILL_PAUSE_AT": f"{stage}:{step}",
         "TOKENMILL_PAUSE_FILE": str(marker),
     }
@@ -64,10 +68,17 @@ def kill_when_paused(args: list, stage: str, step: int, tmp_path: Path) -> None:
             if time.monotonic() > deadline:
                 raise AssertionError(f"never reached {stage}:{step}")
             time.sleep(0.05)
+        yield proc
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
+
+
+def kill_when_paused(args: list, stage: str, step: int, tmp_path: Path) -> None:
+    """Run `tokenmill ARGS` until STAGE reaches STEP (see pipeline.faults), then SIGKILL it."""
+    with paused(args, stage, step, tmp_path) as proc:
+        pass
     assert proc.returncode == -signal.SIGKILL
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.errors import TokenmillError
 from pipeline.io.files import parse_json, read_bytes
+from pipeline.io.storage import location
 from pipeline.memory import gc_paused
 from pipeline.tokenizer import FORMAT, Tokenizer
 
@@ -28,7 +29,7 @@ FORMATS = ("hf", "tiktoken", "transformers")
 
 def detect(path: Path) -> tuple[str, object, bytes]:
     """(format, parsed JSON or None, the file's bytes) of a tokenizer file."""
-    path = Path(path)
+    path = location(path)
     if path.name.endswith(".tiktoken"):
         return "tiktoken", None, b""
     head = read_bytes(path, "tokenizer")
@@ -67,7 +68,7 @@ def load_any(
     error rather than silently ignored.
     """
     with gc_paused():
-        return _load(Path(path), pattern, special_tokens)
+        return _load(location(path), pattern, special_tokens)
 
 
 def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
+from pipeline.io.storage import AnyPath, arrow_source, identity, is_remote, location, open_read
 
 HASH_BLOCK = 4 << 20
-# sha256 by (path, size, mtime, inode): count and encode of one run hash each input once.
+# sha256 by storage.identity (local: path, size, mtime, inode; an object: URL,
+# size, ETag): count and encode of one run hash each input once.
 _known: dict[tuple, str] = {}
 
 
@@ -21,12 +23,14 @@ def read_json(path: Path, what: str) -> object:
     return parse_json(read_bytes(path, what), path)
 
 
-def read_bytes(path: Path, what: str) -> bytes:
-    path = Path(path)
+def read_bytes(path: AnyPath, what: str) -> bytes:
+    path = location(path)
     try:
         return path.read_bytes()
     except OSError as e:
-        raise TokenmillError(f"{path}: cannot read {what} ({e.strerror})") from None
+        # An object store's errors carry no strerror: their message says why.
+        reason = e.strerror or " ".join(str(e).split()) or type(e).__name__
+        raise TokenmillError(f"{path}: cannot read {what} ({reason})") from None
 
 
 def parse_json(data: bytes, path: Path) -> object:
@@ -39,33 +43,38 @@ def parse_json(data: bytes, path: Path) -> object:
         raise TokenmillError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: AnyPath) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_read(path) as f:
         while block := f.read(HASH_BLOCK):
             h.update(block)
     return h.hexdigest()
 
 
-def fingerprint(path: Path, name: str | None = None) -> dict:
+def fingerprint(path: AnyPath, name: str | None = None) -> dict:
     """{"path", "bytes", "sha256"} of a file; `name` is the path recorded."""
-    path = Path(path)
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    path = location(path)
+    key = identity(path)
     if key not in _known:
         _known[key] = file_sha256(path)
     return {
         "path": name if name is not None else str(path),
-        "bytes": st.st_size,
+        "bytes": key[1],
         "sha256": _known[key],
     }
 
 
-def parquet_json_metadata(path: Path, key: bytes) -> object | None:
+def parquet_json_metadata(path: AnyPath, key: bytes) -> object | None:
     """The JSON value stored under `key` in a Parquet file's metadata, or None
     when the file is missing, unreadable or has no such key."""
+    path = location(path)
     try:
-        meta = pq.read_metadata(path).metadata or {}
+        source = arrow_source(path)
+        try:
+            meta = pq.read_metadata(source).metadata or {}
+        finally:
+            if is_remote(path):
+                source.close()
         return json.loads(meta[key]) if key in meta else None
     except (OSError, ValueError):
         return None

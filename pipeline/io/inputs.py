@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pipeline.errors import TokenmillError
 from pipeline.io.readers import KNOWN_INPUTS, shard_format
+from pipeline.io.storage import AnyPath, is_inside, is_remote, remote_errors, walk_files
 
 NAME_MAX = 255  # bytes in one path component on every filesystem we write to
 DATASETS_METADATA = "datasets metadata"
@@ -40,13 +41,13 @@ DATASETS_METADATA = "datasets metadata"
 
 @dataclass(frozen=True)
 class Shard:
-    path: Path  # where to read it
+    path: AnyPath  # where to read it (a UPath for an object of a remote DATA)
     name: str  # its path relative to DATA, POSIX style: its identity in every output
 
 
 @dataclass
 class Inputs:
-    root: Path
+    root: AnyPath
     shards: list[Shard]
     not_read: list[dict] = field(default_factory=list)  # {"path", "reason"}
 
@@ -117,9 +118,22 @@ def _inside(path: Path, folder: Path) -> bool:
     return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
 
 
-def check_overlap(data: Path, out: Path, out_option: str = "OUT") -> None:
+def _remote_key(path: AnyPath) -> tuple[str, str]:
+    return (path.protocol, path.path.rstrip("/"))
+
+
+def check_overlap(data: AnyPath, out: AnyPath, out_option: str = "OUT") -> None:
     """DATA inside or equal to OUT is refused (a run would rewrite its own
     inputs); OUT inside DATA is fine: find_inputs leaves it out."""
+    if is_remote(data) or is_remote(out):
+        # A URL and a local path are different filesystems: never one inside the other.
+        if is_inside(data, out):
+            same = _remote_key(data) == _remote_key(out)
+            raise TokenmillError(
+                f"{data}: DATA is {'' if same else 'inside '}{out_option} {out}; "
+                f"give {out_option} a folder of its own"
+            )
+        return
     if _inside(data, out):
         raise TokenmillError(
             f"{data}: DATA is {'' if _same(data, out) else 'inside '}{out_option} {out}; "
@@ -127,11 +141,17 @@ def check_overlap(data: Path, out: Path, out_option: str = "OUT") -> None:
         )
 
 
-def datasets_folder(folder: Path) -> list[str] | None:
+def datasets_folder(folder: AnyPath, known: set[str] | None = None) -> list[str] | None:
     """The data files of a folder written by `datasets.Dataset.save_to_disk`, in
-    the order its state.json lists them; None if `folder` is no such folder."""
+    the order its state.json lists them; None if `folder` is no such folder.
+    `known`: the names of the folder's files when already known (a remote
+    listing), so that no object is asked for but state.json."""
+
+    def is_file(name: str) -> bool:
+        return name in known if known is not None else (folder / name).is_file()
+
     state = folder / "state.json"
-    if not (state.is_file() and (folder / "dataset_info.json").is_file()):
+    if not (is_file("state.json") and is_file("dataset_info.json")):
         return None
     try:
         files = [f["filename"] for f in json.loads(state.read_bytes())["_data_files"]]
@@ -141,14 +161,14 @@ def datasets_folder(folder: Path) -> list[str] | None:
         # Only a file of the folder itself: a name is never a way out of it.
         if not isinstance(name, str) or name != Path(name).name or name.startswith("."):
             raise TokenmillError(f"{state}: {name!r} is not a file name of the folder")
-        if not (folder / name).is_file():
+        if not is_file(name):
             raise TokenmillError(f"{folder / name}: listed in {state} but missing")
     if len(set(files)) < len(files):
         raise TokenmillError(f"{state}: lists a data file twice")
     return files
 
 
-def is_dataset_dict(path: Path) -> bool:
+def is_dataset_dict(path: AnyPath) -> bool:
     """Whether `path` is the dataset_dict.json of `datasets.DatasetDict.save_to_disk`."""
     if path.name != "dataset_dict.json":
         return False
@@ -158,10 +178,13 @@ def is_dataset_dict(path: Path) -> bool:
         return False
 
 
-def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) -> Inputs:
+def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] = ()) -> Inputs:
     """The input shards under `data` (or `data` itself), sorted by name (a
     dataset's files in its own order), and every other file under it with the
     reason it is not read. Folders in `exclude` (the output folder) are left out."""
+    if is_remote(data):
+        with remote_errors(data):
+            return _find_remote_inputs(data, glob, exclude)
     data = Path(data)
     if data.is_file():
         if shard_format(data) is None:
@@ -169,7 +192,8 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
         return Inputs(data, [Shard(data, data.name)])
     if not data.is_dir():
         raise TokenmillError(f"{data}: no such file or directory")
-    excluded = {os.path.realpath(e) for e in exclude}
+    # A remote output folder is never inside a local DATA.
+    excluded = {os.path.realpath(e) for e in exclude if not is_remote(e)}
     inputs = Inputs(data, [])
     sort_key: dict[str, str] = {}  # a shard's name, unless it is a dataset's file
 
@@ -207,31 +231,107 @@ def find_inputs(data: Path, glob: str = "**/*", exclude: tuple[Path, ...] = ()) 
                     walk(path, name + "/", ancestors | {real})
             elif not is_file:
                 skip(name, "not a regular file")
-            elif data_files is not None and entry.name not in data_files:
-                metadata = entry.name in ("state.json", "dataset_info.json")
-                skip(name, DATASETS_METADATA if metadata else "not in the dataset's state.json")
-            elif is_dataset_dict(path):
-                skip(name, DATASETS_METADATA)
-            elif shard_format(path) is None:
-                skip(name, "unknown suffix")
-            elif not matches_glob(name, glob):
-                skip(name, f"not matching --glob {glob!r}")
+            elif (reason := _not_input(name, path, data_files, glob)) is not None:
+                skip(name, reason)
             else:
                 inputs.shards.append(Shard(path, name))
         if data_files is not None:
-            # The dataset's files take the places their sorted names would, in
-            # the order state.json gives them.
-            read = {s.name for s in inputs.shards}
-            ordered = [prefix + f for f in data_files if prefix + f in read]
-            sort_key.update(zip(ordered, sorted(ordered), strict=True))
+            _dataset_order(inputs, prefix, data_files, sort_key)
 
     walk(data, "", frozenset({os.path.realpath(data)}))
+    return _finish(inputs, glob, sort_key)
+
+
+def _not_input(name: str, path: AnyPath, data_files: list[str] | None, glob: str) -> str | None:
+    """Why the file `name` (relative to DATA) of a folder whose dataset files are
+    `data_files` (None: no datasets folder) is not an input; None if it is one."""
+    base = name.rsplit("/", 1)[-1]
+    if data_files is not None and base not in data_files:
+        metadata = base in ("state.json", "dataset_info.json")
+        return DATASETS_METADATA if metadata else "not in the dataset's state.json"
+    if is_dataset_dict(path):
+        return DATASETS_METADATA
+    if shard_format(path) is None:
+        return "unknown suffix"
+    if not matches_glob(name, glob):
+        return f"not matching --glob {glob!r}"
+    return None
+
+
+def _dataset_order(inputs: Inputs, prefix: str, data_files: list[str], sort_key: dict) -> None:
+    """The dataset's files take the places their sorted names would, in the
+    order state.json gives them."""
+    read = {s.name for s in inputs.shards}
+    ordered = [prefix + f for f in data_files if prefix + f in read]
+    sort_key.update(zip(ordered, sorted(ordered), strict=True))
+
+
+def _finish(inputs: Inputs, glob: str, sort_key: dict[str, str]) -> Inputs:
     if not inputs.shards:
         detail = f"; {inputs.not_read_line()}" if inputs.not_read else ""
-        raise TokenmillError(f"{data}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}")
+        raise TokenmillError(
+            f"{inputs.root}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}"
+        )
     inputs.shards.sort(key=lambda s: sort_key.get(s.name, s.name))
     check_output_names(inputs)
     return inputs
+
+
+def _find_remote_inputs(data: AnyPath, glob: str, exclude: tuple[AnyPath, ...]) -> Inputs:
+    """find_inputs for a URL: one listing of every object under it, judged as
+    the local walk judges files, in the same order (a folder's entries by name,
+    depth first), with the same not_read entries."""
+    kind = data.fs.info(data.path).get("type")
+    if kind == "file":
+        if shard_format(data) is None:
+            raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
+        return Inputs(data, [Shard(data, data.name)])
+    excluded = {_remote_key(e) for e in exclude if is_remote(e) and e.protocol == data.protocol}
+    root = data.path.rstrip("/")
+    inputs = Inputs(data, [])
+    sort_key: dict[str, str] = {}
+    # Sorting by components is the local walk's order: a folder `a`'s files
+    # come before a file `a.b`, though "/" sorts after ".".
+    files = sorted(walk_files(data), key=lambda f: f[0].split("/"))
+    in_folder: dict[str, set[str]] = {}
+    for name, _ in files:
+        folder, _, base = name.rpartition("/")
+        in_folder.setdefault(folder, set()).add(base)
+    datasets: dict[str, list[str] | None] = {}
+    reported: set[str] = set()  # hidden and output folders, listed once
+    for name, path in files:
+        parts = name.split("/")
+        left_out = None
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1])
+            if parts[depth].startswith("."):
+                left_out = (folder + "/", "hidden")
+            elif (data.protocol, f"{root}/{folder}") in excluded:
+                left_out = (folder + "/", "the output folder")
+            if left_out:
+                break
+        if left_out:
+            if left_out[0] not in reported:
+                reported.add(left_out[0])
+                inputs.not_read.append({"path": left_out[0], "reason": left_out[1]})
+            continue
+        if parts[-1].startswith("."):
+            inputs.not_read.append({"path": name, "reason": "hidden"})
+            continue
+        prefix = name[: len(name) - len(parts[-1])]
+        folder = prefix.rstrip("/")
+        if folder not in datasets:
+            where = data / folder if folder else data
+            datasets[folder] = datasets_folder(where, in_folder[folder])
+        reason = _not_input(name, path, datasets[folder], glob)
+        if reason is None:
+            inputs.shards.append(Shard(path, name))
+        else:
+            inputs.not_read.append({"path": name, "reason": reason})
+    for folder, data_files in datasets.items():
+        if data_files is not None:
+            _dataset_order(inputs, folder + "/" if folder else "", data_files, sort_key)
+    return _finish(inputs, glob, sort_key)
 
 
 def _broken_link(path: Path) -> str:

@@ -8,29 +8,41 @@ record batch at a time through ordinary reads rather than a memory map, so
 memory is bounded by the writer's batch size and resident memory says so.
 PyArrow does not check the buffers it reads, so each batch is validated
 before anyone touches its values: a corrupt file is an error, never a crash.
+A remote file (a UPath, io/storage.py) is read the same way from a file object
+that fetches byte ranges as they are read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pyarrow as pa
+
+from pipeline.io.storage import AnyPath, is_remote, open_read
 
 # The file format starts with these bytes; a stream starts with a message length.
 FILE_MAGIC = b"ARROW1"
 
 
-def is_file_format(path: Path) -> bool:
-    with open(path, "rb") as f:
+def is_file_format(path: AnyPath) -> bool:
+    with open_read(path) as f:
         return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
 @contextmanager
-def _reader(path: Path, fields: list[int] | None = None):
+def _reader(path: AnyPath, fields: list[int] | None = None):
     # Tasks already run one per shard in parallel: Arrow's pool would only add hand-offs.
     options = pa.ipc.IpcReadOptions(use_threads=False, included_fields=fields)
+    if is_remote(path):
+        # One open object for the magic and the batches: each open costs a request.
+        with open_read(path) as f:
+            file_format = f.read(len(FILE_MAGIC)) == FILE_MAGIC
+            f.seek(0)
+            with pa.PythonFile(f, mode="r") as source:
+                open_ = pa.ipc.open_file if file_format else pa.ipc.open_stream
+                yield open_(source, options=options)
+        return
     with pa.OSFile(str(path)) as f:
         if is_file_format(path):
             yield pa.ipc.open_file(f, options=options)
@@ -38,12 +50,12 @@ def _reader(path: Path, fields: list[int] | None = None):
             yield pa.ipc.open_stream(f, options=options)
 
 
-def schema(path: Path) -> pa.Schema:
+def schema(path: AnyPath) -> pa.Schema:
     with _reader(path) as reader:
         return reader.schema
 
 
-def record_batches(path: Path, field: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def record_batches(path: AnyPath, field: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The top-level `field` of the file (a schema field) as record batches of
     one column and at most `batch_rows` rows, in file order."""
     index = schema(path).names.index(field)
@@ -58,7 +70,7 @@ def record_batches(path: Path, field: str, batch_rows: int) -> Iterator[pa.Recor
                 yield batch.slice(start, batch_rows)
 
 
-def row_count(path: Path) -> int | None:
+def row_count(path: AnyPath) -> int | None:
     """The rows of a file-format file as its footer and batch headers say; None
     for a stream (which has no footer) or a file whose footer does not read."""
     try:

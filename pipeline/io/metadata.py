@@ -12,11 +12,10 @@ makes a shard output reusable (stages/state.py).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
+from pathlib import PurePosixPath
 
 from pipeline.errors import TokenmillError
+from pipeline.io.storage import AnyPath, location, parquet_file
 
 SOURCE = b"tokenmill.source"
 TOKENIZER_SHA256 = b"tokenmill.tokenizer_sha256"
@@ -27,15 +26,17 @@ EOS_ID = b"tokenmill.eos_id"
 BOS_ID = b"tokenmill.bos_id"
 
 
-def recorded_source(meta: dict[bytes, bytes], path: Path) -> str:
+def recorded_source(meta: dict[bytes, bytes], path: AnyPath) -> str:
     """The input shard name recorded in an output's metadata (else the file's stem)."""
-    return meta.get(SOURCE, Path(path).stem.encode()).decode()
+    return meta.get(SOURCE, PurePosixPath(location(path).name).stem.encode()).decode()
 
 
-def count_table_source(counts_file: Path) -> str:
+def count_table_source(counts_file: AnyPath) -> str:
     """The input shard a count table was made from."""
+    counts_file = location(counts_file)
     try:
-        meta = pq.read_schema(counts_file).metadata or {}
+        with parquet_file(counts_file) as pf:
+            meta = pf.schema_arrow.metadata or {}
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
     return recorded_source(meta, counts_file)

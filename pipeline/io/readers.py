@@ -20,6 +20,13 @@ line is the one it starts on.
 The text column may be a dotted path (meta.content) into Parquet or Arrow
 struct columns and nested JSON objects; a column or key literally named so
 wins (`field_path`, `pick_column`).
+
+A shard may be an object of a remote DATA (a UPath, io/storage.py): it is read
+through the same readers from a file object that fetches byte ranges as they
+are read, never downloaded whole: Parquet reads its footer, then each row
+group's column chunk in ranges of PARQUET_READ's buffer_size; line formats
+and Arrow IPC read front to back, storage.REMOTE_BLOCK_BYTES per request.
+Memory is bounded as for a local file.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import lzma
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +45,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
-from pipeline.errors import TokenmillError
+from pipeline.errors import StoreError, TokenmillError
 from pipeline.io import ipc
+from pipeline.io.storage import (
+    AnyPath,
+    is_remote,
+    is_store_error,
+    location,
+    open_read,
+    parquet_file,
+)
 
 # Line formats come plain or compressed; each decompressor streams, and each
 # raises on a truncated stream (Python's gzip, bz2 and lzma; PyArrow's zstd).
@@ -58,6 +73,12 @@ KNOWN_INPUTS = (
     "*.parquet, *.arrow, *.feather; *.jsonl, *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz"
 )
 BATCH_ROWS = 8192
+# How Parquet shards are read, local or remote alike. With PyArrow's default
+# pre-buffering, reading every row group buffers them all first: the whole
+# file in memory (1.1 GiB resident for a 1 GiB file). A column chunk is read
+# in pieces of buffer_size (one range request each from an object store), so
+# memory does not grow with the writer's row group size either.
+PARQUET_READ = {"pre_buffer": False, "buffer_size": 32 << 20}
 TEXT_BLOCK_BYTES = 16 << 20
 # Text blocks are read in pieces of this size, so that when a stream breaks
 # (truncated gzip) the lines read before the break are known and counted.
@@ -74,9 +95,9 @@ READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 OnSkip = Callable[[dict], None]
 
 
-def shard_format(path: Path) -> str | None:
+def shard_format(path: AnyPath) -> str | None:
     """The input format of a file from its suffix, in any case; None if it is no input."""
-    name = Path(path).name.lower()
+    name = location(path).name.lower()
     for suffix, fmt in FORMATS.items():
         if name.endswith(suffix):
             return fmt
@@ -125,7 +146,7 @@ def read_batches(
     Lines stream breaks (truncated or corrupt gzip), it is raised to the
     documents read before the break, those not yet handed out included: a
     lower bound of the documents the file holds."""
-    path = Path(path)
+    path = location(path)
     row = 0
     try:
         for raw in raw_batches(path, text_column, batch_rows, txt_unit=txt_unit):
@@ -142,6 +163,11 @@ def read_batches(
         raise TokenmillError(f"{path}: cannot read ({_one_line(e.cause)})") from e.cause
     except (*READ_ERRORS, pa.ArrowException, ValueError) as e:
         raise TokenmillError(f"{path}: cannot read ({_one_line(e)})") from e
+    except Exception as e:
+        # An object store failing mid-read (botocore, aiohttp): not the file's fault.
+        if not is_store_error(e):
+            raise
+        raise StoreError(f"{path}: cannot read ({_one_line(e)})") from e
 
 
 def raw_batches(
@@ -157,7 +183,8 @@ def raw_batches(
         "text": TEXT_READERS[txt_unit],
         "ipc": _ipc_batches,
     }
-    return readers[shard_format(Path(path))](Path(path), column, batch_rows)
+    path = location(path)
+    return readers[shard_format(path)](path, column, batch_rows)
 
 
 def _one_line(e: BaseException) -> str:
@@ -170,12 +197,16 @@ def skipped_file_documents(path: Path, rows_read: int) -> dict:
     format, the row count of the footer when the footer reads (exact); otherwise
     the `rows_read` before the file broke (`stats["rows"]` of `read_batches`),
     with "lower_bound": True."""
-    path = Path(path)
+    path = location(path)
     if shard_format(path) == "parquet":
         try:
-            return {"documents": pq.read_metadata(path).num_rows}
+            with parquet_file(path) as pf:
+                return {"documents": pf.metadata.num_rows}
         except (*READ_ERRORS, pa.ArrowException, ValueError):
             pass
+        except Exception as e:
+            if not is_store_error(e):
+                raise
     if shard_format(path) == "ipc" and (rows := ipc.row_count(path)) is not None:
         return {"documents": rows}
     return {"documents": rows_read, "lower_bound": True}
@@ -327,16 +358,18 @@ def _leaf_names(schema: pa.Schema | pa.StructType, prefix: str = "") -> list[str
     return names
 
 
-def _parquet_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
-    pf = pq.ParquetFile(path)
-    check_column(pf.schema_arrow, column, path)
-    # A dotted name is also Parquet's path of a nested leaf, so only that leaf
-    # is read (its struct pruned to it); a top-level column so named comes too,
-    # and pick_column prefers it.
-    # Tasks already run in parallel, one per shard: Arrow's own thread pool
-    # would only add hand-offs (it nearly doubled the time to read a shard).
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
-        yield RawBatch(pick_column(batch, column, path), {})
+def _parquet_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
+    # A remote file is read by byte ranges: the footer, then each row group's
+    # chunk of the column, as a local file is read (storage.parquet_file).
+    with parquet_file(path, **PARQUET_READ) as pf:
+        check_column(pf.schema_arrow, column, path)
+        # A dotted name is also Parquet's path of a nested leaf, so only that leaf
+        # is read (its struct pruned to it); a top-level column so named comes too,
+        # and pick_column prefers it.
+        # Tasks already run in parallel, one per shard: Arrow's own thread pool
+        # would only add hand-offs (it nearly doubled the time to read a shard).
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=[column], use_threads=False):
+            yield RawBatch(pick_column(batch, column, path), {})
 
 
 def _ipc_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
@@ -376,19 +409,31 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
             yield before, rest, _split_lines(rest)
 
 
-def open_stream(path: Path):
-    """The bytes of a line-format file, decompressed as its suffix says, streaming."""
-    name = path.name.lower()
+@contextmanager
+def open_stream(path: AnyPath):
+    """The bytes of a line-format file, decompressed as its suffix says, streaming.
+    A remote file is opened once (storage.open_read) and the decompressor reads
+    from it; both are closed after the block."""
+    path = location(path)
+    with ExitStack() as stack:
+        source = stack.enter_context(open_read(path)) if is_remote(path) else path
+        yield stack.enter_context(_decompressed(path.name.lower(), source))
+
+
+def _decompressed(name: str, source):
+    """A stream of the decompressed bytes of `source`, a local Path or an open
+    binary file object (which a plain file is returned as)."""
     if name.endswith(".gz"):
         # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
-        return gzip.open(path, "rb")
+        return gzip.open(source, "rb")
     if name.endswith(".bz2"):
-        return bz2.open(path, "rb")
+        return bz2.open(source, "rb")
     if name.endswith(".xz"):
-        return lzma.open(path, "rb")
+        return lzma.open(source, "rb")
     if name.endswith(".zst"):
-        return pa.input_stream(str(path), compression="zstd")
-    return open(path, "rb")
+        local = isinstance(source, Path)
+        return pa.input_stream(str(source) if local else source, compression="zstd")
+    return open(source, "rb") if isinstance(source, Path) else source
 
 
 def _read_block(stream, parts: list[bytes]) -> bytes:

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from pipeline.executors import run_tasks
 from pipeline.faults import checkpoint
+from pipeline.io.storage import location
 from pipeline.io.writers import atomic_path, write_json
 from pipeline.stages.results import BinResult
 from pipeline.stages.split import SPLITS, TRAIN, VAL, add_counts, is_val, split_counts
@@ -129,7 +130,7 @@ def run_bin(
     as train.bin and val.bin."""
     start = time.monotonic()
     shards = token_shards(tokens_dir, names)
-    bin_dir = Path(bin_dir)
+    bin_dir = location(bin_dir)
     index = {
         "format": FORMAT,
         "version": 1,

@@ -15,6 +15,7 @@ from pipeline.executors import run_tasks
 from pipeline.io.inputs import Inputs, find_inputs, output_name
 from pipeline.io.metadata import SOURCE, STATE
 from pipeline.io.readers import OnSkip, read_documents
+from pipeline.io.storage import location
 from pipeline.stages.results import ShardStageResult
 from pipeline.stages.shards import shard_size, shard_task, split_shards
 from pipeline.stages.state import count_key
@@ -66,10 +67,10 @@ def run_count(data: Path | Inputs, counts_dir: Path, config: Config) -> ShardSta
     """Count every input of `data` (a folder or file, or the Inputs found in it)."""
     start = time.monotonic()
     if not isinstance(data, Inputs):
-        data = find_inputs(data, config.glob, exclude=(Path(counts_dir),))
+        data = find_inputs(data, config.glob, exclude=(location(counts_dir),))
     split = split_shards(data.shards, config)
     tasks = [
-        CountTask(s.path, s.name, Path(counts_dir) / output_name(s.name), config, split)
+        CountTask(s.path, s.name, location(counts_dir) / output_name(s.name), config, split)
         for s in data.shards
     ]
     results = run_tasks(

@@ -24,6 +24,7 @@ from pipeline.formats import load_any
 from pipeline.io.inputs import Inputs, find_inputs, output_name
 from pipeline.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.readers import OnSkip, read_batches
+from pipeline.io.storage import location
 from pipeline.stages.results import ShardStageResult
 from pipeline.stages.shards import shard_size, shard_task, split_shards
 from pipeline.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
@@ -110,10 +111,10 @@ def run_encode(
             f"{ENDOFTEXT} special token to end each document with (use --no-eos)"
         )
     if not isinstance(data, Inputs):
-        data = find_inputs(data, config.glob, exclude=(Path(tokens_dir),))
+        data = find_inputs(data, config.glob, exclude=(location(tokens_dir),))
     split = split_shards(data.shards, config)
     tasks = [
-        EncodeTask(s.path, s.name, Path(tokens_dir) / output_name(s.name), tok, config, split)
+        EncodeTask(s.path, s.name, location(tokens_dir) / output_name(s.name), tok, config, split)
         for s in data.shards
     ]
     results = run_tasks(

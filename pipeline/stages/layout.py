@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pipeline.io.storage import AnyPath, delete, is_remote, location, same_file_key, walk_files
 from pipeline.stages.state import state_file
 
 MANIFEST = "manifest.json"
@@ -32,8 +33,8 @@ FOLDERS = ("counts", "tokens", "packed", "bin")
 FILES = ("counts.parquet", TOKENIZER, REPORT)
 
 
-def output_paths(out: Path) -> dict[str, Path]:
-    out = Path(out)
+def output_paths(out: AnyPath) -> dict[str, AnyPath]:
+    out = location(out)
     return {
         "counts_dir": out / "counts",
         "counts_file": out / "counts.parquet",
@@ -45,13 +46,21 @@ def output_paths(out: Path) -> dict[str, Path]:
     }
 
 
-def with_state_files(paths: set[Path]) -> set[Path]:
+def with_state_files(paths: set[AnyPath]) -> set[AnyPath]:
     return paths | {state_file(p) for p in paths}
 
 
-def tokenmill_files(out: Path) -> list[Path]:
+def tokenmill_files(out: AnyPath) -> list[AnyPath]:
     """Every file in tokenmill's folders and top-level names of OUT."""
-    out = Path(out)
+    out = location(out)
+    if is_remote(out):
+        # One listing of OUT (an object store has no folders to walk).
+        top = {n for name in FILES for n in (name, state_file(out / name).name)}
+        return [
+            p
+            for name, p in walk_files(out)
+            if ("/" in name and name.split("/", 1)[0] in FOLDERS) or name in top
+        ]
     found = []
     for name in FILES:
         for p in (out / name, state_file(out / name)):
@@ -63,15 +72,18 @@ def tokenmill_files(out: Path) -> list[Path]:
     return found
 
 
-def remove_stale(out: Path, keep: set[Path]) -> list[Path]:
+def remove_stale(out: AnyPath, keep: set[AnyPath]) -> list[AnyPath]:
     """Remove every file of tokenmill's under OUT that is not in `keep` (nor a
     state file of one), then the folders left empty. Returns what was removed."""
-    keep = {Path(os.path.abspath(p)) for p in with_state_files(set(keep))}
+    out = location(out)
+    keep_keys = {same_file_key(p) for p in with_state_files(set(keep))}
     removed = []
     for p in tokenmill_files(out):
-        if Path(os.path.abspath(p)) not in keep:
-            p.unlink(missing_ok=True)
+        if same_file_key(p) not in keep_keys:
+            delete(p)
             removed.append(p)
+    if is_remote(out):
+        return removed  # no folders to remove: a prefix is gone with its last object
     for folder in FOLDERS:
         for root, dirs, _ in os.walk(Path(out) / folder, topdown=False):
             for d in dirs:

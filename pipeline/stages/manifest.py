@@ -11,6 +11,16 @@ from pipeline import __version__
 from pipeline.errors import TokenmillError
 from pipeline.io.files import file_sha256, read_json
 from pipeline.io.lock import LOCK
+from pipeline.io.storage import (
+    AnyPath,
+    is_inside,
+    is_remote,
+    location,
+    relative_name,
+    resolved,
+    same_file_key,
+    walk_files,
+)
 from pipeline.io.writers import write_json
 from pipeline.stages.layout import MANIFEST, REPORT, with_state_files
 
@@ -38,16 +48,21 @@ def git_revision() -> str | None:
         return None
 
 
-def relative(path: Path | str, out: Path) -> str:
-    """`path` relative to OUT when inside it, else absolute."""
-    path = Path(path).resolve()
+def relative(path: AnyPath | str, out: AnyPath) -> str:
+    """`path` relative to OUT when inside it, else absolute (a URL as it is).
+    Outputs are recorded relative to OUT wherever OUT is, so a folder copied
+    between a disk and a bucket still verifies."""
+    path, out = location(path), location(out)
+    if is_remote(path) or is_remote(out):
+        return relative_name(path, out) if is_inside(path, out) else str(path)
+    path = path.resolve()
     try:
         return path.relative_to(Path(out).resolve()).as_posix()
     except ValueError:
         return str(path)
 
 
-def shard_outputs(shards: list[dict], out: Path) -> list[dict]:
+def shard_outputs(shards: list[dict], out: AnyPath) -> list[dict]:
     """Manifest entries for the outputs of count's or encode's per-shard records."""
     entries = []
     for r in shards:
@@ -61,30 +76,30 @@ def shard_outputs(shards: list[dict], out: Path) -> list[dict]:
     return entries
 
 
-def file_entry(path: Path, out: Path, **extra) -> dict:
+def file_entry(path: AnyPath, out: AnyPath, **extra) -> dict:
     return {"path": relative(path, out), **extra, "sha256": file_sha256(path)}
 
 
-def write_manifest(manifest: dict, out: Path) -> Path:
-    path = Path(out) / MANIFEST
+def write_manifest(manifest: dict, out: AnyPath) -> AnyPath:
+    path = location(out) / MANIFEST
     write_json(manifest, path)
     return path
 
 
-def base_manifest(data: Path, config_dict: dict, steps: str) -> dict:
+def base_manifest(data: AnyPath, config_dict: dict, steps: str) -> dict:
     return {
         "tokenmill_version": __version__,
         "git_revision": git_revision(),
         "steps": steps,
-        "data": str(Path(data).resolve()),
+        "data": resolved(data),
         "config": config_dict,
     }
 
 
-def read_manifest(out: Path) -> dict:
+def read_manifest(out: AnyPath) -> dict:
     """OUT/manifest.json, checked to have the shape `run` writes: one line names
     the file and what is wrong otherwise."""
-    path = Path(out) / MANIFEST
+    path = location(out) / MANIFEST
     manifest = read_json(path, "manifest")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("data"), str):
         raise TokenmillError(f'{path}: not a tokenmill manifest (no "data" folder)')
@@ -109,6 +124,13 @@ def _is_entry(entry: object) -> bool:
     )
 
 
+def listed_path(out: AnyPath, name: str) -> AnyPath:
+    """Where a manifest entry's path points: under OUT when relative; an
+    absolute path or a URL (a tokenizer given from elsewhere) stays itself."""
+    where = location(name)
+    return where if is_remote(where) else out / name
+
+
 def listed_outputs(manifest: dict) -> list[dict]:
     """Every output entry of a manifest (token shards, count tables, files, tokenizer)."""
     outputs = [e for group in ("outputs", "counts", "files") for e in manifest.get(group, [])]
@@ -117,12 +139,12 @@ def listed_outputs(manifest: dict) -> list[dict]:
     return outputs
 
 
-def verify(out: Path) -> tuple[int, list[str]]:
+def verify(out: AnyPath) -> tuple[int, list[str]]:
     """(number of files checked, what differs) for OUT against OUT/manifest.json:
     inputs and outputs missing or changed, and files under OUT it does not list."""
-    out = Path(out)
+    out = location(out)
     manifest = read_manifest(out)
-    data = Path(manifest["data"])
+    data = location(manifest["data"])
     checks = []
     for entry in manifest.get("inputs", []):
         root = data if data.is_dir() else data.parent
@@ -130,7 +152,7 @@ def verify(out: Path) -> tuple[int, list[str]]:
         checks.append(("input", entry["path"], path, entry))
     listed = {out / MANIFEST, out / LOCK, out / REPORT}
     for entry in listed_outputs(manifest):
-        path = out / entry["path"]  # an absolute path stays itself
+        path = listed_path(out, entry["path"])
         checks.append(("output", entry["path"], path, entry))
         listed.add(path)
     differences = []
@@ -145,15 +167,27 @@ def verify(out: Path) -> tuple[int, list[str]]:
         sha = file_sha256(path)
         if sha != entry["sha256"]:
             differences.append(f"{kind} {name}: changed, sha256 {sha}, was {entry['sha256']}")
-    known = {Path(os.path.abspath(p)) for p in with_state_files(listed)}
-    data_root = os.path.realpath(data)
+    known = {same_file_key(p) for p in with_state_files(listed)}
+    for relative_path, path in files_under(out, data):
+        if same_file_key(path) not in known:
+            differences.append(f"extra {relative_path}: not in the manifest")
+    return len(checks), differences
+
+
+def files_under(out: AnyPath, data: AnyPath) -> list[tuple[str, AnyPath]]:
+    """(path relative to OUT, path) of every file under OUT, in sorted order,
+    leaving out DATA when it lies inside (run refuses that; never list inputs
+    as extras)."""
+    if is_remote(out):
+        return [(name, p) for name, p in walk_files(out) if not is_inside(p, data)]
+    found = []
+    data_root = None if is_remote(data) else os.path.realpath(data)
     for root, dirs, files in os.walk(out):
         if os.path.realpath(root) == data_root:
-            dirs.clear()  # DATA inside OUT is refused by run; never list inputs as extras
+            dirs.clear()
             continue
         dirs.sort()
         for name in sorted(files):
             path = Path(root) / name
-            if Path(os.path.abspath(path)) not in known:
-                differences.append(f"extra {path.relative_to(out).as_posix()}: not in the manifest")
-    return len(checks), differences
+            found.append((path.relative_to(out).as_posix(), path))
+    return found

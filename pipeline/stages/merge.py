@@ -16,27 +16,52 @@ import polars as pl
 from pipeline.errors import TokenmillError
 from pipeline.io.files import file_sha256
 from pipeline.io.metadata import count_table_source
+from pipeline.io.storage import AnyPath, is_remote, location, walk_files
 from pipeline.io.writers import atomic_path
 from pipeline.stages.results import MergeResult
 from pipeline.stages.state import record_file, reusable_file
 
+# Filesystems Polars reads itself (object_store: by byte ranges, streaming);
+# endpoint and credentials from the same environment variables as fsspec's.
+POLARS_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "hf"}
 
-def count_files(counts_dir: Path) -> list[Path]:
+
+def count_files(counts_dir: AnyPath) -> list[AnyPath]:
     """The count tables of `counts_dir`, in the order of their source shards."""
-    counts_dir = Path(counts_dir)
+    counts_dir = location(counts_dir)
     if not counts_dir.is_dir():
         raise TokenmillError(f"{counts_dir}: no such directory")
-    files = [p for p in counts_dir.rglob("*.parquet") if not p.name.startswith(".")]
+    if is_remote(counts_dir):
+        found = [p for _, p in walk_files(counts_dir) if p.name.endswith(".parquet")]
+    else:
+        found = list(counts_dir.rglob("*.parquet"))
+    files = [p for p in found if not p.name.startswith(".")]
     if not files:
         raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
     return sorted(files, key=count_table_source)
 
 
-def merged_counts(files: list[Path], min_count: int = 1) -> pl.LazyFrame:
+def scan(path: AnyPath) -> pl.LazyFrame:
+    """A lazy scan of a Parquet file, local or remote (streamed by byte ranges
+    where Polars knows the filesystem)."""
+    if not is_remote(path):
+        return pl.scan_parquet(path)
+    protocol = path.protocol if isinstance(path.protocol, str) else path.protocol[0]
+    if protocol in POLARS_PROTOCOLS:
+        return pl.scan_parquet(str(path))
+    # Any other fsspec filesystem: through PyArrow (read whole, not streamed).
+    import pyarrow.dataset as ds
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    filesystem = PyFileSystem(FSSpecHandler(path.fs))
+    return pl.scan_pyarrow_dataset(ds.dataset(path.path, filesystem=filesystem, format="parquet"))
+
+
+def merged_counts(files: list[AnyPath], min_count: int = 1) -> pl.LazyFrame:
     # Each table is sorted by first occurrence and the files come in shard
     # order, so a row's index in their concatenation orders (shard, first):
     # the earliest occurrence is a plain streaming `min` of a u32/u64 index.
-    frames = [pl.scan_parquet(f).select("word", "count") for f in files]
+    frames = [scan(f).select("word", "count") for f in files]
     return (
         pl.concat(frames)
         .with_row_index("at")
@@ -72,7 +97,7 @@ def run_merge(
     }
     reused = reusable_file(counts_file, key, force)
     if not reused:
-        with atomic_path(Path(counts_file)) as tmp:
+        with atomic_path(counts_file) as tmp:
             # LZ4: the table is written once and read once, right away, by train.
             try:
                 merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
@@ -81,7 +106,7 @@ def run_merge(
                     f"{counts_file}: cannot merge the count tables ({e})"
                 ) from None
         record_file(counts_file, key)
-    words = pl.scan_parquet(counts_file).select(pl.len(), pl.col("count").sum()).collect()
+    words = scan(location(counts_file)).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)
     return MergeResult(
         tables=len(files),

@@ -47,6 +47,7 @@ from tqdm import tqdm
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
 from pipeline.io.metadata import BOS_ID, EOS_ID, SEQ_LEN, SOURCE, TOKENIZER_SHA256, VOCAB_SIZE
+from pipeline.io.storage import location
 from pipeline.io.writers import atomic_path
 from pipeline.stages.results import PackResult
 from pipeline.stages.split import SPLITS, TRAIN, VAL, is_val
@@ -259,9 +260,10 @@ def run_pack(
     bos_id = tok.special_id(BOS) if bos else None
     id_dtype = np.uint32 if tok.wide_ids else np.uint16
     # With a split, each side is its own stream of documents, packed on its own.
-    sides = {"": Path(packed_dir)}
+    packed_dir = location(packed_dir)
+    sides = {"": packed_dir}
     if val_fraction > 0:
-        sides = {side: Path(packed_dir) / side for side in SPLITS}
+        sides = {side: packed_dir / side for side in SPLITS}
     names = [s.source for s in shards]
     packers = {side: Packer(seq_len, tok.eos_id, bos_id, id_dtype, names) for side in sides}
     results = []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.io.storage import is_remote, location
 from pipeline.io.writers import atomic_path
 from pipeline.report import SampleDocument, page
 from pipeline.stages.layout import REPORT
@@ -116,7 +117,7 @@ def run_report(
     """Write OUT/report.html; `samples` documents (the first long enough one of each of
     the first shards) are shown token by token, up to `sample_tokens` tokens each."""
     start = time.monotonic()
-    out = Path(out)
+    out = location(out)
     st = corpus_stats(out, data=data, tokenizer=tokenizer, source_column=source_column)
     tok, s = st.tokenizer, st.summary
     labels, vocab_share, corpus_share = length_distribution(token_lengths(tok), st.counts)
@@ -131,7 +132,7 @@ def run_report(
         "tokenizer sha256": tok.sha256[:16] + "\u2026",
     }
     html = page(
-        title=f"tokenmill report: {out.resolve().name}",
+        title=f"tokenmill report: {(out if is_remote(out) else out.resolve()).name}",
         summary=s,
         tokenizer_info=info,
         length_buckets=labels,

@@ -17,6 +17,14 @@ from pipeline.errors import TokenmillError
 from pipeline.formats import load_any
 from pipeline.io.inputs import check_overlap, find_inputs
 from pipeline.io.lock import output_lock
+from pipeline.io.storage import (
+    AnyPath,
+    delete,
+    location,
+    relative_name,
+    remote_errors,
+    resolved,
+)
 from pipeline.io.writers import remove_temporaries
 from pipeline.stages.binfmt import run_bin
 from pipeline.stages.count import run_count
@@ -26,6 +34,7 @@ from pipeline.stages.manifest import (
     base_manifest,
     file_entry,
     listed_outputs,
+    listed_path,
     read_manifest,
     relative,
     shard_outputs,
@@ -43,7 +52,7 @@ STEPS = ("all", "count", "encode")
 def check_previous_data(out: Path, data: Path, previous: dict, force: bool) -> None:
     """Refuse an OUT whose outputs came from another DATA (unless --force):
     a run would otherwise replace them without a word."""
-    manifest = Path(out) / MANIFEST
+    manifest = location(out) / MANIFEST
     before = None
     if manifest.is_file():
         try:
@@ -51,7 +60,7 @@ def check_previous_data(out: Path, data: Path, previous: dict, force: bool) -> N
         except TokenmillError:
             before = None  # a damaged manifest: the lock file may still say
     before = before or previous.get("data")
-    here = str(Path(data).resolve())
+    here = resolved(data)
     if before and before != here and not force:
         raise TokenmillError(
             f"{out}: holds the outputs of another DATA ({before}); give another OUT, "
@@ -95,8 +104,8 @@ def pretraining_steps(
 def pretraining_files(result: PackResult | BinResult, out: Path) -> list[dict]:
     """Manifest entries (checked by verify) for what pack or bin wrote."""
     if isinstance(result, PackResult):
-        return [file_entry(Path(r["file"]), out, rows=r["sequences"]) for r in result.shards]
-    return [file_entry(Path(result.dir) / f, out) for f in result.files]
+        return [file_entry(location(r["file"]), out, rows=r["sequences"]) for r in result.shards]
+    return [file_entry(location(result.dir) / f, out) for f in result.files]
 
 
 def run_all(
@@ -117,22 +126,29 @@ def run_all(
         raise TokenmillError(f"steps must be one of {', '.join(STEPS)}, not {steps!r}")
     if (steps == "encode") != (tokenizer is not None):
         raise TokenmillError("give a tokenizer to encode only, and only then")
-    data, out = Path(data), Path(out)
-    if not data.exists():
-        raise TokenmillError(f"{data}: no such file or directory")
+    data, out = location(data), location(out)
+    with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
+        if not data.exists():
+            raise TokenmillError(f"{data}: no such file or directory")
     check_overlap(data, out)
+    note = on_note or (lambda _: None)
     with output_lock(out) as lock:
+        if lock.note:
+            note(lock.note)
         check_previous_data(out, data, lock.previous, config.force)
         lock.record(data)
         tok = tokenizer
-        if isinstance(tokenizer, Path | str):
-            tok = load_any(Path(tokenizer), **(load_options or {}))
-        return _run_locked(
-            data, out, config, on_stage, steps, tokenizer, tok, on_note or (lambda _: None)
-        )
+        if is_file(tokenizer):
+            tok = load_any(tokenizer, **(load_options or {}))
+        return _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, lock.check)
 
 
-def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> RunResult:
+def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> bool:
+    """Whether `tokenizer` names a tokenizer file (local or remote)."""
+    return tokenizer is not None and not isinstance(tokenizer, Tokenizer)
+
+
+def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, check_lock) -> RunResult:
     start = time.monotonic()
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
@@ -140,7 +156,7 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
         note(f"{line}; listed in the manifest under not_read")
     remove_temporaries(out)  # under OUT's lock, every temporary is a killed run's
     # The old manifest no longer describes OUT once any output changes.
-    paths["manifest"].unlink(missing_ok=True)
+    delete(paths["manifest"])
     stages: dict[str, StageResult] = {}
 
     def stage(result: StageResult) -> StageResult:
@@ -152,7 +168,7 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
     manifest = base_manifest(data, config.to_dict(), steps)
     if steps in ("all", "count"):
         count = stage(run_count(inputs, paths["counts_dir"], config))
-        tables = [Path(f) for f in count.written]
+        tables = [location(f) for f in count.written]
         merge = stage(
             run_merge(
                 paths["counts_dir"],
@@ -170,15 +186,15 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
         tok = load_any(tokenizer)
     if steps in ("all", "encode"):
         encode = stage(run_encode(inputs, paths["tokens_dir"], tok, config))
-        if isinstance(tokenizer, Path | str):
-            tokenizer = Path(tokenizer)
+        if is_file(tokenizer):
+            tokenizer = location(tokenizer)
             manifest["tokenizer"] = file_entry(tokenizer, out)
         manifest["tokenizer_sha256"] = tok.sha256
         manifest["normalizer"] = tok.normalizer
         manifest["outputs"] = shard_outputs(encode.shards, out)
         if encode.split:
             manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
-        names = [Path(f).relative_to(paths["tokens_dir"]).as_posix() for f in encode.written]
+        names = [relative_name(location(f), paths["tokens_dir"]) for f in encode.written]
         for step in pretraining_steps(paths, config, tok, names):
             manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))
     reader = stages["encode"] if "encode" in stages else stages["count"]
@@ -206,15 +222,17 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
         }
         for name, s in stages.items()
     }
-    keep = {out / e["path"] for e in listed_outputs(manifest)}
+    check_lock()  # a run whose lock was taken over must not remove or record anything
+    keep = {listed_path(out, e["path"]) for e in listed_outputs(manifest)}
     if removed := remove_stale(out, keep):
         note(
             f"removed {len(removed)} stale file{'s' if len(removed) > 1 else ''} from {out} "
             f"(outputs of removed inputs or of stages not run): "
-            + ", ".join(p.relative_to(out).as_posix() for p in removed[:5])
+            + ", ".join(relative_name(p, out) for p in removed[:5])
             + (", ..." if len(removed) > 5 else "")
         )
     manifest["seconds"] = round(time.monotonic() - start, 3)
+    check_lock()
     path = write_manifest(manifest, out)
     return RunResult(
         manifest=str(path),
@@ -222,5 +240,5 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note) -> Run
         documents=manifest["documents"],
         tokens=manifest.get("tokens", 0),
         skipped=skipped,
-        tokenizer=relative(tokenizer, out) if isinstance(tokenizer, Path) else None,
+        tokenizer=relative(tokenizer, out) if is_file(tokenizer) else None,
     )

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from pipeline.config import Config
-from pipeline.errors import TokenmillError, WriteError
+from pipeline.errors import StoreError, TokenmillError, WriteError
 from pipeline.io.files import fingerprint
 from pipeline.io.readers import OnSkip, skipped_file_documents
+from pipeline.io.storage import AnyPath, delete, location, parquet_file
 from pipeline.io.writers import atomic_path
 from pipeline.stages.state import record_output, reusable_shard, shard_state
 
@@ -22,15 +21,17 @@ from pipeline.stages.state import record_output, reusable_shard, shard_state
 Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
 
 
-def output_record(out: Path, sha256: str) -> dict:
-    return {"file": str(out), "rows": pq.read_metadata(out).num_rows, "sha256": sha256}
+def output_record(out: AnyPath, sha256: str) -> dict:
+    with parquet_file(out) as pf:
+        rows = pf.metadata.num_rows
+    return {"file": str(out), "rows": rows, "sha256": sha256}
 
 
 def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, write: Writer) -> dict:
     """Run (or keep) one shard's output. The summary: the writer's result,
     "skipped" (a list), "shard", "input" (fingerprint), "output" (file, rows,
     sha256; None when the whole file was skipped) and "reused"."""
-    out = Path(out)
+    out = location(out)
     source = fingerprint(shard, name)
     kept = reusable_shard(out, source, key, config)
     if kept is not None:
@@ -55,9 +56,9 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
         with atomic_path(out) as tmp:
             result = write(tmp, on_skip if config.on_error == "skip" else None, stats, state)
     except TokenmillError as e:
-        if config.on_error != "skip" or isinstance(e, WriteError):
+        if config.on_error != "skip" or isinstance(e, WriteError | StoreError):
             raise
-        out.unlink(missing_ok=True)  # an output of an earlier version of the file
+        delete(out)  # an output of an earlier version of the file
         # The documents it is known to hold: exact from a Parquet footer, else those
         # read before it broke ("lower_bound": True).
         known = skipped_file_documents(shard, stats["rows"])

@@ -17,11 +17,11 @@ output's own sha256.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.io.files import file_sha256, parquet_json_metadata
 from pipeline.io.metadata import STATE
+from pipeline.io.storage import AnyPath, location
 from pipeline.io.writers import write_json
 
 # Bumped when the readers change what a shard's documents are (2: blank .txt
@@ -62,7 +62,9 @@ def shard_state(source: dict, key: dict, result: dict) -> bytes:
     ).encode()
 
 
-def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> tuple[dict, str] | None:
+def reusable_shard(
+    out: AnyPath, source: dict, key: dict, config: Config
+) -> tuple[dict, str] | None:
     """(the recorded result of `out`, its sha256) if it can be kept, else None."""
     if config.force:
         return None
@@ -77,37 +79,38 @@ def reusable_shard(out: Path, source: dict, key: dict, config: Config) -> tuple[
     return None if sha256 is None else (result, sha256)
 
 
-def state_file(out: Path) -> Path:
-    out = Path(out)
+def state_file(out: AnyPath) -> AnyPath:
+    out = location(out)
     return out.with_name(f".{out.name}.state.json")
 
 
-def record_output(out: Path) -> str:
+def record_output(out: AnyPath) -> str:
     """Record a shard output's sha256 once it is in place; returns it."""
     sha = file_sha256(out)
     write_json({"sha256": sha}, state_file(out))
     return sha
 
 
-def recorded_state(out: Path) -> dict:
+def recorded_state(out: AnyPath) -> dict:
     """What the state file beside `out` holds ({} when missing or unreadable)."""
     try:
-        state = json.loads(state_file(out).read_text(encoding="utf-8"))
+        state = json.loads(state_file(out).read_bytes())
     except (OSError, ValueError, RecursionError):
         return {}
     return state if isinstance(state, dict) else {}
 
 
-def verified_sha256(out: Path) -> str | None:
-    """The sha256 of `out` if it is still the one recorded when it was written."""
+def verified_sha256(out: AnyPath) -> str | None:
+    """The sha256 of `out` if it is still the one recorded when it was written
+    (an object is read through again: its ETag is no sha256)."""
     recorded = recorded_state(out).get("sha256")
-    if recorded is None or not Path(out).is_file():
+    if recorded is None or not location(out).is_file():
         return None
     sha = file_sha256(out)
     return sha if sha == recorded else None
 
 
-def reusable_file(out: Path, key: dict, force: bool = False) -> bool:
+def reusable_file(out: AnyPath, key: dict, force: bool = False) -> bool:
     """Whether single-step output `out` was made from `key` and is unchanged since
     (never with `force`)."""
     if force or recorded_state(out).get("key") != key:
@@ -115,5 +118,5 @@ def reusable_file(out: Path, key: dict, force: bool = False) -> bool:
     return verified_sha256(out) is not None
 
 
-def record_file(out: Path, key: dict) -> None:
+def record_file(out: AnyPath, key: dict) -> None:
     write_json({"key": key, "sha256": file_sha256(out)}, state_file(out))

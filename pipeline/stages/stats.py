@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from pipeline.errors import TokenmillError
 from pipeline.io.columns import has_column, read_column
 from pipeline.io.readers import read_batches
+from pipeline.io.storage import location
 from pipeline.stages.layout import MANIFEST
 from pipeline.stages.manifest import read_manifest
 from pipeline.stages.results import StatsResult
@@ -66,16 +67,17 @@ def token_text(tok: Tokenizer, i: int) -> str:
 
 def find_inputs(out: Path, data: Path | None) -> tuple[Path, dict]:
     """The input folder (DATA) of a `run` output folder, and its recorded config."""
-    recorded = read_manifest(out) if (Path(out) / MANIFEST).is_file() else {}
+    recorded = read_manifest(out) if (location(out) / MANIFEST).is_file() else {}
     if data is None:
         if "data" not in recorded:
             raise TokenmillError(
                 f"{out}: no {MANIFEST} saying where the inputs are; give --data DATA"
             )
-        data = Path(recorded["data"])
-    if not Path(data).exists():
+        data = recorded["data"]  # a local path or a URL (storage.resolved)
+    data = location(data)
+    if not data.exists():
         raise TokenmillError(f"{data}: the inputs are not there; give --data DATA")
-    return Path(data), recorded.get("config", {})
+    return data, recorded.get("config", {})
 
 
 def input_path(data: Path, shard: TokenShard) -> Path:
@@ -116,7 +118,7 @@ def corpus_stats(
     source_column: str | None = "source",
 ) -> CorpusStats:
     start = time.monotonic()
-    out = Path(out)
+    out = location(out)
     # What the manifest lists, never a stray file in tokens/ (verify reports those).
     if (out / MANIFEST).is_file():
         shards = manifest_token_shards(out)

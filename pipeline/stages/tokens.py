@@ -4,17 +4,18 @@ and decode."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.errors import TokenmillError
 from pipeline.formats import load_any
 from pipeline.io.files import parquet_json_metadata
 from pipeline.io.metadata import STATE, TOKENIZER_SHA256, VOCAB_SIZE, recorded_source
+from pipeline.io.storage import AnyPath, is_remote, location, parquet_file, walk_files
 from pipeline.stages.layout import TOKENIZER
 from pipeline.stages.manifest import read_manifest
 from pipeline.tokenizer import Tokenizer
@@ -33,22 +34,22 @@ class TokenShard:
     id_dtype: np.dtype  # uint16 or uint32, as in the file
 
     def batches(self, columns=("row", "ids"), batch_rows: int = BATCH_ROWS):
-        """The shard's rows as record batches, in row order."""
+        """The shard's rows as record batches, in row order (an object by byte
+        ranges: one batch in memory, as from a local file)."""
         try:
-            yield from pq.ParquetFile(self.path).iter_batches(
-                batch_size=batch_rows, columns=list(columns)
-            )
+            with parquet_file(self.path) as pf:
+                yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns))
         except (OSError, pa.ArrowException) as e:
             raise TokenmillError(f"{self.path}: cannot read token shard ({e})") from None
 
 
-def open_token_shard(path: Path, name: str | None = None) -> TokenShard:
-    path = Path(path)
+def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
+    path = location(path)
     try:
-        pf = pq.ParquetFile(path)
+        with parquet_file(path) as pf:
+            schema, rows = pf.schema_arrow, pf.metadata.num_rows
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{path}: cannot read token shard ({e})") from None
-    schema = pf.schema_arrow
     meta = schema.metadata or {}
     if TOKENIZER_SHA256 not in meta or "ids" not in schema.names:
         raise TokenmillError(f"{path}: not a token shard written by `tokenmill encode`")
@@ -59,7 +60,7 @@ def open_token_shard(path: Path, name: str | None = None) -> TokenShard:
         source=recorded_source(meta, path),
         sha256=meta[TOKENIZER_SHA256].decode(),
         vocab_size=int(meta.get(VOCAB_SIZE, b"0")),
-        documents=pf.metadata.num_rows,
+        documents=rows,
         id_dtype=np.dtype(id_type.to_pandas_dtype()),
     )
 
@@ -69,15 +70,15 @@ def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[Token
     order `encode` read them in), all encoded with the same tokenizer: exactly
     `names` (paths relative to the folder) when given, else every Parquet file
     under it."""
-    tokens_dir = Path(tokens_dir)
+    tokens_dir = location(tokens_dir)
     if not tokens_dir.is_dir():
         raise TokenmillError(f"{tokens_dir}: no such folder of token shards")
     if names is None:
-        names = sorted(
-            p.relative_to(tokens_dir).as_posix()
-            for p in tokens_dir.rglob("*.parquet")
-            if not any(part.startswith(".") for part in p.relative_to(tokens_dir).parts)
-        )
+        if is_remote(tokens_dir):
+            found = [name for name, _ in walk_files(tokens_dir) if name.endswith(".parquet")]
+        else:
+            found = [p.relative_to(tokens_dir).as_posix() for p in tokens_dir.rglob("*.parquet")]
+        names = sorted(n for n in found if not any(part.startswith(".") for part in n.split("/")))
     shards = [open_token_shard(tokens_dir / name, name) for name in names]
     if not shards:
         raise TokenmillError(f"{tokens_dir}: no token shards (run `tokenmill encode` first)")
@@ -90,7 +91,7 @@ def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[Token
 def manifest_token_shards(out: Path) -> list[TokenShard]:
     """The token shards a `run` output folder's manifest lists, and only those
     (a stray file in tokens/ is not read; `verify` reports it)."""
-    out = Path(out)
+    out = location(out)
     manifest = read_manifest(out)
     names = []
     for entry in manifest.get("outputs", []):
@@ -119,7 +120,7 @@ def shard_tokenizer(
             raise TokenmillError(
                 f"{shard.path}: no {TOKENIZER} beside its folder; give --tokenizer"
             )
-    tok = load_any(Path(tokenizer_file), **load_options)
+    tok = load_any(location(tokenizer_file), **load_options)
     if tok.sha256 != shard.sha256:
         raise TokenmillError(
             f"{tokenizer_file}: not the tokenizer {shard.path} was encoded with "
@@ -145,8 +146,9 @@ def read_row(shard: TokenShard, row: int) -> list[int]:
     import pyarrow.compute as pc
 
     last = -1  # the highest row seen
+    stack = contextlib.ExitStack()
     try:
-        pf = pq.ParquetFile(shard.path)
+        pf = stack.enter_context(parquet_file(shard.path))
         meta = pf.metadata
         leaves = [meta.schema.column(i).path for i in range(meta.num_columns)]
         if "row" not in leaves:
@@ -171,6 +173,8 @@ def read_row(shard: TokenShard, row: int) -> list[int]:
                         return batch.column(1)[at].as_py()
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{shard.path}: cannot read token shard ({e})") from None
+    finally:
+        stack.close()
     state = parquet_json_metadata(shard.path, STATE)
     result = state.get("result") if isinstance(state, dict) else None
     skips = result.get("skipped") if isinstance(result, dict) else None

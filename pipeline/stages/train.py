@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
 from pipeline.io.files import file_sha256
+from pipeline.io.storage import location, parquet_file
 from pipeline.stages.results import TrainResult
 from pipeline.stages.state import record_file, reusable_file
 from pipeline.tokenizer import Tokenizer
@@ -19,10 +19,11 @@ from pipeline.tokenizer import Tokenizer
 
 def run_train(counts_file: Path, tokenizer_file: Path, config: Config) -> TrainResult:
     start = time.monotonic()
-    counts_file = Path(counts_file)
+    counts_file = location(counts_file)
     try:
         # ParquetFile, not read_table: read_table would import pyarrow.dataset.
-        table = pq.ParquetFile(counts_file).read(columns=["word", "count"], use_threads=False)
+        with parquet_file(counts_file) as pf:
+            table = pf.read(columns=["word", "count"], use_threads=False)
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
     if table.num_rows == 0:

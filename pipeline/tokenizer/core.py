@@ -512,7 +512,7 @@ class Tokenizer:
         >>> again == tok, again.sha256 == tok.sha256
         (True, True)
         """
-        with atomic_path(Path(path)) as tmp:
+        with atomic_path(path) as tmp:  # a local path, or a URL (io/storage.py)
             tmp.write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
