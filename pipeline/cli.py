@@ -186,8 +186,8 @@ def input_options(f):
     f = click.option(
         "--ray-address",
         default=None,
-        help="--executor ray: address of an existing Ray cluster (default: start a local "
-        "Ray with --workers CPUs).",
+        help="--executor ray: address of an existing Ray cluster (default: RAY_ADDRESS, "
+        "else start a local Ray with --workers CPUs, on 127.0.0.1 only).",
     )(f)
     f = click.option(
         "--executor",
@@ -388,7 +388,9 @@ def main():
 
     Inputs are a file or a folder of shards (*.parquet, *.arrow, *.feather; *.jsonl,
     *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz), or a folder saved by
-    Hugging Face datasets, read in sorted path order. `tokenmill run DATA OUT` does everything.
+    Hugging Face datasets, read in sorted path order. DATA and OUT may be URLs
+    (s3://bucket/prefix with 'tokenmill[cloud]', or any fsspec filesystem).
+    `tokenmill run DATA OUT` does everything.
     """
 
 

@@ -20,11 +20,13 @@ whole or not at all and the results are collected in task order.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 from tqdm import tqdm
@@ -117,11 +119,16 @@ RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _started: dict[str, int] = {}
 
 
-def _ray_call(fn: Callable[[T], R], task: T, stage: str) -> tuple[bool, object]:
+def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[bool, object]:
     """Run one task on a Ray worker. Tasks are idempotent (an output is
     written whole or not at all, and a finished one is kept), so Ray may run
     one again after its node died. A task's exception comes back as a value,
-    so the driver re-raises it as it was (one line, not a remote traceback)."""
+    so the driver re-raises it as it was (one line, not a remote traceback).
+    `shared`: the task's fields held in Ray's object store (`shared_fields`)."""
+    import ray
+
+    if shared:
+        task = dataclasses.replace(task, **{k: ray.get(ref) for k, ref in shared.items()})
     _native.set_threads(1)
     _started[stage] = _started.get(stage, 0) + 1
     checkpoint(f"{stage}-task", _started[stage])
@@ -157,6 +164,23 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
         raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
 
 
+def shared_fields(tasks: Sequence[T]) -> dict[str, object]:
+    """The fields that hold one and the same object in every task (encode's
+    tokenizer, the config): Ray gets each once, through its object store, not
+    once per task through the driver (a 200k vocabulary is megabytes)."""
+    if len(tasks) < 2 or not dataclasses.is_dataclass(tasks[0]):
+        return {}
+    first = tasks[0]
+    shared = {}
+    for f in dataclasses.fields(first):
+        value = getattr(first, f.name)
+        if isinstance(value, str | int | float | bool | Path | None):
+            continue  # small, and often equal without being the same object
+        if all(getattr(t, f.name) is value for t in tasks):
+            shared[f.name] = value
+    return shared
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
@@ -184,11 +208,14 @@ def _run_ray(
         _init_ray(ray, workers, address)
     # One CPU a task: a task's native core runs on one thread (_ray_call).
     remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_call)
-    # A task is sent paths and options (for encode also the tokenizer) and
-    # sends back a summary: the shard's data is read and written by the task
-    # itself, on whichever node runs it. Submitted largest first (Ray starts
-    # them about in that order), collected in task order.
-    submitted = {i: remote.remote(fn, tasks[i], stage) for i in order}
+    # A task is sent paths and options (the tokenizer and config once, through
+    # the object store) and sends back a summary: the shard's data is read and
+    # written by the task itself, on whichever node runs it. Submitted largest
+    # first (Ray starts them about in that order), collected in task order.
+    shared = shared_fields(tasks)
+    in_store = {k: ray.put(v) for k, v in shared.items()}
+    light = [dataclasses.replace(t, **dict.fromkeys(shared)) if shared else t for t in tasks]
+    submitted = {i: remote.remote(fn, light[i], stage, in_store) for i in order}
     refs = [submitted[i] for i in range(len(tasks))]
     results: list[R] = []
     try:
