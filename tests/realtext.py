@@ -24,6 +24,8 @@ SAMPLE_DIR = REPO / "sample_data"
 # Public vocabularies shipped in the repository (vocabularies/README.md: source, sha256).
 VOCAB_DIR = REPO / "vocabularies"
 GPT2_FILE = VOCAB_DIR / "gpt2.tiktoken"
+CL100K_FILE = VOCAB_DIR / "cl100k_base.tiktoken"
+O200K_FILE = VOCAB_DIR / "o200k_base.tiktoken"
 
 # Files in sample_data/ that are not data shards.
 _NOT_DATA_SUFFIXES = (".md", ".py", ".pyc")

@@ -33,7 +33,7 @@ from pipeline.jobs import load_job
 from pipeline.tokenizer import ENDOFTEXT, UNK, Tokenizer, id_limit
 
 # Rank counts of tiktoken's published .tiktoken files, each dense (ranks 0..n-1);
-# only gpt2's ships (vocabularies/README.md gives every file's sha256), and is read.
+# all three ship in vocabularies/ (its README gives every file's sha256).
 REAL_FILES = {
     "gpt2": ("gpt2", 50256),
     "cl100k_base": ("cl100k", 100256),

@@ -9,6 +9,7 @@ pub mod pretok;
 pub mod scanner;
 pub mod sharedcache;
 pub mod train;
+pub mod vocab;
 pub mod wordmap;
 
 use encode::{Alphabet, Encoder as CoreEncoder};
@@ -17,7 +18,7 @@ use pretok::PreTokenizer;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
 pyo3::create_exception!(
     _native,
@@ -268,6 +269,201 @@ fn train_merges(
     })
 }
 
+/// A table of token bytes as Python gives it (a list of bytes or None),
+/// borrowed: only exact `bytes` and None are taken, anything else is an
+/// error (the Python reference then names it).
+fn byte_table<'a>(items: &'a [Bound<'_, PyAny>]) -> Result<Vec<Option<&'a [u8]>>, Error> {
+    items
+        .iter()
+        .map(|item| {
+            if item.is_none() {
+                Ok(None)
+            } else {
+                item.cast_exact::<PyBytes>()
+                    .map(|b| Some(b.as_bytes()))
+                    .map_err(|_| Error::Vocabulary("vocab entries are bytes or None".into()))
+            }
+        })
+        .collect()
+}
+
+/// Merges as Python gives them: a list of 2-tuples (or 2-lists) of exact
+/// ints that u32 holds; anything else (a bool, a float) is an error.
+fn id_pairs(merges: &Bound<'_, PyList>) -> Result<Vec<(u32, u32)>, Error> {
+    let bad = || Error::Vocabulary("merges are pairs of integer ids".into());
+    let id = |v: Bound<'_, PyAny>| -> Result<u32, Error> {
+        if !v.is_exact_instance_of::<PyInt>() {
+            return Err(bad());
+        }
+        v.extract::<u32>().map_err(|_| bad())
+    };
+    merges
+        .iter()
+        .map(|m| {
+            if let Ok(t) = m.cast_exact::<PyTuple>() {
+                if t.len() == 2 {
+                    return Ok((
+                        id(t.get_item(0).map_err(|_| bad())?)?,
+                        id(t.get_item(1).map_err(|_| bad())?)?,
+                    ));
+                }
+            } else if let Ok(l) = m.cast_exact::<PyList>() {
+                if l.len() == 2 {
+                    return Ok((
+                        id(l.get_item(0).map_err(|_| bad())?)?,
+                        id(l.get_item(1).map_err(|_| bad())?)?,
+                    ));
+                }
+            }
+            Err(bad())
+        })
+        .collect()
+}
+
+/// The tokens of a .tiktoken file's bytes, as a list indexed by rank (None
+/// where no line has the rank). Canonical files only: NativeError for
+/// anything else, which the Python reader then reads (or names the fault of).
+#[pyfunction]
+fn parse_tiktoken<'py>(py: Python<'py>, data: PyBuffer<u8>) -> PyResult<Bound<'py, PyList>> {
+    let data = bytes_of(&data, "data")?;
+    let vocab = py.detach(|| pool::install(|| vocab::parse_tiktoken(data)))?;
+    let items = vocab.iter().map(|v| match v {
+        Some(v) => PyBytes::new(py, v).into_any(),
+        None => py.None().into_bound(py),
+    });
+    PyList::new(py, items)
+}
+
+/// (merges, the id each yields, each byte's id or None if a byte has no
+/// token) of `vocab` (the token bytes of each rank, or None): one merge
+/// (left id, right id) per multi-byte token that BPE over the lower ranks
+/// splits in two, in rank order, yielding that token. The merges a ranks
+/// file implies.
+#[pyfunction]
+fn derive_merges(py: Python<'_>, vocab: &Bound<'_, PyList>) -> PyResult<DerivedTables> {
+    let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
+    let table = byte_table(&items)?;
+    let d = py.detach(|| pool::install(|| vocab::derive_merges(&table)))?;
+    Ok((d.merges, d.merge_ids, d.byte_ids))
+}
+
+/// (the id of each byte, the id each merge yields) of an explicit table
+/// (`vocab`: each id's bytes or None); NativeError when a byte has no token,
+/// two ids the same bytes, or a merge joins into no token.
+#[pyfunction]
+fn table_ids(
+    py: Python<'_>,
+    vocab: &Bound<'_, PyList>,
+    merges: &Bound<'_, PyList>,
+) -> PyResult<(Vec<u32>, Vec<u32>)> {
+    let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
+    let table = byte_table(&items)?;
+    let merges = id_pairs(merges)?;
+    Ok(py.detach(|| pool::install(|| vocab::table_ids(&table, &merges)))?)
+}
+
+/// The merges of a tokenizer.json as Python gives them: "left right" (one
+/// space), or 2-lists or 2-tuples of strings. Owned: list items may be
+/// temporaries.
+fn merge_names(merges: &Bound<'_, PyList>) -> Result<Vec<(String, String)>, Error> {
+    let bad = || Error::Vocabulary("merges are \"left right\" or [left, right]".into());
+    let text = |v: Bound<'_, PyAny>| -> Result<String, Error> {
+        Ok(v.cast::<PyString>()
+            .map_err(|_| bad())?
+            .to_str()
+            .map_err(|_| bad())?
+            .to_owned())
+    };
+    merges
+        .iter()
+        .map(|m| {
+            if let Ok(s) = m.cast::<PyString>() {
+                let s = s.to_str().map_err(|_| bad())?;
+                let mut parts = s.split(' ');
+                return match (parts.next(), parts.next(), parts.next()) {
+                    (Some(l), Some(r), None) => Ok((l.to_owned(), r.to_owned())),
+                    _ => Err(bad()),
+                };
+            }
+            let pair = if let Ok(t) = m.cast_exact::<PyTuple>() {
+                (t.len() == 2).then(|| (t.get_item(0), t.get_item(1)))
+            } else if let Ok(l) = m.cast_exact::<PyList>() {
+                (l.len() == 2).then(|| (l.get_item(0), l.get_item(1)))
+            } else {
+                None
+            };
+            match pair {
+                Some((Ok(l), Ok(r))) => Ok((text(l)?, text(r)?)),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
+}
+
+/// (the bytes of each id, None for special tokens' ids and gaps; the merges
+/// as id pairs) of a tokenizer.json's BPE model: `texts[k]`, written in
+/// GPT-2's byte-to-unicode alphabet, has id `ids[k]`; `special_ids` are the
+/// added tokens' ids; `merges` name two tokens each: a list of "left right"
+/// strings or [left, right] pairs, or the strings joined by newlines. The ids must be checked
+/// first (the table has max + 1 entries). NativeError for any fault (the
+/// Python reference then names it).
+#[pyfunction]
+fn byte_level_tables<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyList>,
+    ids: Vec<u32>,
+    special_ids: Vec<u32>,
+    merges: &Bound<'py, PyAny>,
+) -> PyResult<ModelTables<'py>> {
+    let items: Vec<Bound<'_, PyAny>> = texts.iter().collect();
+    let texts: Vec<&str> = items
+        .iter()
+        .map(|t| t.cast::<PyString>().ok().and_then(|s| s.to_str().ok()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Error::Vocabulary("vocabulary tokens are strings".into()))?;
+    if texts.len() != ids.len() {
+        return Err(Error::Vocabulary("texts and ids differ in length".into()).into());
+    }
+    let owned;
+    let joined;
+    let names: Vec<(&str, &str)> = if let Ok(text) = merges.cast::<PyString>() {
+        // "left right" lines joined by newlines: one string to read, not 200k.
+        joined = text.clone();
+        let bad = || Error::Vocabulary("merges are \"left right\" lines".into());
+        let text = joined.to_str().map_err(|_| bad())?;
+        // Not one empty line: "" is one merge, which is at fault.
+        text.split('\n')
+            .map(|line| {
+                let mut parts = line.split(' ');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(l), Some(r), None) => Ok((l, r)),
+                    _ => Err(bad()),
+                }
+            })
+            .collect::<Result<_, Error>>()?
+    } else {
+        let list = merges
+            .cast::<PyList>()
+            .map_err(|_| Error::Vocabulary("merges are a list or newline-joined lines".into()))?;
+        owned = merge_names(list)?;
+        owned.iter().map(|(l, r)| (&l[..], &r[..])).collect()
+    };
+    let specials = special_ids.into_iter().collect();
+    let (vocab, merges) =
+        py.detach(|| pool::install(|| vocab::byte_level_tables(&texts, &ids, &specials, &names)))?;
+    let entries = vocab.iter().map(|v| match v {
+        Some(v) => PyBytes::new(py, v).into_any(),
+        None => py.None().into_bound(py),
+    });
+    Ok((PyList::new(py, entries)?, merges))
+}
+
+/// (each id's bytes, merges as id pairs) of a tokenizer.json's model.
+type ModelTables<'py> = (Bound<'py, PyList>, Vec<(u32, u32)>);
+
+/// (merges, merge ids, byte ids) of a ranks table.
+type DerivedTables = (Vec<(u32, u32)>, Vec<u32>, Option<Vec<u32>>);
+
 /// Applies a trained tokenizer to documents.
 #[pyclass(frozen)]
 struct Encoder {
@@ -321,6 +517,58 @@ impl Encoder {
             }
         };
         Encoder::new(Splitter::Byte { pattern }, alphabet, merges, whole_words)
+    }
+
+    /// Byte mode with an explicit table (an imported vocabulary), taken as
+    /// the Python side holds it: `vocab[i]` the bytes of id i (None: a
+    /// special token or a gap), `merges` (left, right) pairs in rank order
+    /// yielding `merge_ids`, `byte_ids` each byte's id; with `whole_words`,
+    /// a word that is a token of `vocab` maps straight to its id. Saves
+    /// building 200k tuples in Python for `byte`.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocab, merges, merge_ids, byte_ids, *, whole_words))]
+    fn byte_table(
+        pattern: &str,
+        vocab: &Bound<'_, PyList>,
+        merges: &Bound<'_, PyList>,
+        merge_ids: Vec<u32>,
+        byte_ids: Vec<u32>,
+        whole_words: bool,
+    ) -> PyResult<Self> {
+        let pairs = id_pairs(merges)?;
+        if pairs.len() != merge_ids.len() {
+            return Err(Error::Vocabulary(format!(
+                "{} merges but {} merge ids",
+                pairs.len(),
+                merge_ids.len()
+            ))
+            .into());
+        }
+        let ids: [u32; 256] = byte_ids.try_into().map_err(|v: Vec<u32>| {
+            Error::Vocabulary(format!("byte_ids has {} entries, not 256", v.len()))
+        })?;
+        let words = if whole_words {
+            let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
+            let table = byte_table(&items)?;
+            Some(
+                table
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.map(|v| (Box::<[u8]>::from(v), i as u32)))
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        let merges: Vec<((u32, u32), u32)> = pairs.into_iter().zip(merge_ids).collect();
+        Ok(Encoder {
+            inner: CoreEncoder::new(
+                Splitter::Byte { pattern }.build()?,
+                Alphabet::Bytes { ids: Box::new(ids) },
+                &merges,
+                words,
+            ),
+        })
     }
 
     /// Char mode. `alphabet`: the base tokens (characters and the end-of-word
@@ -412,6 +660,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(train_merges, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_tiktoken, m)?)?;
+    m.add_function(wrap_pyfunction!(derive_merges, m)?)?;
+    m.add_function(wrap_pyfunction!(table_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
     Ok(())

@@ -1,0 +1,296 @@
+"""Loading real vocabularies through the native core gives exactly what the
+Python reference gives: the ranks file's table (`read_table` and
+`reference_ranks`), the merges derived from the ranks (`derive_merges` and
+`reference_merges`, the ecosystem converters' rule in plain Python), and the
+ids of each byte and merge (`table_ids` and the Python methods). Checked on
+the shipped gpt2, cl100k and o200k files and on generated ranks; and the
+imported cl100k and o200k give tiktoken's ids on every document of the sample.
+
+How fast they load is the benchmark's to show, not a test's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import cache
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from realtext import CL100K_FILE, GPT2_FILE, O200K_FILE, iter_sample_documents
+
+from pipeline import _native
+from pipeline.errors import TokenmillError
+from pipeline.formats import export, load_any
+from pipeline.formats import tiktoken as tiktoken_format
+from pipeline.tokenizer import Tokenizer
+
+# file, pattern preset, number of ranks (all dense: 0 to n-1)
+REAL = {
+    "gpt2": (GPT2_FILE, "gpt2", 50256),
+    "cl100k_base": (CL100K_FILE, "cl100k", 100256),
+    "o200k_base": (O200K_FILE, "o200k", 199998),
+}
+
+
+@cache
+def ranks_of(name: str) -> dict[bytes, int]:
+    path = REAL[name][0]
+    return tiktoken_format.reference_ranks(path, path.read_bytes())
+
+
+@cache
+def loaded(name: str) -> Tokenizer:
+    path, pattern, _ = REAL[name]
+    return load_any(path, pattern=pattern)
+
+
+@cache
+def texts() -> list[str]:
+    return [text for _, text in iter_sample_documents()]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_native_reader_gives_the_reference_ranks(name):
+    path, _, n = REAL[name]
+    ranks = ranks_of(name)
+    assert len(ranks) == n and sorted(ranks.values()) == list(range(n))
+    table = _native.parse_tiktoken(path.read_bytes())
+    assert table == tiktoken_format.read_table(path)
+    assert {v: i for i, v in enumerate(table)} == ranks == tiktoken_format.read_ranks(path)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_native_derivation_gives_the_reference_merges(name):
+    ranks = ranks_of(name)
+    want = tiktoken_format.reference_merges(ranks)
+    table = [bytes(v) for v in sorted(ranks, key=ranks.get)]
+    merges, merge_ids, byte_ids = _native.derive_merges(table)
+    assert merges == want == tiktoken_format.derive_merges(ranks)
+    # Every multi-byte token of a real file is made by one merge, which yields it.
+    assert len(merges) == sum(len(v) > 1 for v in ranks)
+    assert [table[a] + table[b] for a, b in merges] == [table[i] for i in merge_ids]
+    assert byte_ids == [ranks[bytes([b])] for b in range(256)]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_loaded_tables_are_the_python_methods_tables(name):
+    tok = loaded(name)
+    _, pattern, n = REAL[name]
+    assert tok.merges == tiktoken_format.reference_merges(ranks_of(name))
+    numbering = tok._numbering
+    index = numbering.index()
+    assert tok.merge_ids == numbering.merge_ids(index)
+    assert tok.custom_byte_ids == numbering.byte_ids(index)
+    assert numbering.native_tables() == (numbering.byte_ids(index), numbering.merge_ids(index))
+    assert tok.special_map == tiktoken_format.KNOWN_SPECIALS[(pattern, n)]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_imported_real_vocabularies_give_tiktokens_ids(name):
+    tiktoken = pytest.importorskip("tiktoken")
+    path, pattern, n = REAL[name]
+    tok = loaded(name)
+    enc = tiktoken.Encoding(
+        name=name,
+        pat_str=_native.preset_regex(pattern),
+        mergeable_ranks=tiktoken_format.read_ranks(path),
+        special_tokens=tiktoken_format.KNOWN_SPECIALS[(pattern, n)],
+    )
+    assert tok.vocab_size == enc.n_vocab and tok.eos_id == enc.eot_token
+    docs = texts()
+    want = enc.encode_ordinary_batch(docs)
+    got = tok.encode_batch(docs)
+    bad = [i for i, (w, g) in enumerate(zip(want, got, strict=True)) if w != g]
+    assert not bad, f"{name}: {len(bad)} of {len(docs)} documents differ, first {bad[0]}"
+    for text in docs[::50]:
+        assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_real_vocabularies_round_trip_through_their_other_forms(name, tmp_path):
+    tok = loaded(name)
+    tok.save(tmp_path / "own.json")
+    export(tok, tmp_path / "tokenizer.json", "hf")
+    export(tok, tmp_path / "again.tiktoken", "tiktoken")
+    assert (tmp_path / "again.tiktoken").read_bytes() == REAL[name][0].read_bytes()
+    # The tokenizer.json's tables are the native core's (not the reference's, slower).
+    from pipeline.formats import hf
+
+    d = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    specials = {a["content"]: a["id"] for a in d["added_tokens"]}
+    assert hf._native_tables(d["model"], specials) == hf._reference_tables(
+        d["model"], specials, "x", TokenmillError
+    )
+    assert hf._native_tables(d["model"], specials) is not None
+    sample = texts()[::25]
+    for path in (tmp_path / "own.json", tmp_path / "tokenizer.json", tmp_path / "again.tiktoken"):
+        again = load_any(path)
+        assert again.vocab == tok.vocab and again.merges == tok.merges
+        assert again.merge_ids == tok.merge_ids and again.special_map == tok.special_map
+        assert again.encode_batch(sample) == tok.encode_batch(sample)
+
+
+# ---- generated ranks ------------------------------------------------------
+
+# Few letters, so that tokens overlap and BPE's choices interact.
+tokens = st.binary(min_size=1, max_size=7).map(lambda b: bytes(97 + x % 3 for x in b))
+
+
+@st.composite
+def ranks_dicts(draw) -> dict[bytes, int]:
+    """Distinct tokens (some bytes possibly missing) with distinct ranks in
+    any order, gaps allowed."""
+    values = draw(st.lists(tokens, min_size=1, max_size=60, unique=True))
+    if draw(st.booleans()):
+        values = [bytes([b]) for b in range(256)] + [v for v in values if len(v) > 1]
+    ranks = draw(st.permutations(range(len(values) + draw(st.integers(0, 5)))))
+    return dict(zip(values, ranks, strict=False))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ranks_dicts())
+def test_native_derivation_matches_the_reference_on_generated_ranks(ranks):
+    want = tiktoken_format.reference_merges(ranks)
+    table = tiktoken_format._table(ranks)
+    merges, merge_ids, byte_ids = _native.derive_merges(table)
+    assert merges == want == tiktoken_format.derive_merges(ranks)
+    made = [v for v, _ in sorted(ranks.items(), key=lambda item: item[1]) if len(v) > 1]
+    assert [table[i] for i in merge_ids] == [table[a] + table[b] for a, b in merges]
+    assert set(merge_ids) <= {ranks[v] for v in made}
+    if all(bytes([b]) in ranks for b in range(256)):
+        assert byte_ids == [ranks[bytes([b])] for b in range(256)]
+    else:
+        assert byte_ids is None
+
+
+lines = st.tuples(
+    st.binary(min_size=0, max_size=4),
+    st.sampled_from([b" ", b"  ", b"\t", b" \x0b"]),
+    st.one_of(st.integers(0, 1100).map(lambda r: str(r).encode()), st.sampled_from([b"x", b"-1"])),
+    st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n"]),
+    st.sampled_from(["b64", "raw", "unpadded"]),
+)
+
+
+def _line(token: bytes, sep: bytes, rank: bytes, end: bytes, how: str) -> bytes:
+    text = base64.b64encode(token)
+    if how == "raw":
+        text = token
+    elif how == "unpadded":
+        text = text.rstrip(b"=")
+    return text + sep + rank + end
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(lines, min_size=0, max_size=12), st.booleans())
+def test_ranks_files_read_as_the_reference_reads_them(tmp_path_factory, parts, last_newline):
+    """A file of any form: the native reader takes it only if the reference
+    does, with the same table; otherwise the reference's message is the one
+    raised."""
+    data = b"".join(_line(*p) for p in parts)
+    if not last_newline:
+        data = data.rstrip(b"\r\n")
+    path = tmp_path_factory.mktemp("ranks") / "x.tiktoken"
+    path.write_bytes(data)
+    try:
+        want = tiktoken_format.reference_ranks(path, data)
+    except TokenmillError as e:
+        with pytest.raises(TokenmillError) as got:
+            tiktoken_format.read_ranks(path)
+        assert str(got.value) == str(e)
+        with pytest.raises(_native.NativeError):
+            _native.parse_tiktoken(data)
+        return
+    assert tiktoken_format.read_ranks(path) == want
+    try:
+        table = _native.parse_tiktoken(data)
+    except _native.NativeError:
+        return  # not canonical: read by the reference
+    assert {v: i for i, v in enumerate(table) if v is not None} == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ranks_dicts(),
+    st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300)), max_size=20),
+)
+def test_table_ids_match_the_python_methods(ranks, pairs):
+    """Any table and merges (most of them at fault): the native ids when the
+    Python methods give ids, and None (the methods then name the fault) when
+    they raise."""
+    from pipeline.tokenizer.vocab import ImportedNumbering
+
+    table = tiktoken_format._table(ranks)
+    numbering = ImportedNumbering(table, pairs, [], [])
+    try:
+        index = numbering.index()
+        want = (numbering.byte_ids(index), numbering.merge_ids(index))
+    except TokenmillError:
+        want = None
+    assert numbering.native_tables() == want
+
+
+def test_table_ids_refuse_what_the_python_methods_refuse():
+    from pipeline.tokenizer.vocab import ImportedNumbering
+
+    table: list[bytes | None] = [bytes([b]) for b in range(256)] + [b"ab", b""]
+    for merges in ([(True, 98)], [(97.0, 98)], [(97, 98, 1)], [(257, 97)], [(97, 257)]):
+        assert ImportedNumbering(table, merges, [], []).native_tables() is None
+    assert ImportedNumbering(table, [(97, 98)], [], []).native_tables()[1] == [256]
+    assert ImportedNumbering([*table, b"ab"], [], [], []).native_tables() is None
+
+
+# ---- tokenizer.json tables -------------------------------------------------
+
+# Byte-level characters (Ġ is the space byte), and two that are not: space,
+# and U+0144, just past the alphabet's end.
+names = st.text(alphabet="abĠ \u0144", min_size=0, max_size=3)
+
+
+@st.composite
+def hf_models(draw) -> tuple[dict, dict[str, int]]:
+    """A tokenizer.json model's vocab and merges (of any form, often at
+    fault) and the added tokens' ids."""
+    vocab = draw(st.dictionaries(names, st.integers(0, 12), max_size=10))
+    name = st.sampled_from([*vocab, "zz"])
+    merge = st.one_of(
+        st.tuples(name, name).map(lambda p: f"{p[0]} {p[1]}"),
+        st.tuples(name, name).map(list),
+        st.sampled_from(["", "a", "a b c", "a\nb", "a  b"]),
+    )
+    merges = draw(st.lists(merge, max_size=8))
+    specials = draw(st.dictionaries(st.sampled_from(["<s>", "</s>"]), st.integers(0, 14)))
+    return {"vocab": vocab, "merges": merges}, specials
+
+
+@settings(max_examples=400, deadline=None)
+@given(hf_models())
+def test_tokenizer_json_tables_match_the_reference(model_and_specials):
+    """The native tables of a tokenizer.json model are the reference's when
+    it gives them, and None (the reference then names the fault) when it
+    raises."""
+    from pipeline.formats import hf
+
+    model, specials = model_and_specials
+    try:
+        want = hf._reference_tables(model, specials, "x", TokenmillError)
+    except (TokenmillError, KeyError, TypeError, ValueError, AttributeError):
+        want = None
+    assert hf._native_tables(model, specials) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), names, st.integers(0, 3)), max_size=8))
+def test_tokenmill_json_vocab_decodes_as_the_reference(raw):
+    from pipeline.tokenizer import core
+    from pipeline.tokenizer.bytelevel import from_byte_level
+
+    try:
+        want = [None if v is None else from_byte_level(v) for v in raw]
+    except (ValueError, TypeError, AttributeError):
+        with pytest.raises((ValueError, TypeError, AttributeError)):
+            core._byte_level_vocab(raw)
+        return
+    assert core._byte_level_vocab(raw) == want
