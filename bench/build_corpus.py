@@ -1,18 +1,27 @@
-"""Build the benchmark corpus: ~60 MB of real text from Debian packages, as Parquet shards.
+"""Build the benchmark corpus: ~65 MB of real text from Debian packages, as Parquet shards.
 
     python bench/build_corpus.py OUTDIR [--shards 16] [--install] [--list]
 
-Three sources, each a set of files that Debian packages install:
+Four sources, each a set of files that Debian packages install:
 
 * prose-en          the Python documentation sources (reStructuredText), python3.11-doc
 * code-python       the standard library of the interpreter running this script (.py)
 * man-multilingual  man pages in Spanish, Italian, Polish, Ukrainian, Greek and Vietnamese,
                     manpages-{es,it,pl,uk,el,vi} (and whatever else installed pages there)
+* messages-cjk      the translated messages (msgstr) of the gettext catalogs in Japanese,
+                    Korean and Chinese (zh_CN, zh_TW) of the packages in CATALOGS
+                    (coreutils, bash, libc-l10n, git, gtk, glib, ...): one document per
+                    catalog and language, its messages one after another
+
+The Japanese, Chinese, Russian, German and French man-page packages are left out on
+purpose: other checks use them as text the benchmark never saw.
 
 Every file that decodes as UTF-8 (gzip-compressed man pages are decompressed first)
 and is not empty is one document; the others are counted and left out. The documents
 are shuffled with a fixed seed and dealt round-robin into OUTDIR/shard-NNNNN.parquet
-(columns `text` and `source`), and OUTDIR/README.txt says what came from where.
+(columns `text`, `source` and `language`), and OUTDIR/README.txt says what came from
+where. The benchmark's multilingual slice is the documents whose language is in
+MULTILINGUAL: non-Latin scripts (Cyrillic, Greek, CJK) and Vietnamese.
 
 OUTDIR is built beside itself under a temporary name and renamed when complete, so
 it exists only whole: `make bench` builds it when it is missing. An existing OUTDIR
@@ -27,6 +36,7 @@ import argparse
 import gzip
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -39,29 +49,74 @@ MAN_LANGUAGES = ("es", "it", "pl", "uk", "el", "vi")
 DOC_PACKAGE = "python3.11-doc"
 DOC_SOURCES = Path("/usr/share/doc/python3.11/html/_sources")
 MAN_ROOT = Path("/usr/share/man")
-PACKAGES = (DOC_PACKAGE, *(f"manpages-{lang}" for lang in MAN_LANGUAGES))
+CJK_LANGUAGES = ("ja", "ko", "zh_CN", "zh_TW")
+LOCALE_ROOT = Path("/usr/share/locale")
+# gettext domain -> the Debian package that installs its catalogs. Chosen for
+# the amount of CJK text and for being small installs (no services).
+CATALOGS = {
+    "coreutils": "coreutils",
+    "bash": "bash",
+    "dpkg": "dpkg",
+    "tar": "tar",
+    "libc": "libc-l10n",
+    "git": "git",
+    "gettext-tools": "gettext",
+    "gettext-runtime": "gettext-base",
+    "gnupg2": "gnupg-l10n",
+    "glib20": "libglib2.0-data",
+    "gtk30": "libgtk-3-common",
+    "gtk30-properties": "libgtk-3-common",
+    "wget": "wget",
+    "binutils": "binutils-common",
+    "bfd": "binutils-common",
+    "ld": "binutils-common",
+}
+MULTILINGUAL = ("uk", "el", "vi", *CJK_LANGUAGES)
+PACKAGES = (
+    DOC_PACKAGE,
+    *(f"manpages-{lang}" for lang in MAN_LANGUAGES),
+    *dict.fromkeys(CATALOGS.values()),
+)
 
 
-def prose_files() -> list[Path]:
-    return sorted(DOC_SOURCES.rglob("*.txt"))
+def prose_files() -> list[tuple[Path, str]]:
+    return [(p, "en") for p in sorted(DOC_SOURCES.rglob("*.txt"))]
 
 
-def code_files() -> list[Path]:
+def code_files() -> list[tuple[Path, str]]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    return sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
+    files = sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
+    return [(p, "en") for p in files]
 
 
-def man_files() -> list[Path]:
-    return sorted(p for lang in MAN_LANGUAGES for p in (MAN_ROOT / lang).rglob("*.gz"))
+def man_files() -> list[tuple[Path, str]]:
+    return [(p, lang) for lang in MAN_LANGUAGES for p in sorted((MAN_ROOT / lang).rglob("*.gz"))]
 
 
-SOURCES = {"prose-en": prose_files, "code-python": code_files, "man-multilingual": man_files}
+def catalog_files() -> list[tuple[Path, str]]:
+    found = []
+    for lang in CJK_LANGUAGES:
+        for domain in CATALOGS:
+            path = LOCALE_ROOT / lang / "LC_MESSAGES" / f"{domain}.mo"
+            if path.exists():  # not every package translates into every language
+                found.append((path, lang))
+    return found
+
+
+# name -> the (file, language) pairs of that source
+SOURCES = {
+    "prose-en": prose_files,
+    "code-python": code_files,
+    "man-multilingual": man_files,
+    "messages-cjk": catalog_files,
+}
 
 
 @dataclass
 class Source:
     name: str
     texts: list[str] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)  # one per text
     files: int = 0
     not_utf8: int = 0
     empty: int = 0
@@ -78,9 +133,32 @@ class Source:
         )
 
 
+def mo_messages(data: bytes) -> bytes | None:
+    """The translations (msgstr) of a compiled gettext catalog, one per line in
+    the catalog's order, plural forms on lines of their own; the header entry
+    (msgid "") is metadata, not text, and is left out. None: not a catalog."""
+    for order in "<>":
+        if len(data) >= 20 and struct.unpack_from(order + "I", data)[0] == 0x950412DE:
+            break
+    else:
+        return None
+    n, originals, translations = struct.unpack_from(order + "3I", data, 8)
+    lines = []
+    for i in range(n):
+        msgid_length = struct.unpack_from(order + "I", data, originals + 8 * i)[0]
+        length, offset = struct.unpack_from(order + "2I", data, translations + 8 * i)
+        if msgid_length and length:
+            lines.append(data[offset : offset + length].replace(b"\0", b"\n"))
+    return b"".join(line + b"\n" for line in lines)
+
+
 def read_document(path: Path) -> str | None:
     """The file's text, or None when it is no UTF-8 text."""
     data = path.read_bytes()
+    if path.suffix == ".mo":
+        data = mo_messages(data)
+        if data is None:
+            return None
     if path.suffix == ".gz":
         try:
             data = gzip.decompress(data)
@@ -96,7 +174,7 @@ def collect() -> list[Source]:
     sources = []
     for name, files in SOURCES.items():
         source = Source(name)
-        for path in files():
+        for path, language in files():
             source.files += 1
             text = read_document(path)
             if text is None:
@@ -105,6 +183,7 @@ def collect() -> list[Source]:
                 source.empty += 1
             else:
                 source.texts.append(text)
+                source.languages.append(language)
         sources.append(source)
     return sources
 
@@ -139,11 +218,18 @@ def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    docs = [(s.name, t) for s in sources for t in s.texts]
+    docs = [
+        (s.name, lang, t) for s in sources for lang, t in zip(s.languages, s.texts, strict=True)
+    ]
     random.Random(SEED).shuffle(docs)
     total = sum(s.n_bytes for s in sources)
     summary = [s.line() for s in sources]
     summary.append(f"total: {len(docs)} documents, {total / 1e6:.1f} MB in {shards} shards")
+    sliced = [t for _, lang, t in docs if lang in MULTILINGUAL]
+    summary.append(
+        f"multilingual slice ({', '.join(MULTILINGUAL)}): {len(sliced)} documents, "
+        f"{sum(len(t.encode()) for t in sliced) / 1e6:.1f} MB"
+    )
     summary.append(
         f"built by bench/build_corpus.py with Python {sys.version.split()[0]} "
         f"(standard library {sysconfig.get_paths()['stdlib']}), shuffle seed {SEED}"
@@ -153,9 +239,10 @@ def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
     try:
         for i in range(shards):
             part = docs[i::shards]
+            names, languages, texts = zip(*part, strict=True) if part else ((), (), ())
             table = pa.table(
-                {"text": [t for _, t in part], "source": [name for name, _ in part]},
-                schema=pa.schema([("text", pa.string()), ("source", pa.string())]),
+                {"text": texts, "source": names, "language": languages},
+                schema=pa.schema([(c, pa.string()) for c in ("text", "source", "language")]),
             )
             pq.write_table(table, tmp / f"shard-{i:05d}.parquet")
         (tmp / "README.txt").write_text("\n".join(summary) + "\n", encoding="utf-8")

@@ -2,7 +2,8 @@
 
     python bench/child.py NAME PARAMS_JSON RESULT_PATH
 
-Runs `contenders.CONTENDERS[NAME](params)` and writes its result as JSON.
+Runs the contender NAME of `contenders` or `realvocab` with PARAMS and writes
+its result as JSON.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import sys
 from pathlib import Path
 
 from contenders import CONTENDERS
+from realvocab import CONTENDERS as REAL_VOCAB_CONTENDERS
 
 
 def main() -> None:
     name, params, result_path = sys.argv[1:]
-    result = CONTENDERS[name](json.loads(params))
+    result = (CONTENDERS | REAL_VOCAB_CONTENDERS)[name](json.loads(params))
     Path(result_path).write_text(json.dumps(result) + "\n")
 
 

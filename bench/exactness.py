@@ -87,3 +87,61 @@ def compare(corpus: Path, tokens_dir: Path, tokenizer_file: Path) -> dict:
         "tiktoken": tiktoken_tally.result(),
         "tokenizers": hf_tally.result(),
     }
+
+
+def flat_ids(path: Path):
+    """tokenmill's ids of one token shard in row order: (values, offsets) as NumPy."""
+    import numpy as np
+    import pyarrow as pa
+
+    ids = pq.read_table(path, columns=["row", "ids"]).sort_by("row").column("ids")
+    ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    offsets = np.asarray(ids.offsets, dtype=np.int64)
+    return np.asarray(ids.values, dtype=np.int64)[offsets[0] :], offsets - offsets[0]
+
+
+class FlatTally(Tally):
+    def add_flat(self, shard: str, texts: list[str], ours, theirs) -> None:
+        """As `add`, for (values, offsets) pairs: a document differs when its slice does."""
+        import numpy as np
+
+        (a, ao), (b, bo) = ours, theirs
+        for row in range(len(texts)):
+            x, y = a[ao[row] : ao[row + 1]], b[bo[row] : bo[row + 1]]
+            if not np.array_equal(x, y):
+                self.mismatches += 1
+                if self.first is None:
+                    self.first = describe(shard, row, texts[row], x.tolist(), y.tolist())
+
+
+def compare_flat(corpus: Path, tokens_dir: Path, ranks: str, pattern: str) -> dict:
+    """tokenmill's token shards against fastokens and tiktoken loading the
+    .tiktoken `ranks` with `pattern`, document by document."""
+    import fastokens
+    import numpy as np
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    fast = fastokens.Tokenizer.from_tiktoken(ranks, pattern=pattern, special_tokens={})
+    ranks_dict = load_tiktoken_bpe(ranks)
+    enc = tiktoken.Encoding(
+        name="bench", pat_str=pattern, mergeable_ranks=ranks_dict, special_tokens={}
+    )
+    ours = token_shards(tokens_dir)
+    tallies = {"fastokens": FlatTally(), "tiktoken": FlatTally()}
+    documents = 0
+    for path in parquet_shards(corpus):
+        name = path.relative_to(corpus).as_posix()
+        texts = shard_texts(path)
+        mine = flat_ids(ours[name])
+        if len(mine[1]) != len(texts) + 1:
+            raise SystemExit(f"{name}: {len(mine[1]) - 1} token rows for {len(texts)} documents")
+        ids, offsets = fast.encode_batch_flat(texts)
+        fast_ids = (np.frombuffer(ids, "<u4").astype(np.int64), np.frombuffer(offsets, "<u8"))
+        tallies["fastokens"].add_flat(name, texts, mine, fast_ids)
+        lists = enc.encode_ordinary_batch(texts, num_threads=os.cpu_count())
+        tik_offsets = np.concatenate([[0], np.cumsum([len(x) for x in lists])])
+        tik_ids = np.fromiter((i for x in lists for i in x), np.int64, tik_offsets[-1])
+        tallies["tiktoken"].add_flat(name, texts, mine, (tik_ids, tik_offsets))
+        documents += len(texts)
+    return {"documents": documents, **{k: t.result() for k, t in tallies.items()}}

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tokenmill", "rustbpe", "tiktoken", "tokenizers", "pyarrow", "polars")
+PACKAGES = ("tokenmill", "rustbpe", "tiktoken", "tokenizers", "fastokens", "pyarrow", "polars")
 
 
 def _first_value(path: str, key: str) -> str | None:
@@ -55,7 +55,10 @@ def _git(*args: str) -> str:
 
 def tokenmill_build() -> dict[str, str]:
     """The git commit and the native library's hash: others may rebuild it mid-run."""
-    native = sorted((ROOT / "pipeline").glob("_native*.so"))
+    import pipeline
+
+    # The library this interpreter imports, which PYTHONPATH may take from elsewhere.
+    native = sorted(Path(pipeline.__file__).parent.glob("_native*.so"))
     digest = hashlib.sha256(native[0].read_bytes()).hexdigest()[:12] if native else "missing"
     try:
         commit = _git("rev-parse", "--short", "HEAD")

@@ -14,7 +14,7 @@ class Row:
     seconds: float
     peak_rss: int  # bytes, largest single process
     tree_rss: int  # bytes, sum over the process tree
-    n_bytes: int  # corpus text bytes processed
+    n_bytes: int  # corpus text bytes processed (0: no text, no MB/s)
     baseline: Row | None = None  # what the ratio columns compare against
     cpu_seconds: float = 0.0  # user + system time of the child's tree, whole life
     process_seconds: float = 0.0  # the child's whole life, start-up included
@@ -82,7 +82,7 @@ def _cells(row: Row) -> list[str]:
         row.phase,
         row.contender,
         f"{row.seconds:.2f}",
-        f"{row.mb_per_s:.1f}",
+        f"{row.mb_per_s:.1f}" if row.n_bytes else "",
         f"{row.peak_rss / MB:.0f}",
         f"{row.tree_rss / MB:.0f}",
         speed,

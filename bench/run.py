@@ -1,14 +1,19 @@
-"""tokenmill against rustbpe, tokenizers and tiktoken on one corpus, in one run.
+"""tokenmill against rustbpe, tokenizers, tiktoken and fastokens on one corpus, in one run.
 
     python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
-                        [--markdown PATH] [--json PATH] [--tmp DIR] [--keep] [--no-scaling]
+                        [--markdown PATH] [--json PATH] [--tmp DIR] [--keep]
+                        [--vocabularies DIR] [--skip PHASE ...] [--no-scaling]
 
 CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
 builds the one `make bench` uses). Every contender runs in its own fresh child
 process, one at a time; with --repeat N the contenders of a phase take turns
 (N rounds) and each keeps its fastest run: training (cl100k pattern), encoding with the
 vocabulary tokenmill learned, an exactness check of tokenmill's ids against
-tiktoken's and tokenizers', and tokenmill's scaling with --workers.
+tiktoken's and tokenizers', and tokenmill's scaling with --workers. Then issue 18's
+phases (bench/realrows.py): encoding as whole processes against fastokens and tiktoken
+with o200k_base, cl100k_base (from DIR, default vocabularies/) and the learned
+vocabulary, on the corpus (`real`) and on its multilingual slice (`slice`); loading
+those vocabularies (`load`); and the floor under encode on one core (`floor`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import machine
+import realrows
 from corpus import corpus_stats, link_corpus
 from measure import Measurement, run_child, wait_for_quiet
 from report import Row, render
+from vocab import VOCABULARIES
 
 LOAD_WARN = 0.25  # cores of CPU used by other processes worth warning about
 
@@ -41,10 +48,15 @@ class Context:
     workers: int  # tokenmill --workers (0: one per core)
     repeat: int = 1  # runs per contender; the fastest counts
     quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
+    vocabularies: Path = VOCABULARIES  # o200k_base.tiktoken, cl100k_base.tiktoken
 
     @property
     def tokenizer(self) -> str:
         return str(self.tmp / "tokenizer.json")
+
+    @property
+    def env(self) -> dict:
+        return child_env()
 
     def run(self, name: str, env: dict | None = None, repeat: int = 0, **params) -> Measurement:
         """Run contender `name` `repeat` times (default: self.repeat), each in a
@@ -78,14 +90,21 @@ class Context:
                 done.append(m)
         return runs
 
-    def row(self, phase: str, contender: str, m: Measurement, baseline: Row | None = None) -> Row:
+    def row(
+        self,
+        phase: str,
+        contender: str,
+        m: Measurement,
+        baseline: Row | None = None,
+        n_bytes: int | None = None,
+    ) -> Row:
         return Row(
             phase,
             contender,
             m.result["seconds"],
             m.peak_rss,
             m.tree_rss,
-            m.result.get("bytes", self.n_bytes),
+            m.result.get("bytes", self.n_bytes) if n_bytes is None else n_bytes,
             baseline,
             cpu_seconds=m.cpu_seconds,
             process_seconds=m.process_seconds,
@@ -269,6 +288,19 @@ def limits(ctx: Context) -> tuple[list[Row], list[str], dict]:
     return rows, notes, {"gpt2_match": g}
 
 
+# Phases after training and encoding (which the others build on), in order;
+# `--skip NAME` leaves one out.
+OPTIONAL = {
+    "scaling": scaling,
+    "limits": limits,
+    "real": realrows.real_encoding,
+    "slice": realrows.multilingual,
+    "load": realrows.loading,
+    "floor": realrows.floor,
+}
+REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
+
+
 # ---- the run -----------------------------------------------------------
 
 
@@ -337,8 +369,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, help="write machine-readable results here")
     ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary scratch folder")
-    ap.add_argument("--no-scaling", action="store_true", help="skip the --workers rows")
-    return ap.parse_args(argv)
+    ap.add_argument(
+        "--vocabularies",
+        type=Path,
+        default=VOCABULARIES,
+        metavar="DIR",
+        help="where o200k_base.tiktoken and cl100k_base.tiktoken are (default: vocabularies/)",
+    )
+    ap.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=OPTIONAL,
+        metavar="PHASE",
+        help=f"leave a phase out (repeatable): {', '.join(OPTIONAL)}",
+    )
+    ap.add_argument("--no-scaling", action="store_true", help="as --skip scaling")
+    args = ap.parse_args(argv)
+    if args.no_scaling:
+        args.skip.append("scaling")
+    return args
 
 
 def make_context(args: argparse.Namespace) -> Context:
@@ -350,7 +400,14 @@ def make_context(args: argparse.Namespace) -> Context:
     if not link_corpus(args.corpus, corpus):
         raise SystemExit(f"{args.corpus}: no Parquet shards")
     return Context(
-        tmp, corpus, 0, args.vocab_size, args.workers, max(1, args.repeat), args.quiet_wait
+        tmp,
+        corpus,
+        0,
+        args.vocab_size,
+        args.workers,
+        max(1, args.repeat),
+        args.quiet_wait,
+        args.vocabularies,
     )
 
 
@@ -362,7 +419,9 @@ def main(argv: list[str] | None = None) -> None:
     ctx.n_bytes = stats["bytes"]
     info = machine.describe()
     rows, notes, extra = [], general_notes(), {}
-    phases = [training, encoding] + ([] if args.no_scaling else [scaling]) + [limits]
+    phases = [training, encoding] + [f for k, f in OPTIONAL.items() if k not in args.skip]
+    if REAL_VOCAB_PHASES - set(args.skip):
+        realrows.real_vocabs(args.vocabularies)  # missing files: fail now, not after training
     try:
         for phase in phases:
             phase_rows, phase_notes, phase_extra = phase(ctx)
@@ -373,6 +432,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.tmp is None and not args.keep:
             shutil.rmtree(ctx.tmp, ignore_errors=True)
     notes.append(load_note(rows))
+    notes += realrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     text = render(info, command, corpus, rows, notes)
@@ -389,7 +449,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def mismatches(extra: dict) -> int:
     check = extra.get("exactness", {})
-    return sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers"))
+    ours = sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers"))
+    return ours + realrows.mismatches(extra)
 
 
 if __name__ == "__main__":

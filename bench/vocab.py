@@ -1,16 +1,26 @@
 """A tokenmill vocabulary as the peers' objects, the cl100k pattern as each
-regex engine needs it, and the public GPT-2 vocabulary shipped in vocabularies/."""
+regex engine needs it, and the public vocabularies shipped in vocabularies/."""
 
 from __future__ import annotations
 
+import base64
 from functools import cache
 from pathlib import Path
 
 from pipeline import _native
 from pipeline.tokenizer import Tokenizer
 
+VOCABULARIES = Path(__file__).resolve().parents[1] / "vocabularies"
 # OpenAI's r50k_base.tiktoken, the GPT-2 ranks (vocabularies/README.md: source, sha256).
-GPT2_RANKS = Path(__file__).resolve().parents[1] / "vocabularies" / "gpt2.tiktoken"
+GPT2_RANKS = VOCABULARIES / "gpt2.tiktoken"
+# OpenAI's cl100k_base and o200k_base ranks (vocabularies/README.md: source, sha256).
+CL100K_RANKS = VOCABULARIES / "cl100k_base.tiktoken"
+O200K_RANKS = VOCABULARIES / "o200k_base.tiktoken"
+# Real model vocabularies, by name: (ranks file in vocabularies/, tokenmill's pattern preset).
+REAL = {
+    "o200k_base": ("o200k_base.tiktoken", "o200k"),
+    "cl100k_base": ("cl100k_base.tiktoken", "cl100k"),
+}
 
 CL100K = _native.preset_regex("cl100k")  # tiktoken's cl100k_base pat_str, verbatim
 
@@ -55,6 +65,16 @@ def tiktoken_encoding(tokenizer_file: Path):
     return tiktoken.Encoding(
         name="tokenmill-bench", pat_str=CL100K, mergeable_ranks=ranks, special_tokens={}
     )
+
+
+def write_tiktoken(tokenizer_file: Path, path: Path) -> None:
+    """tokenmill's vocabulary as a .tiktoken ranks file, for peers that load only those."""
+    tok = Tokenizer.load(tokenizer_file)
+    ranks: dict[bytes, int] = {}
+    for i, value in enumerate(merge_values(tok)):
+        ranks.setdefault(value, i)
+    lines = (f"{base64.b64encode(v).decode()} {i}\n" for v, i in ranks.items())
+    Path(path).write_text("".join(lines))
 
 
 def byte_level(value: bytes) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import struct
 import subprocess
 import sys
 
@@ -14,6 +15,21 @@ import pytest
 from realtext import REPO
 
 BUILDER = REPO / "bench" / "build_corpus.py"
+
+
+def mo_catalog(messages: dict[str, str]) -> bytes:
+    """A compiled gettext catalog (little-endian .mo), entries sorted by msgid as msgfmt writes."""
+    entries = sorted((k.encode(), v.encode()) for k, v in messages.items())
+    n = len(entries)
+    originals, translations = 28, 28 + 8 * n
+    offset = 28 + 16 * n
+    tables, blobs = [b"", b""], b""
+    for side in (0, 1):  # all msgids, then all msgstrs
+        for entry in entries:
+            tables[side] += struct.pack("<2I", len(entry[side]), offset + len(blobs))
+            blobs += entry[side] + b"\0"
+    header = struct.pack("<7I", 0x950412DE, 0, n, originals, translations, 0, 0)
+    return header + tables[0] + tables[1] + blobs
 
 
 @pytest.fixture
@@ -31,13 +47,26 @@ def builder(tmp_path, monkeypatch):
     (src / "latin1.py").write_bytes("caf\xe9\n".encode("latin-1"))
     (src / "man.1.gz").write_bytes(gzip.compress("Привіт\n".encode()))
     (src / "broken.1.gz").write_bytes(b"not gzip at all")
+    header = "Content-Type: text/plain; charset=UTF-8\n"
+    plural = "{0} file\0{0} files"
+    (src / "ja.mo").write_bytes(
+        mo_catalog({"": header, "hello": "こんにちは", plural: "1 ファイル\0{0} ファイル"})
+    )
+    (src / "ko.mo").write_bytes(mo_catalog({"": header, "hello": "안녕", "untranslated": ""}))
+    (src / "euc.mo").write_bytes(mo_catalog({"hello": "こんにちは"}).replace(b"\xe3", b"\xa4"))
+    (src / "header-only.mo").write_bytes(mo_catalog({"": header}))
+    (src / "not-a-catalog.mo").write_bytes(b"\0" * 40)
     monkeypatch.setattr(
         module,
         "SOURCES",
         {
-            "prose-en": lambda: [src / "a.txt", src / "b.txt", src / "empty.txt"],
-            "code-python": lambda: [src / "c.py", src / "latin1.py"],
-            "man-multilingual": lambda: [src / "broken.1.gz", src / "man.1.gz"],
+            "prose-en": lambda: [(src / f, "en") for f in ("a.txt", "b.txt", "empty.txt")],
+            "code-python": lambda: [(src / "c.py", "en"), (src / "latin1.py", "en")],
+            "man-multilingual": lambda: [(src / "broken.1.gz", "uk"), (src / "man.1.gz", "uk")],
+            "messages-cjk": lambda: [
+                (src / f, f.split(".")[0] if f[:2] in ("ja", "ko") else "ja")
+                for f in ("ja.mo", "ko.mo", "euc.mo", "header-only.mo", "not-a-catalog.mo")
+            ],
         },
     )
     return module
@@ -57,6 +86,7 @@ def test_builder_writes_every_utf8_document_once(builder, tmp_path):
         ("prose-en", 2, 0, 1),
         ("code-python", 1, 1, 0),
         ("man-multilingual", 1, 1, 0),
+        ("messages-cjk", 2, 2, 1),
     ]
     summary = builder.write_corpus(out, sources, shards=3)
     assert sorted(p.name for p in out.iterdir()) == [
@@ -66,15 +96,22 @@ def test_builder_writes_every_utf8_document_once(builder, tmp_path):
         "shard-00002.parquet",
     ]
     rows = read_corpus(out)
-    assert sorted((r["source"], r["text"]) for r in rows) == [
-        ("code-python", "x = 1\n"),
-        ("man-multilingual", "Привіт\n"),
-        ("prose-en", "prose one\n"),
-        ("prose-en", "πρόζα δύο\n"),
+    # Catalogs: the translations only, in msgid order, plural forms a line each,
+    # untranslated entries and the header left out.
+    assert sorted((r["source"], r["language"], r["text"]) for r in rows) == [
+        ("code-python", "en", "x = 1\n"),
+        ("man-multilingual", "uk", "Привіт\n"),
+        ("messages-cjk", "ja", "こんにちは\n1 ファイル\n{0} ファイル\n"),
+        ("messages-cjk", "ko", "안녕\n"),
+        ("prose-en", "en", "prose one\n"),
+        ("prose-en", "en", "πρόζα δύο\n"),
     ]
     readme = (out / "README.txt").read_text(encoding="utf-8")
     assert readme == "\n".join(summary) + "\n"
-    assert "total: 4 documents" in readme and "1 not UTF-8, 0 empty" in readme
+    assert "total: 6 documents" in readme and "1 not UTF-8, 0 empty" in readme
+    sliced = len("Привіт\nこんにちは\n1 ファイル\n{0} ファイル\n안녕\n".encode())
+    assert "multilingual slice (uk, el, vi, ja, ko, zh_CN, zh_TW): 3 documents" in readme
+    assert f"{sliced / 1e6:.1f} MB" in readme.splitlines()[-2]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".corpus")] == []
     # The same sources give the same shards (a fixed shuffle).
     builder.write_corpus(tmp_path / "again", builder.collect(), shards=3)
