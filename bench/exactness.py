@@ -3,6 +3,7 @@ every document? Shard by shard, so memory stays at one shard's worth."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -145,3 +146,15 @@ def compare_flat(corpus: Path, tokens_dir: Path, ranks: str, pattern: str) -> di
         tallies["tiktoken"].add_flat(name, texts, mine, (tik_ids, tik_offsets))
         documents += len(texts)
     return {"documents": documents, **{k: t.result() for k, t in tallies.items()}}
+
+
+def differences(check: dict, peers: tuple[str, ...]) -> list[str]:
+    """One phrase per peer: how many documents differ from it, and the first."""
+    parts = []
+    for peer in peers:
+        r = check[peer]
+        text = f"{r['mismatched_documents']} of {check['documents']} documents differ from {peer}"
+        if r["first_mismatch"]:
+            text += f" (first: {json.dumps(r['first_mismatch'], ensure_ascii=False)})"
+        parts.append(text)
+    return parts

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from build_corpus import MULTILINGUAL
 from corpus import TEXT, parquet_shards
+from exactness import differences
 from report import Row
 from vocab import CL100K, REAL, write_tiktoken
 
@@ -97,13 +98,7 @@ def whole_processes(ctx, scope: str, corpus: Path, n_bytes: int) -> tuple[list, 
 
 
 def exactness_note(key: str, check: dict, tokens: list[int]) -> str:
-    parts = []
-    for peer in ("fastokens", "tiktoken"):
-        r = check[peer]
-        text = f"{r['mismatched_documents']} of {check['documents']} documents differ from {peer}"
-        if r["first_mismatch"]:
-            text += f" (first: {r['first_mismatch']})"
-        parts.append(text)
+    parts = differences(check, ("fastokens", "tiktoken"))
     counts = ", ".join(f"{n} {t}" for n, t in zip(("tokenmill", *TARGETS), tokens, strict=True))
     return f"Exactness, {key}: " + "; ".join(parts) + f". Tokens: {counts}."
 

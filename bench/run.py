@@ -32,6 +32,7 @@ from pathlib import Path
 import machine
 import realrows
 from corpus import corpus_stats, link_corpus
+from exactness import differences
 from measure import Measurement, run_child, wait_for_quiet
 from report import Row, render
 from vocab import VOCABULARIES
@@ -183,13 +184,7 @@ def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
 
 
 def exactness_note(check: dict) -> str:
-    parts = []
-    for peer in ("tiktoken", "tokenizers"):
-        r = check[peer]
-        text = f"{r['mismatched_documents']} of {check['documents']} documents differ from {peer}"
-        if r["first_mismatch"]:
-            text += f" (first: {json.dumps(r['first_mismatch'], ensure_ascii=False)})"
-        parts.append(text)
+    parts = differences(check, ("tiktoken", "tokenizers"))
     dup = check["duplicate_token_bytes"]
     return (
         "Exactness (tokenmill's ids read back from its token shards): "
