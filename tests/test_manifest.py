@@ -39,13 +39,18 @@ def test_manifest_records_inputs_config_tokenizer_outputs_and_timings(finished):
     assert m["inputs"] == [
         {"path": p.name, "bytes": p.stat().st_size, "sha256": sha(p)} for p in shards
     ]
-    assert m["tokenizer"] == {"path": "tokenizer.json", "sha256": sha(out / "tokenizer.json")}
+    assert m["tokenizer"] == {
+        "path": "tokenizer.json",
+        "bytes": (out / "tokenizer.json").stat().st_size,
+        "sha256": sha(out / "tokenizer.json"),
+    }
     assert m["tokenizer_sha256"] == sha(out / "tokenizer.json")
     for entry in m["outputs"]:
         table = pq.read_table(out / entry["path"])
         assert entry["rows"] == entry["documents"] == table.num_rows
         assert entry["tokens"] == sum(table["n_tokens"].to_pylist())
         assert entry["sha256"] == sha(out / entry["path"])
+        assert entry["bytes"] == (out / entry["path"]).stat().st_size
     assert sum(e["documents"] for e in m["outputs"]) == m["documents"] == m["documents_in"]
     assert [e["path"] for e in m["files"]] == ["counts.parquet"]
     assert len(m["counts"]) == len(shards)

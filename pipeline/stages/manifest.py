@@ -19,6 +19,7 @@ from pipeline.io.storage import (
     relative_name,
     resolved,
     same_file_key,
+    size,
     walk_files,
 )
 from pipeline.io.writers import write_json
@@ -71,13 +72,15 @@ def shard_outputs(shards: list[dict], out: AnyPath) -> list[dict]:
         entry = {"shard": r["shard"], "path": relative(r["output"]["file"], out)}
         entry["rows"] = r["output"]["rows"]
         entry |= {k: r[k] for k in ("documents", "tokens", "words") if k in r}
+        entry["bytes"] = r["output"]["bytes"]
         entry["sha256"] = r["output"]["sha256"]
         entries.append(entry)
     return entries
 
 
 def file_entry(path: AnyPath, out: AnyPath, **extra) -> dict:
-    return {"path": relative(path, out), **extra, "sha256": file_sha256(path)}
+    path = location(path)
+    return {"path": relative(path, out), **extra, "bytes": size(path), "sha256": file_sha256(path)}
 
 
 def write_manifest(manifest: dict, out: AnyPath) -> AnyPath:
@@ -160,9 +163,9 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
         if not path.is_file():
             differences.append(f"{kind} {name}: missing ({path})")
             continue
-        size = path.stat().st_size
-        if "bytes" in entry and size != entry["bytes"]:
-            differences.append(f"{kind} {name}: changed, {size} bytes, was {entry['bytes']}")
+        found = size(path)
+        if "bytes" in entry and found != entry["bytes"]:
+            differences.append(f"{kind} {name}: changed, {found} bytes, was {entry['bytes']}")
             continue
         sha = file_sha256(path)
         if sha != entry["sha256"]:

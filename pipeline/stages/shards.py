@@ -11,7 +11,7 @@ from pipeline.config import Config
 from pipeline.errors import StoreError, TokenmillError, WriteError
 from pipeline.io.files import fingerprint
 from pipeline.io.readers import OnSkip, skipped_file_documents
-from pipeline.io.storage import AnyPath, delete, location, parquet_file
+from pipeline.io.storage import AnyPath, delete, location, parquet_file, size
 from pipeline.io.writers import atomic_path
 from pipeline.stages.state import record_output, reusable_shard, shard_state
 
@@ -24,7 +24,7 @@ Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
 def output_record(out: AnyPath, sha256: str) -> dict:
     with parquet_file(out) as pf:
         rows = pf.metadata.num_rows
-    return {"file": str(out), "rows": rows, "sha256": sha256}
+    return {"file": str(out), "rows": rows, "bytes": size(out), "sha256": sha256}
 
 
 def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, write: Writer) -> dict:
