@@ -13,7 +13,7 @@ import click
 from click.core import ParameterSource
 
 from pipeline.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
-from pipeline.errors import TokenmillError
+from pipeline.errors import TokenmillError, one_line
 from pipeline.formats import FORMATS
 from pipeline.stages.results import RunResult, ShardStageResult, StageResult
 from pipeline.tokenizer import MODES, PATTERNS
@@ -328,14 +328,14 @@ def user_errors(f):
 
             if not is_store_error(e):
                 raise
-            raise click.ClickException(" ".join(str(e).split()) or type(e).__name__) from None
+            raise click.ClickException(one_line(e)) from None
 
     return wrapper
 
 
 def os_error_line(e: OSError) -> str:
     """An OSError as one line naming the file: `OUT/tokens/a.parquet: No space left on device`."""
-    what = e.strerror or " ".join(str(e).split()) or type(e).__name__
+    what = e.strerror or one_line(e)
     if e.filename is not None:
         return f"{e.filename}: {what}"
     return what

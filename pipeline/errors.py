@@ -1,3 +1,8 @@
+def one_line(e: BaseException) -> str:
+    """What an exception says, on one line (its type when it says nothing)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 class TokenmillError(Exception):
     """A problem the user can fix; the message names the file, row or option."""
 

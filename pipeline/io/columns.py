@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.errors import TokenmillError
+from pipeline.errors import TokenmillError, one_line
 from pipeline.io import ipc
 from pipeline.io.readers import BATCH_ROWS, field_path, raw_batches, shard_format
 from pipeline.io.storage import AnyPath, is_store_error, location, parquet_file
@@ -48,5 +48,4 @@ def read_column(path: AnyPath, column: str, batch_rows: int = BATCH_ROWS) -> Ite
     except Exception as e:
         if not isinstance(e, (pa.ArrowException, ValueError, EOFError)) and not is_store_error(e):
             raise
-        msg = " ".join(str(e).split())
-        raise TokenmillError(f"{path}: cannot read column {column!r} ({msg})") from None
+        raise TokenmillError(f"{path}: cannot read column {column!r} ({one_line(e)})") from None

@@ -7,10 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from pipeline.errors import TokenmillError
-from pipeline.io.storage import AnyPath, arrow_source, identity, is_remote, location, open_read
+from pipeline.errors import TokenmillError, one_line
+from pipeline.io.storage import AnyPath, identity, location, open_read, parquet_file
 
 HASH_BLOCK = 4 << 20
 # sha256 by storage.identity (local: path, size, mtime, inode; an object: URL,
@@ -29,8 +27,7 @@ def read_bytes(path: AnyPath, what: str) -> bytes:
         return path.read_bytes()
     except OSError as e:
         # An object store's errors carry no strerror: their message says why.
-        reason = e.strerror or " ".join(str(e).split()) or type(e).__name__
-        raise TokenmillError(f"{path}: cannot read {what} ({reason})") from None
+        raise TokenmillError(f"{path}: cannot read {what} ({e.strerror or one_line(e)})") from None
 
 
 def parse_json(data: bytes, path: Path) -> object:
@@ -67,14 +64,9 @@ def fingerprint(path: AnyPath, name: str | None = None) -> dict:
 def parquet_json_metadata(path: AnyPath, key: bytes) -> object | None:
     """The JSON value stored under `key` in a Parquet file's metadata, or None
     when the file is missing, unreadable or has no such key."""
-    path = location(path)
     try:
-        source = arrow_source(path)
-        try:
-            meta = pq.read_metadata(source).metadata or {}
-        finally:
-            if is_remote(path):
-                source.close()
+        with parquet_file(location(path)) as pf:
+            meta = pf.metadata.metadata or {}
         return json.loads(meta[key]) if key in meta else None
     except (OSError, ValueError):
         return None

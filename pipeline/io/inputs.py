@@ -33,7 +33,14 @@ from pathlib import Path
 
 from pipeline.errors import TokenmillError
 from pipeline.io.readers import KNOWN_INPUTS, shard_format
-from pipeline.io.storage import AnyPath, is_inside, is_remote, remote_errors, walk_files
+from pipeline.io.storage import (
+    AnyPath,
+    is_inside,
+    is_remote,
+    remote_errors,
+    same_file_key,
+    walk_files,
+)
 
 NAME_MAX = 255  # bytes in one path component on every filesystem we write to
 DATASETS_METADATA = "datasets metadata"
@@ -109,34 +116,14 @@ def matches_glob(name: str, pattern: str) -> bool:
     return _glob_regex(pattern).match(name) is not None
 
 
-def _same(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    p, f = os.path.realpath(path), os.path.realpath(folder)
-    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
-
-
-def _remote_key(path: AnyPath) -> tuple[str, str]:
-    return (path.protocol, path.path.rstrip("/"))
-
-
 def check_overlap(data: AnyPath, out: AnyPath, out_option: str = "OUT") -> None:
     """DATA inside or equal to OUT is refused (a run would rewrite its own
-    inputs); OUT inside DATA is fine: find_inputs leaves it out."""
-    if is_remote(data) or is_remote(out):
-        # A URL and a local path are different filesystems: never one inside the other.
-        if is_inside(data, out):
-            same = _remote_key(data) == _remote_key(out)
-            raise TokenmillError(
-                f"{data}: DATA is {'' if same else 'inside '}{out_option} {out}; "
-                f"give {out_option} a folder of its own"
-            )
-        return
-    if _inside(data, out):
+    inputs); OUT inside DATA is fine: find_inputs leaves it out. A URL and a
+    local path are different filesystems: never one inside the other."""
+    if is_inside(data, out):
+        same = is_inside(out, data)
         raise TokenmillError(
-            f"{data}: DATA is {'' if _same(data, out) else 'inside '}{out_option} {out}; "
+            f"{data}: DATA is {'' if same else 'inside '}{out_option} {out}; "
             f"give {out_option} a folder of its own"
         )
 
@@ -286,8 +273,7 @@ def _find_remote_inputs(data: AnyPath, glob: str, exclude: tuple[AnyPath, ...]) 
         if shard_format(data) is None:
             raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
         return Inputs(data, [Shard(data, data.name)])
-    excluded = {_remote_key(e) for e in exclude if is_remote(e) and e.protocol == data.protocol}
-    root = data.path.rstrip("/")
+    excluded = {same_file_key(e) for e in exclude if is_remote(e)}
     inputs = Inputs(data, [])
     sort_key: dict[str, str] = {}
     # Sorting by components is the local walk's order: a folder `a`'s files
@@ -306,7 +292,7 @@ def _find_remote_inputs(data: AnyPath, glob: str, exclude: tuple[AnyPath, ...]) 
             folder = "/".join(parts[: depth + 1])
             if parts[depth].startswith("."):
                 left_out = (folder + "/", "hidden")
-            elif (data.protocol, f"{root}/{folder}") in excluded:
+            elif same_file_key(data / folder) in excluded:
                 left_out = (folder + "/", "the output folder")
             if left_out:
                 break

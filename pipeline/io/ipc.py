@@ -55,10 +55,9 @@ def schema(path: AnyPath) -> pa.Schema:
         return reader.schema
 
 
-def record_batches(path: AnyPath, field: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The top-level `field` of the file (a schema field) as record batches of
-    one column and at most `batch_rows` rows, in file order."""
-    index = schema(path).names.index(field)
+def record_batches(path: AnyPath, index: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The top-level field number `index` of the file's `schema` as record
+    batches of one column and at most `batch_rows` rows, in file order."""
     with _reader(path, [index]) as reader:
         if isinstance(reader, pa.ipc.RecordBatchFileReader):
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))

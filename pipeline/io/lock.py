@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import TokenmillError
+from pipeline.errors import TokenmillError, one_line
 from pipeline.io.storage import AnyPath, is_remote, is_store_error, location, resolved
 
 LOCK = ".tokenmill.lock"
@@ -290,8 +290,7 @@ def remote_lock(folder: AnyPath) -> Iterator[RemoteLock]:
     except Exception as e:
         if not (isinstance(e, OSError) or is_store_error(e)):
             raise
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise TokenmillError(f"{folder / LOCK}: cannot take the lock ({reason})") from None
+        raise TokenmillError(f"{folder / LOCK}: cannot take the lock ({one_line(e)})") from None
     lock.start()
     try:
         yield lock

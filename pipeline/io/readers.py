@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from pipeline.errors import StoreError, TokenmillError
+from pipeline.errors import StoreError, TokenmillError, one_line
 from pipeline.io import ipc
 from pipeline.io.storage import (
     AnyPath,
@@ -160,14 +160,14 @@ def read_batches(
     except _StreamBroken as e:
         if stats is not None:
             stats["rows"] = row + e.documents
-        raise TokenmillError(f"{path}: cannot read ({_one_line(e.cause)})") from e.cause
+        raise TokenmillError(f"{path}: cannot read ({one_line(e.cause)})") from e.cause
     except (*READ_ERRORS, pa.ArrowException, ValueError) as e:
-        raise TokenmillError(f"{path}: cannot read ({_one_line(e)})") from e
+        raise TokenmillError(f"{path}: cannot read ({one_line(e)})") from e
     except Exception as e:
         # An object store failing mid-read (botocore, aiohttp): not the file's fault.
         if not is_store_error(e):
             raise
-        raise StoreError(f"{path}: cannot read ({_one_line(e)})") from e
+        raise StoreError(f"{path}: cannot read ({one_line(e)})") from e
 
 
 def raw_batches(
@@ -185,10 +185,6 @@ def raw_batches(
     }
     path = location(path)
     return readers[shard_format(path)](path, column, batch_rows)
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 def skipped_file_documents(path: Path, rows_read: int) -> dict:
@@ -373,9 +369,10 @@ def _parquet_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[Ra
 
 
 def _ipc_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
-    steps = check_column(ipc.schema(path), column, path)
+    schema = ipc.schema(path)
+    steps = check_column(schema, column, path)
     # Only the top-level field holding the column is read, as for Parquet.
-    for batch in ipc.record_batches(path, steps[0], batch_rows):
+    for batch in ipc.record_batches(path, schema.names.index(steps[0]), batch_rows):
         yield RawBatch(pick_column(batch, column, path), {})
 
 

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Union
 
 import pyarrow.parquet as pq
 
-from pipeline.errors import TokenmillError
+from pipeline.errors import TokenmillError, one_line
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -81,12 +81,6 @@ def open_read(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
     if is_remote(path):
         return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
     return open(path, "rb")
-
-
-def arrow_source(path: AnyPath) -> str | IO[bytes]:
-    """What PyArrow readers take: a local file name (memory-mapped, fastest), or
-    a remote file object read by byte ranges."""
-    return open_read(path) if is_remote(path) else str(path)
 
 
 def size(path: AnyPath) -> int:
@@ -215,15 +209,11 @@ def remote_errors(path: AnyPath) -> Iterator[None]:
     except FileNotFoundError:
         raise TokenmillError(f"{path}: no such file or directory") from None
     except PermissionError as e:
-        raise TokenmillError(f"{path}: permission denied ({_one_line(e)})") from None
+        raise TokenmillError(f"{path}: permission denied ({one_line(e)})") from None
     except Exception as e:
         if not is_store_error(e):
             raise
-        raise TokenmillError(f"{path}: {_one_line(e)}") from None
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+        raise TokenmillError(f"{path}: {one_line(e)}") from None
 
 
 def delete(path: AnyPath) -> None:

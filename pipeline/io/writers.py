@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import TokenmillError, WriteError
+from pipeline.errors import TokenmillError, WriteError, one_line
 from pipeline.io import storage
 from pipeline.io.storage import AnyPath, is_remote, location
 
@@ -66,8 +66,7 @@ def _remote_atomic_path(path: AnyPath) -> Iterator[Path]:
         except Exception as e:  # noqa: BLE001 (the store's client raises its own kinds)
             # The store's own words ("Access Denied", "NoSuchBucket") say more
             # than the errno s3fs maps them to.
-            reason = " ".join(str(e).split()) or type(e).__name__
-            raise WriteError(f"{path}: cannot upload ({reason})") from None
+            raise WriteError(f"{path}: cannot upload ({one_line(e)})") from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -79,7 +78,7 @@ def os_reason(e: OSError) -> str:
         number = int(m.group(1) or m.group(2))
     if number:
         return os.strerror(number)
-    return e.strerror or " ".join(str(e).split()) or type(e).__name__
+    return e.strerror or one_line(e)
 
 
 def is_temporary(name: str) -> bool:

@@ -53,6 +53,17 @@ class BinTask:
     out_dir: Path
 
 
+def write_offsets(lengths: list[np.ndarray], path: Path) -> np.ndarray:
+    """Write the uint64 document offsets of documents of these lengths (one
+    more than there are documents) as .npy at `path`; returns them."""
+    idx = np.zeros(sum(len(x) for x in lengths) + 1, np.uint64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=idx[1:])
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, idx)
+    return idx
+
+
 def bin_shard(task: BinTask) -> dict:
     shard = task.shard
     bin_name, idx_name = bin_names(shard)
@@ -64,11 +75,7 @@ def bin_shard(task: BinTask) -> dict:
             f.write(flat.astype(dtype, copy=False).tobytes())
             lengths.append(np.diff(offsets))
         checkpoint("bin-write", 1)  # tests kill here, with this shard's temporary open
-    idx = np.zeros(shard.documents + 1, np.uint64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=idx[1:])
-    with atomic_path(task.out_dir / idx_name) as tmp, open(tmp, "wb") as f:
-        np.save(f, idx)
+    idx = write_offsets(lengths, task.out_dir / idx_name)
     return {
         "source": shard.source,
         "bin": bin_name,
@@ -99,7 +106,7 @@ def split_bins(shards: list[TokenShard], bin_dir: Path, fraction: float) -> list
                 rows = batch.column("row").to_numpy()
                 lens = np.diff(offsets)
                 val = is_val(shard.source, rows, fraction)
-                counts = add_counts(counts, split_counts(shard.source, rows, lens, fraction))
+                counts = add_counts(counts, split_counts(val, lens))
                 in_val = np.repeat(val, lens)
                 for side, docs, ids in ((TRAIN, ~val, ~in_val), (VAL, val, in_val)):
                     files[side].write(flat[ids].astype(dtype, copy=False).tobytes())
@@ -107,11 +114,7 @@ def split_bins(shards: list[TokenShard], bin_dir: Path, fraction: float) -> list
             checkpoint("bin-write", 1)  # tests kill here, with the temporaries open
             results.append({"source": shard.source, **counts, "reused": False})
     for side in SPLITS:
-        idx = np.zeros(sum(len(x) for x in lengths[side]) + 1, np.uint64)
-        if lengths[side]:
-            np.cumsum(np.concatenate(lengths[side]), out=idx[1:])
-        with atomic_path(bin_dir / f"{side}.idx.npy") as tmp, open(tmp, "wb") as f:
-            np.save(f, idx)
+        write_offsets(lengths[side], bin_dir / f"{side}.idx.npy")
     return results
 
 

@@ -83,10 +83,9 @@ def encode_shard(task: EncodeTask) -> dict:
                 ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
                 columns = [rows, ids, n_tokens]
                 if fraction > 0:
-                    row_numbers = rows.to_numpy()
-                    val = is_val(task.name, row_numbers, fraction)
+                    val = is_val(task.name, rows.to_numpy(), fraction)
                     columns.append(pa.array(np.where(val, VAL, TRAIN)))
-                    counts = split_counts(task.name, row_numbers, n_tokens.to_numpy(), fraction)
+                    counts = split_counts(val, n_tokens.to_numpy())
                     result["split"] = add_counts(result["split"], counts)
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 result["documents"] += len(docs)

@@ -51,9 +51,9 @@ def is_val(name: str, rows: np.ndarray, fraction: float) -> np.ndarray:
     return document_hashes(name, rows) < np.uint64(int(fraction * 2.0**64))
 
 
-def split_counts(name: str, rows: np.ndarray, n_tokens: np.ndarray, fraction: float) -> dict:
-    """{"train"|"val": {"documents", "tokens"}} of one batch of a shard."""
-    val = is_val(name, rows, fraction)
+def split_counts(val: np.ndarray, n_tokens: np.ndarray) -> dict:
+    """{"train"|"val": {"documents", "tokens"}} of a batch of documents, given
+    which are validation documents (`is_val`) and their token counts."""
     tokens = np.asarray(n_tokens, np.uint64)
     return {
         TRAIN: {"documents": int((~val).sum()), "tokens": int(tokens[~val].sum())},
