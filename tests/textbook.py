@@ -109,15 +109,36 @@ def merge_word(symbols: Sequence[S], pair: tuple[S, S]) -> tuple[S, ...]:
     return tuple(merged)
 
 
-def train_symbols(table: Sequence[tuple[Sequence[S], int]], num_merges: int) -> list[tuple[S, S]]:
-    """The textbook loop on a table of (symbols, count) rows in first-occurrence order."""
+def train_symbols(
+    table: Sequence[tuple[Sequence[S], int]],
+    num_merges: int,
+    known: Iterable[S] | None = None,
+    frozen: Iterable[S] = (),
+) -> list[tuple[S, S]]:
+    """The textbook loop on a table of (symbols, count) rows in first-occurrence order.
+
+    Extending a tokenizer (the rows are words segmented by its merges): ``known`` are the
+    texts of its tokens, and a pair whose text is already a token's is never chosen (each
+    merge made is one more such text); a pair holding a ``frozen`` symbol (a special token,
+    char mode's unknown character) is never chosen either.
+    """
     rows = [(tuple(symbols), count) for symbols, count in table]
+    known = None if known is None else set(known)
+    frozen = set(frozen)
     merges: list[tuple[S, S]] = []
     for _ in range(num_merges):
         pairs = count_pairs(rows)
+        if known is not None:
+            pairs = {
+                p: c
+                for p, c in pairs.items()
+                if p[0] + p[1] not in known and p[0] not in frozen and p[1] not in frozen
+            }
         if not pairs:
             break
         best = max(pairs, key=pairs.get)  # first maximum in insertion order
+        if known is not None:
+            known.add(best[0] + best[1])
         merges.append(best)
         rows = [(merge_word(symbols, best), count) for symbols, count in rows]
     return merges

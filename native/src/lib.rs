@@ -4,6 +4,7 @@ mod arrow;
 pub mod count;
 pub mod encode;
 pub mod error;
+pub mod extend;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;
@@ -261,6 +262,89 @@ fn train_merges(
                     failure = report(k).err();
                 }
             });
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(merges),
+            }
+        })
+    })
+}
+
+/// Little-endian u32 or u64 values of a buffer.
+fn u32s(buf: &PyBuffer<u8>, what: &'static str) -> Result<Vec<u32>, Error> {
+    let b = bytes_of(buf, what)?;
+    if !b.len().is_multiple_of(4) {
+        return Err(Error::Arrow(format!(
+            "{what}: {} bytes is no whole number of u32",
+            b.len()
+        )));
+    }
+    Ok(b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Continue training on words already segmented into token ids (extending a
+/// tokenizer): `symbols` (u32) holds `lens[i]` (u32) ids for word i, words in
+/// first-occurrence order with `counts` (u64); `texts[i]` is id i's bytes
+/// (None: a special token or a gap), `len(texts)` the first new id. A merge
+/// whose bytes a token has already is not learned (see `extend`). Returns the
+/// merges; merge k yields id `len(texts) + k`.
+#[pyfunction]
+#[pyo3(signature = (symbols, lens, counts, texts, num_merges, progress=None))]
+fn train_segmented(
+    py: Python<'_>,
+    symbols: PyBuffer<u8>,
+    lens: PyBuffer<u8>,
+    counts: PyBuffer<u8>,
+    texts: Vec<Option<Vec<u8>>>,
+    num_merges: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Vec<(u32, u32)>> {
+    let symbols = u32s(&symbols, "symbols")?;
+    let lens = u32s(&lens, "lens")?;
+    let counts = bytes_of(&counts, "counts")?;
+    if counts.len() != lens.len() * 8 {
+        return Err(Error::Arrow(format!(
+            "{} bytes of u64 counts for {} words",
+            counts.len(),
+            lens.len()
+        ))
+        .into());
+    }
+    let counts: Vec<u64> = counts
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect();
+    let base_size = u32::try_from(texts.len())
+        .map_err(|_| Error::Train(format!("{} base ids: more than 32 bits hold", texts.len())))?;
+    if let Some(&bad) = symbols.iter().find(|&&s| s >= base_size) {
+        return Err(
+            Error::Train(format!("symbol {bad} is beyond the {base_size} base ids")).into(),
+        );
+    }
+    if base_size as u64 + num_merges as u64 > 1 << 32 {
+        return Err(Error::Train(format!(
+            "{base_size} base ids + {num_merges} merges: more ids than 32 bits hold"
+        ))
+        .into());
+    }
+    py.detach(|| {
+        pool::install(|| {
+            let table = train::Words::from_symbols(&symbols, &lens, &counts)?;
+            let mut texts = extend::TokenTexts::new(texts);
+            let mut failure = None;
+            let merges = train::Trainer::new(table, base_size).train_where(
+                num_merges,
+                |k| {
+                    if failure.is_none() && (k.is_multiple_of(256) || k == num_merges) {
+                        if let Some(cb) = &progress {
+                            failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
+                        }
+                    }
+                },
+                |pair| texts.admit(pair),
+            );
             match failure {
                 Some(e) => Err(e),
                 None => Ok(merges),
@@ -660,6 +744,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(train_merges, m)?)?;
+    m.add_function(wrap_pyfunction!(train_segmented, m)?)?;
     m.add_function(wrap_pyfunction!(parse_tiktoken, m)?)?;
     m.add_function(wrap_pyfunction!(derive_merges, m)?)?;
     m.add_function(wrap_pyfunction!(table_ids, m)?)?;

@@ -163,6 +163,20 @@ impl Words {
         })
     }
 
+    /// Words given as token ids (`lens[i]` of them for word i, one word
+    /// after another): a word table already segmented by a tokenizer's
+    /// merges, which training continues (extending a tokenizer).
+    pub fn from_symbols(symbols: &[u32], lens: &[u32], counts: &[u64]) -> Result<Self> {
+        let total: u64 = lens.iter().map(|&n| n as u64).sum();
+        if total != symbols.len() as u64 {
+            return Err(Error::Train(format!(
+                "{} symbols for words of {total} in all",
+                symbols.len()
+            )));
+        }
+        Self::build(symbols.iter().copied(), lens, counts)
+    }
+
     fn get(&self, w: u32) -> &[u32] {
         word_at(&self.buf[w as usize..]).0
     }
@@ -280,7 +294,19 @@ impl Trainer {
 
     /// Train up to `num_merges` merges; stops early when no pair is left.
     /// Ids are u32: merges stop before the next id would not fit.
-    pub fn train(mut self, num_merges: usize, mut progress: impl FnMut(usize)) -> Vec<Pair> {
+    pub fn train(self, num_merges: usize, progress: impl FnMut(usize)) -> Vec<Pair> {
+        self.train_where(num_merges, progress, |_| true)
+    }
+
+    /// `train`, learning only pairs that `admit` accepts: a refused pair is
+    /// dropped for good (no merge gives an existing pair occurrences again),
+    /// and the next best pair is taken as if it had never been there.
+    pub fn train_where(
+        mut self,
+        num_merges: usize,
+        mut progress: impl FnMut(usize),
+        mut admit: impl FnMut(Pair) -> bool,
+    ) -> Vec<Pair> {
         let num_merges = num_merges.min(u32::MAX as usize + 1 - self.token_len.len());
         // Each merge adds a handful of pairs: sizing for that up front saves
         // rehashing and regrowing (and page faults) along the way. Sized for
@@ -293,6 +319,10 @@ impl Trainer {
         self.token_len.reserve(expected);
         while merges.len() < num_merges {
             let Some(pair) = self.best_pair() else { break };
+            if !admit(pair) {
+                self.stats.remove(&pair);
+                continue;
+            }
             let new_id = self.token_len.len() as u32;
             self.token_len
                 .push(self.token_len[pair.0 as usize] + self.token_len[pair.1 as usize]);

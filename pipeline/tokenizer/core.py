@@ -612,7 +612,9 @@ class Tokenizer:
             merges=merges,
             special_tokens=specials,
             vocab=vocab,
-            special_ids=[raw_specials[t] for t in specials] if vocab is not None else None,
+            special_ids=[raw_specials[t] for t in specials]
+            if vocab is not None
+            else _own_special_ids(mode, alphabet, len(merges), [raw_specials[t] for t in specials]),
             whole_words=field_of("whole_words", bool, False),
             normalization=field_of("normalization", str, ""),
         )
@@ -684,6 +686,19 @@ def word_table(
             "first": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(firsts)]),
         }
     )
+
+
+def _own_special_ids(mode: str, alphabet: list, merges: int, ids: list) -> list[int] | None:
+    """A file in tokenmill's numbering: its special ids where they are not right
+    after the merges but among them, as an extended tokenizer keeps its base's
+    (`tokenizer/extend.py`); else None (the numbering puts them, and a file
+    that puts them elsewhere is refused, naming where they belong)."""
+    base = 256 if mode == "byte" else len(alphabet)
+    size = base + merges + len(ids)
+    default = list(range(base + merges, size))
+    if ids == default or not all(type(i) is int and base <= i < size for i in ids):
+        return None
+    return ids
 
 
 def _byte_level_vocab(raw_vocab: list) -> list[bytes | None]:

@@ -4,7 +4,9 @@ token has, and the value (bytes or str) of every id.
 Two numberings, behind one interface:
 
 - `OwnNumbering`, tokenmill's: the base tokens, then one id per merge in rank
-  order, then the special tokens.
+  order, then the special tokens. An extended tokenizer (`tokenizer/extend.py`)
+  keeps its base's special ids among them: merges then take the ids the
+  special tokens leave free, in order.
 - `ImportedNumbering`, a byte-level vocabulary read from another tool's file:
   an explicit table of each id's bytes (gaps allowed), special tokens at ids of
   their own, and a merge (a, b) yields the id whose bytes are a's then b's.
@@ -50,10 +52,27 @@ class OwnNumbering:
         return self.base_size + len(self.merges) + len(self.special_tokens)
 
     def special_id(self, k: int) -> int:
-        """The id of the k-th special token (given ones must be these: `check`)."""
+        """The id of the k-th special token (given ones: see `check`)."""
         if self.special_ids is not None:
             return self.special_ids[k]
         return self.base_size + len(self.merges) + k
+
+    def _free_ids(self) -> list[int]:
+        """The id of each merge: the ids from the base on that no special token has."""
+        taken = set(self.special_ids or ())
+        ids, i = [], self.base_size
+        while len(ids) < len(self.merges):
+            if i not in taken:
+                ids.append(i)
+            i += 1
+        return ids
+
+    def _laid_out(self) -> bool:
+        """Whether special ids sit somewhere other than right after the merges."""
+        n = self.base_size + len(self.merges)
+        return self.special_ids is not None and list(self.special_ids) != list(
+            range(n, n + len(self.special_tokens))
+        )
 
     def values(
         self, base: list, special_value: Callable[[str], object], specials: Mapping[str, int]
@@ -61,6 +80,13 @@ class OwnNumbering:
         """Every id's value: `base` (the mode's base values, extended in place),
         then merged pairs, then the special tokens (`specials`: token -> id)."""
         values = base
+        if self._laid_out():
+            values += [None] * (self.size - len(values))
+            for (a, b), i in zip(self.merges, self._free_ids(), strict=True):
+                values[i] = values[a] + values[b]
+            for token, i in specials.items():
+                values[i] = special_value(token)
+            return values
         for a, b in self.merges:
             values.append(values[a] + values[b])
         for token in specials:
@@ -69,6 +95,11 @@ class OwnNumbering:
 
     def non_special(self, values: Callable[[], list]) -> list:
         """The values of the ids that are no special tokens (`values`: all of them)."""
+        if self._laid_out():
+            table = list(values())
+            for i in self.special_ids:  # type: ignore[union-attr]
+                table[i] = None
+            return table
         return values()[: self.base_size + len(self.merges)]
 
     def index(self) -> dict[bytes, int]:
@@ -77,6 +108,8 @@ class OwnNumbering:
 
     def merge_ids(self, index: dict[bytes, int]) -> list[int]:
         """The id each merge yields, in rank order."""
+        if self._laid_out():
+            return self._free_ids()
         return list(range(self.base_size, self.base_size + len(self.merges)))
 
     def byte_ids(self, index: dict[bytes, int]) -> list[int] | None:
@@ -96,7 +129,10 @@ class OwnNumbering:
         return {}
 
     def check_file_special_ids(self, ids: Mapping[str, int]) -> None:
-        """A file's special-token ids: they follow the merges, in the order of their ids."""
+        """A file's special-token ids: they follow the merges, in the order of their ids
+        (or, in an extended tokenizer, are those given: `check` checks them)."""
+        if self._laid_out():
+            return
         n = self.base_size + len(self.merges)
         for k, name in enumerate(self.special_tokens):
             if ids[name] != n + k:
@@ -113,9 +149,14 @@ class OwnNumbering:
         base = self.base_size
         if base + len(self.merges) + len(self.special_tokens) > MAX_VOCAB_SIZE:
             raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
-        # Merge k makes id base + k from ids made before it.
+        # Merge k makes its id (base + k, or the k-th id no special token has)
+        # from ids made before it, none of them a special token.
+        made_ids = self.merge_ids({}) if self._check_special_layout() else None
+        specials = set(self.special_ids or ())
         for k, (a, b) in enumerate(self.merges):
-            made = base + k
+            made = base + k if made_ids is None else made_ids[k]
+            if a in specials or b in specials:
+                raise TokenmillError(f"merge {k} ({a}, {b}) joins a special token")
             if type(a) is not int or type(b) is not int:
                 raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
             if not (0 <= a < made and 0 <= b < made):
@@ -129,11 +170,21 @@ class OwnNumbering:
             raise TokenmillError(
                 f"merge {k} {tuple(m)} repeats merge {first[m]}: two ids would have the same bytes"
             )
-        n = base + len(self.merges)
-        if self.special_ids is not None and list(self.special_ids) != list(
-            range(n, n + len(self.special_tokens))
-        ):
-            raise TokenmillError("special token ids must follow the merges")
+
+    def _check_special_layout(self) -> bool:
+        """Given special ids: distinct integers from the base to below the size
+        (merges fill the ids between them). Whether they are laid out so."""
+        if not self._laid_out():
+            return False
+        ids = list(self.special_ids)  # type: ignore[arg-type]
+        if any(type(i) is not int for i in ids) or len(set(ids)) != len(ids):
+            raise TokenmillError("special token ids must be distinct integers")
+        if not all(self.base_size <= i < self.size for i in ids):
+            raise TokenmillError(
+                f"special token ids must lie from {self.base_size} (after the base tokens) "
+                f"to {self.size - 1}, with the merges in the ids between them"
+            )
+        return True
 
 
 class ImportedNumbering:
