@@ -427,6 +427,26 @@ def merge(counts_dir, counts_file, min_count, force):
     echo_summary(run_merge(counts_dir, counts_file, min_count, force=force))
 
 
+def extend_option(f):
+    return click.option(
+        "--extend",
+        "extend",
+        type=EXISTING,
+        default=None,
+        help="Grow this tokenizer (tokenmill's, a byte-level tokenizer.json, or a .tiktoken "
+        "with --pattern): every id kept, new merges learned on the corpus after its own; "
+        "--vocab-size is the total. Mode and pattern are the base's.",
+    )(f)
+
+
+def extend_pattern(ctx, options: dict) -> str | None:
+    """--pattern given with --extend: how to read a .tiktoken base (None: from
+    the JSON beside it; other formats carry their own)."""
+    if ctx.get_parameter_source("pattern") is ParameterSource.COMMANDLINE:
+        return options["pattern"]
+    return None
+
+
 @main.command()
 @click.argument("counts_file", type=EXISTING)
 @click.argument("tokenizer_file", type=EXISTING)
@@ -434,13 +454,19 @@ def merge(counts_dir, counts_file, min_count, force):
 @vocab_option
 @special_token_option
 @force_option
+@extend_option
+@click.pass_context
 @user_errors
-def train(counts_file, tokenizer_file, **options):
+def train(ctx, counts_file, tokenizer_file, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
-    as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count."""
-    from pipeline.stages.train import run_train
+    as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count
+    (with --extend: the base's)."""
+    from pipeline.stages.train import load_base, run_train
 
-    echo_summary(run_train(counts_file, tokenizer_file, Config(**options)))
+    if options["extend"] is not None:
+        options["extend"] = str(options["extend"])
+    base, config = load_base(Config(**options), extend_pattern(ctx, options))
+    echo_summary(run_train(counts_file, tokenizer_file, config, base))
 
 
 @main.command()
@@ -491,6 +517,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @eos_option
 @special_token_option
 @output_format_options
+@extend_option
 @click.pass_context
 @user_errors
 def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
@@ -502,6 +529,8 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     from pipeline.jobs import resolve_job
     from pipeline.stages.run import run_all
 
+    if options.get("extend") is not None:
+        options["extend"] = str(options["extend"])
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
     job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
     load_options = {}
@@ -523,6 +552,7 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         tokenizer=job.tokenizer,
         load_options=load_options,
         on_note=lambda line: click.echo(line, err=True),
+        extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
     )
     echo_summary(summary)
     echo_skips(summary)

@@ -63,6 +63,9 @@ class Config:
     format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
     # > 0: this share of documents goes to validation, by a hash of shard and row
     val_fraction: float = 0.0
+    # train: grow this tokenizer (any file formats.load_any reads) instead of
+    # starting from the base vocabulary; mode, pattern and lowercase are its own
+    extend: str | None = None
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
@@ -118,6 +121,8 @@ class Config:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if d["extend"] is None:
+            del d["extend"]  # manifests of runs that extend nothing stay as they were
         d["workers"] = self.n_workers
         d["special_tokens"] = list(self.special_tokens)
         return d

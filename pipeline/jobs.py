@@ -69,7 +69,7 @@ def load_job(path: Path) -> dict:
     for key, value in raw.items():
         if key in CONFIG_KEYS and key != "special_tokens":
             expected = type(getattr(defaults, key))
-            expected = str if key == "ray_address" else expected
+            expected = str if key in ("ray_address", "extend") else expected
             if type(value) is not expected:
                 raise TokenmillError(
                     f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"

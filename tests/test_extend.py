@@ -117,15 +117,32 @@ def test_char_extend_is_textbook_continued(a, b, base_merges, num_merges):
 
 
 def test_a_merge_making_a_token_that_exists_is_not_learned():
-    # "ab" is a token of the base; (a, b) stays frequent in the extension's words only
-    # where the base left them apart, so the extension must pass it over.
-    base = Tokenizer.train(["ab"] * 5, mode="char", num_merges=2)  # a+b, ab+</w>
-    assert base.merge_pairs() == [("a", "b"), ("ab", END_OF_WORD)]
-    tok = extended(base, ["ab ab ab"], 5).tokenizer
-    assert len(tok.merges) == len(base.merges)  # every pair of "ab</w>" is a token already
-    tok = extended(base, ["abab abab"], 5).tokenizer
-    new = tok.merge_pairs()[len(base.merges) :]
-    assert ("ab", "ab</w>") in new and all(x + y not in known_texts(base) for x, y in new)
+    # A byte-level base (as imported from a tokenizer.json) whose merges leave "abc"
+    # as [a, bc] though "abc" is a token (made by (ab, c)): the most frequent pair of
+    # the new text, (a, bc), would make a second "abc", so it is passed over.
+    vocab = [bytes([i]) for i in range(256)] + [b"bc", b"ab", b"abc", None]
+    base = Tokenizer(
+        mode="byte",
+        pattern="gpt2",
+        merges=[(98, 99), (97, 98), (257, 99)],
+        special_tokens=["<|endoftext|>"],
+        vocab=vocab,
+        special_ids=[259],
+    ).checked("test base")
+    texts = ["abc abc abc xabc"]
+    table = [
+        (tb.encode_bytes(word, base.merge_pairs()), count)
+        for word, count in tb.byte_word_counts(texts, "gpt2").items()
+    ]
+    assert table[0] == ([b"a", b"bc"], 1)
+    plain = tb.train_symbols(table, 3)
+    assert plain[0] == (b"a", b"bc")  # what training from this table alone would learn
+    expected = tb.train_symbols(table, 3, known=known_texts(base))
+    assert (b"a", b"bc") not in expected
+    tok = extended(base, texts, 3).tokenizer
+    assert tok.merge_pairs()[len(base.merges) :] == expected
+    assert tok.encode("abc") == [97, 256]  # still as the base splits it
+    check_kept(base, tok)
 
 
 def test_vocab_size_is_the_total_and_new_specials_follow():
@@ -140,3 +157,85 @@ def test_vocab_size_is_the_total_and_new_specials_follow():
     assert grown.new_merges == 270 - 262 - 1
     with pytest.raises(Exception, match="below the base"):
         extend(base, table["word"], table["count"], vocab_size=261)
+
+
+# --- real: GPT-2 grown on the sample's non-English text ----------------------------------------
+
+NEW_MERGES = 3000
+
+
+@pytest.fixture(scope="module")
+def gpt2_grown(tmp_path_factory):
+    from realtext import GPT2_FILE, SAMPLE_DIR, read_documents
+
+    from pipeline.formats import export, load_any
+
+    base = load_any(GPT2_FILE, pattern="gpt2")
+    texts = list(read_documents(SAMPLE_DIR / "multilingual.jsonl"))
+    grown = extended(base, texts, NEW_MERGES)
+    out = tmp_path_factory.mktemp("gpt2-grown")
+    export(grown.tokenizer, out / "tokenizer.json", "hf")
+    export(grown.tokenizer, out / "grown.tiktoken", "tiktoken")
+    export(grown.tokenizer, out / "transformers", "transformers")
+    return base, grown, texts, out
+
+
+def sample_texts() -> list[str]:
+    from realtext import load_sample_texts
+
+    return load_sample_texts()
+
+
+def test_gpt2_grown_keeps_every_gpt2_id(gpt2_grown):
+    tiktoken = pytest.importorskip("tiktoken")
+    from realtext import GPT2_FILE
+
+    from pipeline.formats import tiktoken as tiktoken_format
+
+    base, grown, _, out = gpt2_grown
+    tok = grown.tokenizer
+    assert grown.new_merges == NEW_MERGES
+    assert tok.vocab_size == 50257 + NEW_MERGES
+    assert tok.eos_id == 50256 and min(tok.merge_ids[len(base.merges) :]) == 50257
+    check_kept(base, tok)
+    gpt2 = tiktoken.Encoding(
+        "gpt2",
+        pat_str=tb.PATTERNS["gpt2"],
+        mergeable_ranks=tiktoken_format.read_ranks(GPT2_FILE),
+        special_tokens={"<|endoftext|>": 50256},
+    )
+    ours = tiktoken_format.encoding(out / "grown.tiktoken")
+    for i in range(50256):
+        assert ours.decode_single_token_bytes(i) == gpt2.decode_single_token_bytes(i)
+        assert tok.token_values[i] == gpt2.decode_single_token_bytes(i)
+    assert tok.decode([50256]) == "<|endoftext|>"
+
+
+def test_gpt2_grown_exports_give_tokenmill_ids_on_every_sample_document(gpt2_grown):
+    pytest.importorskip("tiktoken")
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    from pipeline.formats import tiktoken as tiktoken_format
+
+    _, grown, _, out = gpt2_grown
+    tok = grown.tokenizer
+    docs = sample_texts()
+    want = tok.encode_batch(docs)
+    assert any(i >= 50257 for ids in want for i in ids)  # the new merges are used
+    enc = tiktoken_format.encoding(out / "grown.tiktoken")
+    assert enc.encode_ordinary_batch(docs) == want
+    hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert [e.ids for e in hf.encode_batch(docs, add_special_tokens=False)] == want
+    fast = transformers.AutoTokenizer.from_pretrained(str(out / "transformers"))
+    assert [fast.encode(t, add_special_tokens=False) for t in docs] == want
+
+
+def test_gpt2_grown_compresses_the_text_it_grew_on_better(gpt2_grown):
+    base, grown, texts, _ = gpt2_grown
+    n_bytes = sum(len(t.encode()) for t in texts)
+    before = n_bytes / sum(map(len, base.encode_batch(texts)))
+    after = n_bytes / sum(map(len, grown.tokenizer.encode_batch(texts)))
+    assert after > before * 1.5
+    # The run summary's numbers (the word table weighted by counts) are these.
+    assert grown.base_bytes_per_token == round(before, 4)
+    assert grown.bytes_per_token == round(after, 4)

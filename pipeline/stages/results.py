@@ -121,10 +121,20 @@ class TrainResult(StageResult):
     merges: int
     vocab_size: int
     sha256: str
+    # --extend: the merges learned on top of the base's, and bytes per token on
+    # the word table with the base and with the extended tokenizer.
+    extend: dict | None = None
 
     def what(self) -> str:
+        grown = ""
+        if self.extend:
+            e = self.extend
+            grown = (
+                f" ({e['new_merges']} new on the base's {e['base_merges']}; bytes per token "
+                f"{e['base_bytes_per_token']} with the base, {e['bytes_per_token']} extended)"
+            )
         return (
-            f"{self.merges} merges, vocabulary {self.vocab_size}, from {self.words} words"
+            f"{self.merges} merges{grown}, vocabulary {self.vocab_size}, from {self.words} words"
             f"{self.kept()}"
         )
 

@@ -43,7 +43,7 @@ from pipeline.stages.manifest import (
 from pipeline.stages.merge import run_merge
 from pipeline.stages.pack import run_pack
 from pipeline.stages.results import BinResult, PackResult, RunResult, StageResult
-from pipeline.stages.train import run_train
+from pipeline.stages.train import load_base, run_train
 from pipeline.tokenizer import Tokenizer
 
 STEPS = ("all", "count", "encode")
@@ -118,14 +118,20 @@ def run_all(
     tokenizer: Path | Tokenizer | None = None,
     load_options: dict | None = None,
     on_note=None,
+    extend_pattern: str | None = None,
 ) -> RunResult:
     """The pipeline's `steps`; `on_stage(summary)` is called as each stage ends and
     `on_note(line)` with what the user should know (files not read, stale files
-    removed). OUT is locked for the run: a second run into it fails at once."""
+    removed). OUT is locked for the run: a second run into it fails at once.
+    With config.extend, training grows that tokenizer (`extend_pattern`
+    reads a .tiktoken file), and words are counted as it splits them."""
     if steps not in STEPS:
         raise TokenmillError(f"steps must be one of {', '.join(STEPS)}, not {steps!r}")
     if (steps == "encode") != (tokenizer is not None):
         raise TokenmillError("give a tokenizer to encode only, and only then")
+    if config.extend and steps == "encode":
+        raise TokenmillError("--extend trains: give it without --tokenizer")
+    base, config = load_base(config, extend_pattern)
     data, out = location(data), location(out)
     with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
         if not data.exists():
@@ -140,7 +146,9 @@ def run_all(
         tok = tokenizer
         if is_file(tokenizer):
             tok = load_any(tokenizer, **(load_options or {}))
-        return _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, lock.check)
+        return _run_locked(
+            data, out, config, on_stage, steps, tokenizer, tok, note, lock.check, base
+        )
 
 
 def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> bool:
@@ -148,7 +156,9 @@ def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> bool:
     return tokenizer is not None and not isinstance(tokenizer, Tokenizer)
 
 
-def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, check_lock) -> RunResult:
+def _run_locked(
+    data, out, config, on_stage, steps, tokenizer, tok, note, check_lock, base=None
+) -> RunResult:
     start = time.monotonic()
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
@@ -181,7 +191,7 @@ def _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, check_
         manifest["counts"] = shard_outputs(count.shards, out)
         manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
     if steps == "all":
-        stage(run_train(paths["counts_file"], paths["tokenizer"], config))
+        stage(run_train(paths["counts_file"], paths["tokenizer"], config, base))
         tokenizer = paths["tokenizer"]
         tok = load_any(tokenizer)
     if steps in ("all", "encode"):
