@@ -239,3 +239,59 @@ def test_gpt2_grown_compresses_the_text_it_grew_on_better(gpt2_grown):
     # The run summary's numbers (the word table weighted by counts) are these.
     assert grown.base_bytes_per_token == round(before, 4)
     assert grown.bytes_per_token == round(after, 4)
+
+
+# --- the pipeline: run --extend, reuse, stats --------------------------------------------------
+
+
+def test_run_extend_keeps_its_tokenizer_until_the_base_changes(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+    from pipeline.config import Config
+    from pipeline.stages.run import run_all
+    from pipeline.stages.stats import run_stats
+
+    data = tmp_path / "data"
+    data.mkdir()
+    docs = ["der Hund und die Katze sitzen", "the cat and the dog sit"] * 20
+    (data / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    bases = []
+    for k, corpus in enumerate((["the cat sat on the mat"] * 9, ["a dog and a log"] * 9)):
+        base = Tokenizer.train(corpus, pattern="gpt2", num_merges=5)
+        base.save(tmp_path / f"base{k}.json")
+        bases.append(base)
+    out = tmp_path / "out"
+
+    def run(k: int):
+        stages = []
+        config = Config(vocab_size=300, extend=str(tmp_path / f"base{k}.json"))
+        run_all(data, out, config, on_stage=stages.append)
+        return {s.stage: s for s in stages}
+
+    first = run(0)
+    train = first["train"]
+    # The corpus runs out of pairs before 300 ids: every merge it has is new.
+    assert train.redone and train.extend["new_merges"] == train.vocab_size - bases[0].vocab_size
+    assert train.extend["bytes_per_token"] > train.extend["base_bytes_per_token"]
+    tok = Tokenizer.load(out / "tokenizer.json")
+    check_kept(bases[0], tok)
+    assert tok.pattern == "gpt2"  # the base's, not the default cl100k
+    again = run(0)
+    assert again["train"].reused and again["train"].extend == train.extend
+    other = run(1)
+    assert other["train"].redone
+    check_kept(bases[1], Tokenizer.load(out / "tokenizer.json"))
+    stats = run_stats(out).stats
+    assert stats["extend"]["new_merges"] == other["train"].extend["new_merges"]
+    assert stats["extend"]["bytes_per_token"] == stats["bytes_per_token"]
+    result = CliRunner().invoke(main, ["stats", str(out)])
+    assert result.exit_code == 0 and "new merges on its 5" in result.output
+    result = CliRunner().invoke(
+        main,
+        ["train", str(out / "counts.parquet"), str(tmp_path / "t.json"),
+         "--extend", str(tmp_path / "base0.json"), "--vocab-size", "270"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert Tokenizer.load(tmp_path / "t.json").vocab_size == 270
+    assert "new on the base's 5" in result.output

@@ -236,10 +236,42 @@ def corpus_stats(
             "texts": [token_text(tok, int(i)) for i in never[:TOP]],
         },
         "tokenizer_sha256": tok.sha256,
+        "extend": extension_stats(out, config, tok, warnings),
         "warnings": warnings,
         "seconds": time.monotonic() - start,
     }
     return CorpusStats(summary, counts, tok, shards)
+
+
+def extension_stats(out: Path, config: dict, tok: Tokenizer, warnings: list[str]) -> dict | None:
+    """A run with --extend: its base, how many merges are new, and bytes per
+    token with the base and with the extended tokenizer on the word table the
+    run counted (counts.parquet, each word weighted by its count: in byte mode
+    the corpus's bytes per text token). None for a run that extended nothing."""
+    base_path = config.get("extend")
+    if not base_path:
+        return None
+    from pipeline.formats import load_any
+    from pipeline.io.storage import parquet_file
+    from pipeline.tokenizer.extend import table_bytes_per_token
+
+    try:
+        pattern = config.get("pattern") if str(base_path).endswith(".tiktoken") else None
+        base = load_any(location(base_path), pattern=pattern)
+        with parquet_file(location(out) / "counts.parquet") as pf:
+            table = pf.read(columns=["word", "count"], use_threads=False)
+    except (TokenmillError, OSError, ValueError) as e:
+        warnings.append(f"--extend {base_path}: {e}; no numbers for the base")
+        return None
+    return {
+        "base": str(base_path),
+        "base_sha256": base.sha256,
+        "base_vocab_size": base.vocab_size,
+        "base_merges": len(base.merges),
+        "new_merges": len(tok.merges) - len(base.merges),
+        "base_bytes_per_token": table_bytes_per_token(base, table["word"], table["count"]),
+        "bytes_per_token": table_bytes_per_token(tok, table["word"], table["count"]),
+    }
 
 
 def run_stats(out: Path, **options) -> StatsResult:
@@ -274,6 +306,13 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
         + (f"{bpt:.3f} bytes per token" if bpt else "no text tokens"),
         "",
     ]
+    if e := s.get("extend"):
+        lines += [
+            f"extended {e['base']}: {e['new_merges']} new merges on its {e['base_merges']}, "
+            f"ids {e['base_vocab_size']} and up new; bytes per token on the word table "
+            f"{e['base_bytes_per_token']} with the base, {e['bytes_per_token']} extended",
+            "",
+        ]
     if s["source_column"]:
         lines.append(
             f"per source (column {s['source_column']!r}; documents without one: their shard),"
