@@ -815,3 +815,72 @@ def report(out, data, tokenizer_file, source_column, samples):
             samples=samples,
         )
     )
+
+
+def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        sizes = [int(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: want sizes separated by commas") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{value!r}: want positive sizes separated by commas")
+    return sizes
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--vocab-sizes",
+    callback=parse_sizes,
+    metavar="N,N,...",
+    help="Vocabulary sizes up to the trained one. Default: the powers of two below the "
+    "trained size, and the trained size.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Encode this many documents (the same ones every time: fixed by a hash of shard "
+    "and row), not all.",
+)
+@click.option(
+    "--data",
+    type=EXISTING,
+    default=None,
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+)
+@click.option(
+    "--source-column",
+    default="source",
+    show_default=True,
+    help="Column or JSON field naming each document's source; documents without one "
+    "count under their shard. '' counts per shard only.",
+)
+@click.option(
+    "--max-sources",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show this many sources, largest first (0: all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@user_errors
+def sweep(out, vocab_sizes, sample, data, source_column, max_sources, as_json):
+    """Bytes per token per source and overall for smaller vocabularies of OUT's
+    tokenizer: training to a smaller size learns exactly the first merges, so each
+    size is OUT's merges cut to it, nothing trained again. Writes OUT/sweep.json,
+    which `report` plots."""
+    import json
+
+    from pipeline.stages.sweep import format_sweep, run_sweep
+
+    result = run_sweep(
+        out, sizes=vocab_sizes, sample=sample, data=data, source_column=source_column or None
+    )
+    d = result.to_json()
+    click.echo(
+        json.dumps(d, indent=2, ensure_ascii=False) if as_json else format_sweep(d, max_sources)
+    )
+    echo_summary(result)

@@ -211,6 +211,85 @@ def loglog_scatter(ys: Sequence[int], x_label: str, y_label: str) -> str:
     return "".join(parts)
 
 
+LINE_COLORS = ("#2563eb", "#ea580c", "#0d9488", "#db2777", "#7c3aed", "#65a30d", "#ca8a04",
+               "#0891b2")  # fmt: skip
+
+
+def line_chart(
+    xs: Sequence[int], series: Sequence[tuple[str, Sequence[float | None]]], y_label: str
+) -> str:
+    """One line per (name, ys) over xs on a log-2 x axis (vocabulary sizes); the
+    last series is drawn dark and thick (the whole corpus)."""
+    if not xs or not series:
+        return "<p class=muted>no sizes</p>"
+    left, bottom, top, legend_w = 60, 44, 16, 250
+    height = max(320, top + bottom + 20 + 16 * len(series))
+    plot_w, plot_h = WIDTH - left - legend_w - 20, height - top - bottom
+    lo, hi = math.log2(min(xs)), math.log2(max(xs))
+    values = [y for _, ys in series for y in ys if y is not None]
+    y_max = _nice_max(max(values, default=1.0))
+
+    def px(x: float) -> float:
+        return left + (plot_w * (math.log2(x) - lo) / (hi - lo) if hi > lo else plot_w / 2)
+
+    def py(y: float) -> float:
+        return top + plot_h - plot_h * y / y_max
+
+    parts = [f'<svg width="{WIDTH}" height="{height}" role="img">']
+    for k in range(5):
+        y = y_max * k / 4
+        parts.append(
+            f'<line x1="{left}" y1="{py(y):.1f}" x2="{left + plot_w}" y2="{py(y):.1f}" '
+            f'stroke="#e5e7eb"/><text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end" '
+            f'fill="#6b7280">{y:g}</text>'
+        )
+    for x in xs:
+        parts.append(
+            f'<line x1="{px(x):.1f}" y1="{top}" x2="{px(x):.1f}" y2="{top + plot_h}" '
+            f'stroke="#f3f4f6"/><text x="{px(x):.1f}" y="{top + plot_h + 16}" '
+            f'text-anchor="middle" fill="#6b7280">{fmt_int(x)}</text>'
+        )
+    for n, (name, ys) in enumerate(series):
+        last = n == len(series) - 1
+        color = "#111827" if last else LINE_COLORS[n % len(LINE_COLORS)]
+        points = " ".join(
+            f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True) if y is not None
+        )
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{color}" '
+            f'stroke-width="{3 if last else 1.6}"><title>{esc(name)}</title></polyline>'
+        )
+        ly = top + 8 + 16 * n
+        short = name if len(name) <= 34 else name[:33] + "\u2026"
+        parts.append(
+            f'<line x1="{WIDTH - legend_w}" y1="{ly}" x2="{WIDTH - legend_w + 16}" y2="{ly}" '
+            f'stroke="{color}" stroke-width="{3 if last else 2}"/>'
+            f'<text x="{WIDTH - legend_w + 22}" y="{ly + 4}">{esc(short)}</text>'
+        )
+    parts.append(
+        f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" fill="#6b7280">'
+        "vocabulary size (log scale)</text>"
+        f'<text transform="translate(14 {top + plot_h / 2}) rotate(-90)" text-anchor="middle" '
+        f'fill="#6b7280">{esc(y_label)}</text></svg>'
+    )
+    return "".join(parts)
+
+
+def sweep_section(sweep: dict, max_lines: int = 8) -> str:
+    """Bytes per token against vocabulary size: the largest sources, then all."""
+    lines = sorted(sweep["sources"], key=lambda x: -x["bytes"])[:max_lines]
+    series = [(x["name"], x["bytes_per_token"]) for x in lines]
+    series.append(("all documents", sweep["all"]["bytes_per_token"]))
+    sample = f" on {sweep['sample']} sampled documents" if sweep.get("sample") else ""
+    return (
+        "<h2 id=sweep>Bytes per token against vocabulary size</h2><p class=muted>From "
+        f"<code>tokenmill sweep</code>{sample}: the tokenizer's merges cut to each size, "
+        "which is what training to that size gives. One line per source (the "
+        f"{len(lines)} largest), the thick one for all documents.</p>"
+        + line_chart(sweep["vocab_sizes"], series, "bytes per token")
+    )
+
+
 def tokenization(doc: SampleDocument) -> str:
     """A document as coloured spans, one per token (tokens that are only part of a
     UTF-8 character are joined with their neighbours and outlined)."""
@@ -260,6 +339,7 @@ def page(
     merge_counts: list[int],
     samples: list[SampleDocument],
     max_sources: int = 30,
+    sweep: dict | None = None,
 ) -> str:
     s = summary
     cards = [
@@ -312,6 +392,8 @@ def page(
             + hbar_chart(bpt(shown_sources), "bytes/token", color="#0d9488")
             + stats_table(shown_sources, "source")
         )
+    if sweep:
+        sections.append(sweep_section(sweep))
     sections += [
         "<h2 id=lengths>Token length distribution</h2><p class=muted>Length of a token in "
         f"{esc(tokenizer_info.get('mode') == 'char' and 'characters' or 'bytes')}, special "

@@ -10,6 +10,7 @@ to exactly what the run's manifest lists.
     OUT/bin/<input path>.bin, .idx.npy, index.json   --format bin
     OUT/bin/{train,val}.bin, {train,val}.idx.npy, index.json   --format bin --val-fraction
     OUT/manifest.json
+    OUT/report.html, OUT/sweep.json   written by `report` and `sweep` after a run
     OUT/.tokenmill.lock               io/lock.py
 
 Beside each file a run may keep sits its state file `.NAME.state.json`
@@ -28,9 +29,10 @@ from pipeline.stages.state import state_file
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
+SWEEP = "sweep.json"  # written by `tokenmill sweep` after a run
 TOKENIZER = "tokenizer.json"  # beside tokens/
 FOLDERS = ("counts", "tokens", "packed", "bin")
-FILES = ("counts.parquet", TOKENIZER, REPORT)
+FILES = ("counts.parquet", TOKENIZER, REPORT, SWEEP)
 
 
 def output_paths(out: AnyPath) -> dict[str, AnyPath]:

@@ -105,6 +105,14 @@ def sample_document(tok: Tokenizer, shard: TokenShard, max_tokens: int) -> Sampl
     )
 
 
+def current_sweep(out: Path, tok: Tokenizer) -> dict | None:
+    """OUT/sweep.json when it was made with this tokenizer."""
+    from pipeline.stages.sweep import read_sweep
+
+    sweep = read_sweep(out)
+    return sweep if sweep and sweep.get("tokenizer_sha256") == tok.sha256 else None
+
+
 def run_report(
     out: Path,
     *,
@@ -140,6 +148,7 @@ def run_report(
         corpus_lengths=corpus_share,
         merge_counts=st.counts[tok.merge_ids].tolist() if tok.merges else [],
         samples=[d for d in docs if d is not None],
+        sweep=current_sweep(out, tok),
     )
     path = out / REPORT
     with atomic_path(path) as tmp:

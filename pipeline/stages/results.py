@@ -210,6 +210,34 @@ class ReportResult(StageResult):
 
 
 @dataclass(kw_only=True)
+class SweepResult(StageResult):
+    stage: str = "sweep"
+    vocab_sizes: list[int]
+    sample: int | None
+    all: dict  # name, documents, bytes, text_tokens and bytes_per_token per size
+    sources: list[dict]  # the same per source
+    tokenizer_sha256: str
+
+    def what(self) -> str:
+        bpt = self.all["bytes_per_token"]
+        return (
+            f"{len(self.vocab_sizes)} vocabulary sizes ({self.vocab_sizes[0]} to "
+            f"{self.vocab_sizes[-1]}), {self.all['documents']} documents, bytes per token "
+            f"{bpt[0]} to {bpt[-1]}"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "stage": self.stage,
+            "vocab_sizes": self.vocab_sizes,
+            "sample": self.sample,
+            "all": self.all,
+            "sources": self.sources,
+            "tokenizer_sha256": self.tokenizer_sha256,
+        }
+
+
+@dataclass(kw_only=True)
 class RunResult(StageResult):
     stage: str = "run"
     manifest: str
