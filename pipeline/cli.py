@@ -303,6 +303,16 @@ def output_folder_options(f):
     )(f)
 
 
+def max_sources_option(f):
+    return click.option(
+        "--max-sources",
+        type=click.IntRange(min=0),
+        default=20,
+        show_default=True,
+        help="Show this many sources and shards, largest first (0: all).",
+    )(f)
+
+
 def user_errors(f):
     """Print a user-caused error, or one the system gave (disk full, read-only
     folder, name too long), on one line and exit non-zero."""
@@ -761,13 +771,7 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
 @main.command()
 @click.argument("out", type=EXISTING)
 @output_folder_options
-@click.option(
-    "--max-sources",
-    type=click.IntRange(min=0),
-    default=20,
-    show_default=True,
-    help="Show this many sources and shards, largest first (0: all).",
-)
+@max_sources_option
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
 @user_errors
 def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
@@ -858,13 +862,7 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     help="Column or JSON field naming each document's source; documents without one "
     "count under their shard. '' counts per shard only.",
 )
-@click.option(
-    "--max-sources",
-    type=click.IntRange(min=0),
-    default=20,
-    show_default=True,
-    help="Show this many sources, largest first (0: all).",
-)
+@max_sources_option
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
 @user_errors
 def sweep(out, vocab_sizes, sample, data, source_column, max_sources, as_json):
