@@ -98,3 +98,22 @@ def test_cli_prints_a_table_and_json_and_report_plots_it(swept):
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()
     assert "id=sweep" in html and "lines.txt" in html
+
+
+def test_prefix_of_an_extended_char_tokenizer_has_the_same_tokens():
+    import pyarrow as pa
+
+    from pipeline.tokenizer.core import word_table
+    from pipeline.tokenizer.extend import extend
+
+    base = Tokenizer.train(["low lower lowest"] * 5, mode="char", num_merges=4)
+    table = word_table([pa.array(["newer newest news"] * 5, pa.large_string())], "char", "", False)
+    tok = extend(base, table["word"], table["count"], num_merges=6).tokenizer
+    assert tok.special_ids is not None  # the base's special ids sit among the merges
+    text = "lowest newest"
+
+    def tokens(t: Tokenizer) -> list[str]:
+        return [t.token_values[i] for i in t.encode(text)]
+
+    assert tokens(prefix(tok, tok.vocab_size)) == tokens(tok)
+    assert tokens(prefix(tok, base.vocab_size)) == tokens(base)

@@ -62,12 +62,17 @@ def prefix(tok: Tokenizer, size: int) -> Tokenizer:
             f"{tok.vocab_size} (the trained size)"
         )
     if tok.vocab is None:
+        # Numbered afresh, base tokens then merges then specials (an extended
+        # tokenizer's special ids among its merges would fall out of range):
+        # the ids change, the tokens do not.
+        base = tok.vocab_size - len(tok.merges) - len(tok.special_tokens)
+        renumber = {old: base + j for j, old in enumerate(tok.merge_ids[:k])}
         return Tokenizer(
             mode=tok.mode,
             pattern=tok.pattern,
             lowercase=tok.lowercase,
             alphabet=tok.alphabet,
-            merges=tok.merges[:k],
+            merges=[(renumber.get(a, a), renumber.get(b, b)) for a, b in tok.merges[:k]],
             special_tokens=tok.special_tokens,
             whole_words=tok.whole_words,
             normalization=tok.normalization,
