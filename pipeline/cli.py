@@ -438,6 +438,12 @@ def merge(counts_dir, counts_file, min_count, force):
 
 
 def extend_option(f):
+    f = click.option(
+        "--extend-alphabet",
+        is_flag=True,
+        help="With --extend, char mode: characters the base never saw get ids after the "
+        "base's (else they are <unk>).",
+    )(f)
     return click.option(
         "--extend",
         "extend",

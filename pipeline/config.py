@@ -66,6 +66,8 @@ class Config:
     # train: grow this tokenizer (any file formats.load_any reads) instead of
     # starting from the base vocabulary; mode, pattern and lowercase are its own
     extend: str | None = None
+    # --extend, char mode: characters the base never saw get ids (else <unk>)
+    extend_alphabet: bool = False
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern)
@@ -87,7 +89,8 @@ class Config:
             raise TokenmillError(f"--min-count must be at least 1, not {self.min_count}")
         specials = len(self.train_special_tokens)
         # Byte mode's base is known up front, so a hopeless size fails before any work.
-        if self.mode == "byte" and self.vocab_size < 256 + specials:
+        # (With --extend the mode and the base are the base tokenizer's: `extend` checks.)
+        if self.mode == "byte" and not self.extend and self.vocab_size < 256 + specials:
             raise TokenmillError(
                 f"--vocab-size {self.vocab_size} is below the base vocabulary: 256 byte tokens "
                 f"+ {specials} special token{'s' if specials > 1 else ''}"
@@ -102,6 +105,8 @@ class Config:
             raise TokenmillError(
                 f"--val-fraction {self.val_fraction} is out of range: 0 (no split) to below 1"
             )
+        if self.extend_alphabet and not self.extend:
+            raise TokenmillError("--extend-alphabet goes with --extend (a char-mode base)")
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
                 f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
@@ -123,6 +128,8 @@ class Config:
         d = asdict(self)
         if d["extend"] is None:
             del d["extend"]  # manifests of runs that extend nothing stay as they were
+        if not d["extend_alphabet"]:
+            del d["extend_alphabet"]
         d["workers"] = self.n_workers
         d["special_tokens"] = list(self.special_tokens)
         return d

@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PATTERNS = ["gpt2", "cl100k", "o200k"]
 
 
-def extended(base: Tokenizer, texts: list[str], num_merges: int):
+def extended(base: Tokenizer, texts: list[str], num_merges: int, **options):
     table = word_table(
         [pa.array(texts, pa.large_string())], base.mode, base.pattern or "cl100k", base.lowercase
     )
-    return extend(base, table["word"], table["count"], num_merges=num_merges)
+    return extend(base, table["word"], table["count"], num_merges=num_merges, **options)
 
 
 def known_texts(tok: Tokenizer) -> list:
@@ -111,6 +111,32 @@ def test_char_extend_is_textbook_continued(a, b, base_merges, num_merges):
     tok = extended(base, b, num_merges).tokenizer
     assert tok.merge_pairs()[len(base.merges) :] == expected
     check_kept(base, tok)
+    again = Tokenizer.from_dict(json.loads(tok.to_json()))
+    assert again == tok
+    assert again.encode(" ".join(b)) == tok.encode(" ".join(b))
+
+
+@SETTINGS
+@given(
+    a=char_texts(letters="abc"),
+    b=char_texts(letters="abcdef"),
+    base_merges=st.integers(0, 30),
+    num_merges=st.integers(1, 40),
+)
+def test_char_extend_alphabet_is_textbook_continued(a, b, base_merges, num_merges):
+    base = Tokenizer.train(a, mode="char", num_merges=base_merges)
+    table = [
+        (tb.encode_char(word, base.merge_pairs()), count)
+        for word, count in tb.char_word_counts(b).items()
+    ]
+    added = sorted({c for word in tb.char_word_counts(b) for c in word} - set(base.alphabet))
+    expected = tb.train_symbols(table, num_merges, known=known_texts(base) + added)
+    tok = extended(base, b, num_merges, extend_alphabet=True).tokenizer
+    assert tok.merge_pairs()[len(base.merges) :] == expected
+    check_kept(base, tok)
+    size = base.vocab_size
+    assert [tok.token_values[i] for i in range(size, size + len(added))] == added
+    assert UNK not in tok.tokens(" ".join(b))
     again = Tokenizer.from_dict(json.loads(tok.to_json()))
     assert again == tok
     assert again.encode(" ".join(b)) == tok.encode(" ".join(b))
@@ -295,3 +321,28 @@ def test_run_extend_keeps_its_tokenizer_until_the_base_changes(tmp_path):
     assert result.exit_code == 0, result.output
     assert Tokenizer.load(tmp_path / "t.json").vocab_size == 270
     assert "new on the base's 5" in result.output
+
+
+def test_run_extend_alphabet_in_char_mode(tmp_path):
+    from pipeline.config import Config
+    from pipeline.errors import TokenmillError
+    from pipeline.stages.run import run_all
+    from pipeline.stages.tokens import token_shards
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("über schön grün\nschön über alles\n" * 5)
+    base = Tokenizer.train(["uber schon grun alles"] * 5, mode="char", num_merges=10)
+    base.save(tmp_path / "base.json")
+    with pytest.raises(TokenmillError, match="goes with --extend"):
+        Config(extend_alphabet=True)
+    for grow, out in ((False, tmp_path / "unk"), (True, tmp_path / "grown")):
+        config = Config(vocab_size=60, extend=str(tmp_path / "base.json"), extend_alphabet=grow)
+        run_all(data, out, config)
+        tok = Tokenizer.load(out / "tokenizer.json")
+        check_kept(base, tok)
+        assert tok.mode == "char"
+        ids = [i for b in token_shards(out / "tokens")[0].batches() for i in b["ids"].flatten()]
+        assert (tok.special_id(UNK) in [i.as_py() for i in ids]) is not grow
+        if grow:  # the two new letters, sorted, right after the base's ids
+            assert tok.token_values[base.vocab_size : base.vocab_size + 2] == ["ö", "ü"]

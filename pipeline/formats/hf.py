@@ -192,7 +192,7 @@ def char_normalizers(lowercase: bool) -> list[dict]:
 
 
 def _char_dict(tok: Tokenizer) -> dict:
-    if tok.special_ids is not None or tok.vocab is not None:
+    if tok.special_ids is not None or tok.vocab is not None or tok.alphabet_ids is not None:
         raise TokenmillError("char mode tokenizers number their ids themselves")
     strings: list[str] = [WORD_END if c == END_OF_WORD else c for c in tok.alphabet]
     for a, b in tok.merges:

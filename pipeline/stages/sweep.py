@@ -67,6 +67,7 @@ def prefix(tok: Tokenizer, size: int) -> Tokenizer:
         # the ids change, the tokens do not.
         base = tok.vocab_size - len(tok.merges) - len(tok.special_tokens)
         renumber = {old: base + j for j, old in enumerate(tok.merge_ids[:k])}
+        renumber.update({old: j for j, old in enumerate(tok.alphabet_ids or ())})
         return Tokenizer(
             mode=tok.mode,
             pattern=tok.pattern,

@@ -67,6 +67,8 @@ def run_train(
     }
     if base is not None:
         key["extend_sha256"] = base.sha256  # another base: train again
+        if config.extend_alphabet:
+            key["extend_alphabet"] = True
     if reusable_file(tokenizer_file, key, config.force):
         tok = Tokenizer.load(tokenizer_file)
         grown = extension_summary(base, tok, table) if base is not None else None
@@ -106,6 +108,7 @@ def grow(base: Tokenizer, table, config: Config, progress) -> tuple[Tokenizer, d
         table["count"],
         vocab_size=config.vocab_size,
         special_tokens=config.train_special_tokens,
+        extend_alphabet=config.extend_alphabet,
         progress=progress,
     )
     return grown.tokenizer, {

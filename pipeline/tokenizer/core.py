@@ -89,6 +89,9 @@ class Tokenizer:
     whole_words: bool = False
     # Unicode normalization applied to the text before splitting ("" or "NFC").
     normalization: str = ""
+    # Char mode, an extended tokenizer whose alphabet grew (--extend-alphabet):
+    # the id of each alphabet entry (None: its index).
+    alphabet_ids: list[int] | None = None
 
     # ---- construction -------------------------------------------------
 
@@ -223,7 +226,10 @@ class Tokenizer:
     def _numbering(self) -> OwnNumbering | ImportedNumbering:
         """Which id each token has: tokenmill's numbering, or an imported table."""
         if self.vocab is None:
-            return OwnNumbering(self.base_size, self.merges, self.special_tokens, self.special_ids)
+            return OwnNumbering(
+                self.base_size, self.merges, self.special_tokens, self.special_ids,
+                self.alphabet_ids,
+            )  # fmt: skip
         return ImportedNumbering(self.vocab, self.merges, self.special_tokens, self.special_ids)
 
     @property
@@ -614,9 +620,16 @@ class Tokenizer:
             vocab=vocab,
             special_ids=[raw_specials[t] for t in specials]
             if vocab is not None
-            else _own_special_ids(mode, alphabet, len(merges), [raw_specials[t] for t in specials]),
+            else _own_special_ids(
+                mode,
+                alphabet,
+                len(merges),
+                [raw_specials[t] for t in specials],
+                d.get("alphabet_ids") is not None,
+            ),
             whole_words=field_of("whole_words", bool, False),
             normalization=field_of("normalization", str, ""),
+            alphabet_ids=field_of("alphabet_ids", (list, type(None)), None),
         )
         tok.checked(source, compile_pattern=False)
         try:
@@ -688,7 +701,9 @@ def word_table(
     )
 
 
-def _own_special_ids(mode: str, alphabet: list, merges: int, ids: list) -> list[int] | None:
+def _own_special_ids(
+    mode: str, alphabet: list, merges: int, ids: list, grown_alphabet: bool = False
+) -> list[int] | None:
     """A file in tokenmill's numbering: its special ids where they are not right
     after the merges but among them, as an extended tokenizer keeps its base's
     (`tokenizer/extend.py`); else None (the numbering puts them, and a file
@@ -696,7 +711,8 @@ def _own_special_ids(mode: str, alphabet: list, merges: int, ids: list) -> list[
     base = 256 if mode == "byte" else len(alphabet)
     size = base + merges + len(ids)
     default = list(range(base + merges, size))
-    if ids == default or not all(type(i) is int and base <= i < size for i in ids):
+    low = 0 if grown_alphabet else base  # added characters have ids after the specials
+    if ids == default or not all(type(i) is int and low <= i < size for i in ids):
         return None
     return ids
 

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.arrow import byte_view
+from pipeline.io.arrow import arrow_buffers, byte_view
 from pipeline.memory import release_memory
 from pipeline.tokenizer.core import Tokenizer, word_table
 from pipeline.tokenizer.ids import MAX_VOCAB_SIZE, show
@@ -77,14 +77,18 @@ def extend(
     vocab_size: int | None = None,
     num_merges: int | None = None,
     special_tokens: Sequence[str] | None = None,
+    extend_alphabet: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Extension:
     """`base` grown with merges learned on the word table (`words`, in
     first-occurrence order, and their `counts`) to `vocab_size` ids in all (or
     exactly `num_merges` new merges, or until no pair is left). Special tokens
     the base lacks (of `special_tokens` and the mode's own) get ids after the
-    new merges."""
+    new merges. Char mode: characters the base never saw are `<unk>`, unless
+    `extend_alphabet` gives them ids (after the base's, before the new merges)."""
     check_base(base)
+    if extend_alphabet and base.mode != "char":
+        raise TokenmillError("--extend-alphabet is for char mode (byte mode has every byte)")
     for value, what in ((vocab_size, "--vocab-size"), (num_merges, "num_merges")):
         if value is not None and (type(value) is not int or not 0 <= value <= MAX_VOCAB_SIZE):
             raise TokenmillError(
@@ -94,6 +98,8 @@ def extend(
     counts = counts.cast(pa.uint64())
     wanted = list(special_tokens or []) + default_special_tokens(base.mode)
     new_specials = list(dict.fromkeys(t for t in wanted if t not in base.special_tokens))
+    if extend_alphabet:
+        base = _with_characters(base, words)
     size = base.vocab_size
     if num_merges is None:
         if vocab_size is None:
@@ -150,6 +156,29 @@ def token_texts(tok: Tokenizer) -> list[bytes | None]:
     ]
 
 
+def _with_characters(base: Tokenizer, words: pa.Array) -> Tokenizer:
+    """A char-mode `base` with the characters of `words` it lacks added, with
+    ids after its own (sorted, as training sorts an alphabet)."""
+    if not len(words):
+        return base
+    seen = set(base.alphabet)
+    new = [c for c in _native.char_alphabet(*arrow_buffers(words)) if c not in seen]
+    if not new:
+        return base
+    size = base.vocab_size
+    ids = base.alphabet_ids or list(range(len(base.alphabet)))
+    return Tokenizer(
+        mode="char",
+        pattern=base.pattern,
+        lowercase=base.lowercase,
+        alphabet=list(base.alphabet) + new,
+        alphabet_ids=list(ids) + list(range(size, size + len(new))),
+        merges=list(base.merges),
+        special_tokens=list(base.special_tokens),
+        special_ids=[base.special_id(t) for t in base.special_tokens],
+    ).checked("extended alphabet")
+
+
 def _grown(base: Tokenizer, new: list[tuple[int, int]], new_specials: list[str]) -> Tokenizer:
     """The base's tables with the new merges (ids from base.vocab_size on) and
     new special tokens after them."""
@@ -169,7 +198,8 @@ def _grown(base: Tokenizer, new: list[tuple[int, int]], new_specials: list[str])
             alphabet=list(base.alphabet),
             merges=merges,
             special_tokens=names,
-            special_ids=None if ids == default else ids,
+            special_ids=None if ids == default and base.alphabet_ids is None else ids,
+            alphabet_ids=base.alphabet_ids,
         ).checked("extended tokenizer")
     vocab = list(base.byte_vocab) + [None] * (size - len(base.byte_vocab))
     for a, b in new:

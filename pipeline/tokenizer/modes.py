@@ -38,6 +38,7 @@ class Tokenizer(Protocol):
     alphabet: list[str]
     special_tokens: list[str]
     whole_words: bool
+    alphabet_ids: list[int] | None
 
     @property
     def byte_vocab(self) -> list[bytes | None]: ...
@@ -128,6 +129,8 @@ class ByteMode(Mode):
     def check_fields(self, tok: Tokenizer) -> None:
         if not isinstance(tok.pattern, str) or not tok.pattern:
             raise TokenmillError(f"pattern {show(tok.pattern)}: byte mode needs a pattern")
+        if tok.alphabet_ids is not None:
+            raise TokenmillError("alphabet_ids belong to char mode")
 
     def check_pattern(self, tok: Tokenizer) -> None:
         if tok.pattern not in PATTERNS:
@@ -204,16 +207,25 @@ class CharMode(Mode):
             raise TokenmillError(f"char mode needs the special token {UNK}")
 
     def encoder(self, tok: Tokenizer, merges: list[tuple[int, int, int]]) -> _native.Encoder:
+        alphabet, ids = tok.alphabet, tok.alphabet_ids
+        if ids is not None:
+            # The core takes the alphabet by id; "" (no character) at the other ids.
+            alphabet = [""] * (max(ids, default=-1) + 1)
+            for c, i in zip(tok.alphabet, ids, strict=True):
+                alphabet[i] = c
         return _native.Encoder.char(
             merges,
-            tok.alphabet,
-            end_of_word=tok.alphabet.index(END_OF_WORD),
+            alphabet,
+            end_of_word=alphabet.index(END_OF_WORD),
             unk=tok.special_id(UNK),
             lowercase=tok.lowercase,
         )
 
     def file_fields(self, tok: Tokenizer) -> dict:
-        return {"lowercase": tok.lowercase, "alphabet": tok.alphabet}
+        fields = {"lowercase": tok.lowercase, "alphabet": tok.alphabet}
+        if tok.alphabet_ids is not None:
+            fields["alphabet_ids"] = tok.alphabet_ids
+        return fields
 
 
 BYTE = ByteMode()

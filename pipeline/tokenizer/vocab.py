@@ -33,7 +33,7 @@ from pipeline.tokenizer.modes import Mode, Tokenizer
 class OwnNumbering:
     """tokenmill's numbering: base tokens, one per merge, then specials."""
 
-    __slots__ = ("base_size", "merges", "special_ids", "special_tokens")
+    __slots__ = ("alphabet_ids", "base_size", "merges", "special_ids", "special_tokens")
 
     def __init__(
         self,
@@ -41,11 +41,14 @@ class OwnNumbering:
         merges: Sequence[tuple[int, int]],
         special_tokens: Sequence[str],
         special_ids: Sequence[int] | None = None,
+        alphabet_ids: Sequence[int] | None = None,
     ) -> None:
         self.base_size = base_size
         self.merges = merges
         self.special_tokens = special_tokens
         self.special_ids = special_ids
+        # Char mode with an alphabet grown by extending: each base token's id.
+        self.alphabet_ids = alphabet_ids
 
     @property
     def size(self) -> int:
@@ -61,6 +64,9 @@ class OwnNumbering:
         """The id of each merge: the ids from the base on that no special token has."""
         taken = set(self.special_ids or ())
         ids, i = [], self.base_size
+        if self.alphabet_ids is not None:
+            taken |= set(self.alphabet_ids)
+            i = 0
         while len(ids) < len(self.merges):
             if i not in taken:
                 ids.append(i)
@@ -70,8 +76,9 @@ class OwnNumbering:
     def _laid_out(self) -> bool:
         """Whether special ids sit somewhere other than right after the merges."""
         n = self.base_size + len(self.merges)
-        return self.special_ids is not None and list(self.special_ids) != list(
-            range(n, n + len(self.special_tokens))
+        return self.alphabet_ids is not None or (
+            self.special_ids is not None
+            and list(self.special_ids) != list(range(n, n + len(self.special_tokens)))
         )
 
     def values(
@@ -81,6 +88,10 @@ class OwnNumbering:
         then merged pairs, then the special tokens (`specials`: token -> id)."""
         values = base
         if self._laid_out():
+            if self.alphabet_ids is not None:
+                values = [None] * self.size
+                for v, i in zip(base, self.alphabet_ids, strict=True):
+                    values[i] = v
             values += [None] * (self.size - len(values))
             for (a, b), i in zip(self.merges, self._free_ids(), strict=True):
                 values[i] = values[a] + values[b]
@@ -176,10 +187,19 @@ class OwnNumbering:
         (merges fill the ids between them). Whether they are laid out so."""
         if not self._laid_out():
             return False
-        ids = list(self.special_ids)  # type: ignore[arg-type]
+        ids = list(self.special_ids or ())
+        low = self.base_size
+        if self.alphabet_ids is not None:
+            chars = list(self.alphabet_ids)
+            if len(chars) != self.base_size or any(
+                type(i) is not int or not 0 <= i < self.size for i in chars
+            ):
+                raise TokenmillError("alphabet_ids: one id per alphabet entry, within the ids")
+            ids += chars
+            low = 0
         if any(type(i) is not int for i in ids) or len(set(ids)) != len(ids):
-            raise TokenmillError("special token ids must be distinct integers")
-        if not all(self.base_size <= i < self.size for i in ids):
+            raise TokenmillError("special token and alphabet ids must be distinct integers")
+        if not all(low <= i < self.size for i in ids):
             raise TokenmillError(
                 f"special token ids must lie from {self.base_size} (after the base tokens) "
                 f"to {self.size - 1}, with the merges in the ids between them"
