@@ -11,6 +11,7 @@ The package's parts, each importing only those above it:
 | `vocab`     | the numbering: tokenmill's own or an imported explicit table      |
 | `options`   | training options checked without the native core                 |
 | `core`      | `Tokenizer` itself, and `word_table` (counting words for training) |
+| `extend`    | growing a tokenizer: new merges learned on top of a base's        |
 
 `pipeline.formats` (other tools' files) imports this package, never the reverse.
 """

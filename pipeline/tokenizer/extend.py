@@ -13,7 +13,8 @@ A merge whose bytes (char mode: text) some token already has is never
 learned (`native/src/extend.rs` says why): every token keeps one text, so an
 extended byte-level tokenizer exports to tokenizer.json and .tiktoken as its
 base does. Special tokens never merge; in char mode a character the base
-never saw is `<unk>`, which does not merge either.
+never saw is `<unk>`, which does not merge either, unless `extend_alphabet`
+gives it an id (after the base's, before the new merges).
 
 >>> from pipeline import Tokenizer
 >>> base = Tokenizer.train(["the cat sat on the mat"] * 10, vocab_size=270)
