@@ -28,12 +28,19 @@ FORMATS = ("hf", "tiktoken", "transformers")
 
 
 def detect(path: Path) -> tuple[str, object, bytes]:
-    """(format, parsed JSON or None, the file's bytes) of a tokenizer file."""
+    """(format, parsed JSON or None, the file's bytes) of a tokenizer file. A
+    tokenizer.json's is an `hf.Parsed`: its model's vocab and merges read by
+    the native core, the rest by Python."""
+    from pipeline.formats import hf
+
     path = location(path)
     if path.name.endswith(".tiktoken"):
         return "tiktoken", None, b""
     head = read_bytes(path, "tokenizer")
     if head.lstrip()[:1] == b"{":
+        parsed = hf.parse(head, path)
+        if parsed is not None:
+            return "hf", parsed, head
         d = parse_json(head, path)
         if isinstance(d, dict):
             if d.get("format") == FORMAT:
@@ -85,6 +92,8 @@ def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None
             "this file has its own"
         )
     if kind == "hf":
+        if isinstance(d, hf.Parsed):
+            return hf.from_dict(d.rest, str(path), d)
         return hf.from_dict(d, str(path))
     return Tokenizer.from_file(d, data, str(path))
 
