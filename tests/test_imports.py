@@ -141,3 +141,23 @@ def test_building_a_config_does_not_load_the_native_core():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_encoding_parquet_does_not_import_pandas(tmp_path):
+    # PyArrow imports pandas (a fifth of a second of every run's start-up)
+    # the first time it converts a Python list, scalar or NumPy array: the
+    # encode command makes its arrays from buffers instead.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["hello world", "καλημέρα", ""]}), tmp_path / "a.parquet")
+    vocab = PACKAGE.parent / "vocabularies" / "gpt2.tiktoken"
+    args = [str(tmp_path / "a.parquet"), str(tmp_path / "out"), "--tokenizer", str(vocab)]
+    code = (
+        "import sys; from pipeline.entry import main\n"
+        f"sys.argv = ['tokenmill', 'encode', *{args!r}, '--pattern', 'gpt2', '--workers', '1']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "1 shards" in out.stderr + out.stdout and out.stdout.strip().endswith("False")

@@ -294,3 +294,141 @@ def test_tokenmill_json_vocab_decodes_as_the_reference(raw):
             core._byte_level_vocab(raw)
         return
     assert core._byte_level_vocab(raw) == want
+
+
+# ---- the native table gives what the Python lists give ----------------------
+
+
+def _file_json(tok: Tokenizer) -> bytes:
+    """The tokenizer file as json.dumps writes it from the Python lists."""
+    text = json.dumps(tok.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode()
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_native_tables_write_the_file_json_dumps_writes(name):
+    tok = loaded(name)
+    assert "_table" in vars(tok)  # held by the native core
+    assert tok._file_bytes == _file_json(tok)
+
+
+any_tokens = st.binary(min_size=2, max_size=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(any_tokens, max_size=30, unique=True),
+    st.booleans(),
+    st.dictionaries(st.sampled_from(["<s>", "</s>"]), st.integers(200, 400), max_size=2),
+    st.data(),
+)
+def test_a_ranks_file_loads_as_the_reference_loads_it(
+    tmp_path_factory, extra, every_byte, specials, data
+):
+    """Loading a canonical ranks file (the native table) gives the tokenizer
+    of the reference's ranks and merges as Python lists, or the same error:
+    bytes without a token, special tokens at taken ids."""
+    values = [bytes([b]) for b in range(0, 256, 1 if every_byte else 3)]
+    values += [v for v in extra if v not in values]
+    ranks = dict(zip(values, data.draw(st.permutations(range(len(values)))), strict=True))
+    path = tmp_path_factory.mktemp("ranks") / "x.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(v) + b" %d\n" % r for v, r in ranks.items()))
+    table = tiktoken_format._table(ranks)
+    merges = tiktoken_format.reference_merges(ranks)
+    try:
+        want = tiktoken_format._from_table(table, merges, "gpt2", specials, str(path))
+    except TokenmillError as e:
+        with pytest.raises(TokenmillError) as got:
+            tiktoken_format.load(path, "gpt2", specials)
+        assert str(got.value) == str(e)
+        return
+    tok = tiktoken_format.load(path, "gpt2", specials)
+    assert "_table" in vars(tok) and "vocab" not in vars(tok)
+    text = b"".join(reversed(values)).decode("latin-1")
+    assert tok.encode(text) == want.encode(text)
+    assert tok._file_bytes == _file_json(want) and tok.sha256 == want.sha256
+    assert (tok.vocab, tok.merges, tok.merge_ids, tok.byte_ids) == (
+        want.vocab,
+        want.merges,
+        want.merge_ids,
+        want.byte_ids,
+    )
+    assert tok.special_map == want.special_map and tok.vocab_size == want.vocab_size
+    assert tok == want and tok.decode(tok.encode(text)) == want.decode(want.encode(text))
+
+
+def _tokenizer_json(model: dict, specials: dict[str, int]) -> dict:
+    """A byte-level tokenizer.json around `model`'s vocab and merges."""
+    from pipeline.formats import hf
+
+    d = hf.to_dict(Tokenizer.train(["hello world"], vocab_size=258))
+    d["model"]["vocab"], d["model"]["merges"] = model["vocab"], model["merges"]
+    d["added_tokens"] = [{"id": i, "content": t, "special": True} for t, i in specials.items()]
+    return d
+
+
+def _loads_alike(path) -> None:
+    """load_any (the model's vocab and merges read by the native core) gives
+    the tokenizer, or the error, of the file read whole by Python."""
+    from pipeline.formats import hf
+
+    try:
+        want = hf.from_dict(json.loads(path.read_bytes()), str(path))
+    except TokenmillError as e:
+        with pytest.raises(TokenmillError) as got:
+            load_any(path)
+        assert str(got.value) == str(e)
+        return
+    tok = load_any(path)
+    assert tok.sha256 == want.sha256
+    assert tok == want and tok.merge_ids == want.merge_ids and tok.byte_ids == want.byte_ids
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hf_models(), st.sampled_from(["as drawn", "every byte", "and merges"]), st.booleans())
+def test_a_tokenizer_json_loads_as_python_reads_it_whole(
+    tmp_path_factory, model_and_specials, how, ascii_only
+):
+    from pipeline.tokenizer.bytelevel import byte_to_char
+
+    model, specials = model_and_specials
+    if how != "as drawn":  # a model that may load: the bytes first, the drawn tokens after
+        base = {c: b for b, c in enumerate(byte_to_char())}
+        drawn = model["vocab"].items()
+        merges = model["merges"]
+        if how == "and merges":  # byte-level tokens, and merges of tokens that are in it
+            drawn = [(t, i) for t, i in drawn if set(t) <= set(base)]
+            merges = [f"{t[0]} {t[1]}" for t, _ in drawn if len(t) == 2]
+        base.update({t: 256 + i for t, i in drawn if t not in base})
+        model = {"vocab": base, "merges": merges}
+        specials = {t: 256 + i for t, i in specials.items()}
+    path = tmp_path_factory.mktemp("hf") / "tokenizer.json"
+    text = json.dumps(_tokenizer_json(model, specials), ensure_ascii=ascii_only)
+    path.write_text(text, encoding="utf-8")
+    _loads_alike(path)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        '"vocab": {"a": 0, "a": 1}, "merges": []',
+        '"vocab": {"a": 0}, "vocab": {"b": 0}, "merges": []',
+        '"vocab": {"a": 0}, "merges": null',
+        '"vocab": {"a": 0}',
+        '"vocab": ["a"], "merges": []',
+        '"vocab": {"a": 1.0}, "merges": []',
+        '"vocab": {"a": true}, "merges": []',
+        '"vocab": {"a": -0}, "merges": []',
+        '"vocab": {"a": 0}, "merges": ["a a", "a a"], "merges": []',
+        '"merges": []',
+    ],
+)
+def test_tokenizer_json_edge_cases_load_as_python_reads_them(tmp_path, model):
+    """Files that Python reads otherwise than the core would (a key twice:
+    Python keeps the last), or refuses: read whole by Python."""
+    whole = json.dumps(_tokenizer_json({"vocab": {}, "merges": []}, {}))
+    start = whole.index('"vocab"')  # the model's vocab and merges come last in it
+    text = whole[:start] + model + whole[whole.index("}", whole.index('"merges"')) :]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(text, encoding="utf-8")
+    _loads_alike(path)

@@ -11,6 +11,7 @@ pub mod scanner;
 pub mod sharedcache;
 pub mod train;
 pub mod vocab;
+pub mod vocab_json;
 pub mod wordmap;
 
 use encode::{Alphabet, Encoder as CoreEncoder};
@@ -411,11 +412,7 @@ fn id_pairs(merges: &Bound<'_, PyList>) -> Result<Vec<(u32, u32)>, Error> {
 fn parse_tiktoken<'py>(py: Python<'py>, data: PyBuffer<u8>) -> PyResult<Bound<'py, PyList>> {
     let data = bytes_of(&data, "data")?;
     let vocab = py.detach(|| pool::install(|| vocab::parse_tiktoken(data)))?;
-    let items = vocab.iter().map(|v| match v {
-        Some(v) => PyBytes::new(py, v).into_any(),
-        None => py.None().into_bound(py),
-    });
-    PyList::new(py, items)
+    bytes_list(py, &vocab)
 }
 
 /// (merges, the id each yields, each byte's id or None if a byte has no
@@ -535,11 +532,108 @@ fn byte_level_tables<'py>(
     let specials = special_ids.into_iter().collect();
     let (vocab, merges) =
         py.detach(|| pool::install(|| vocab::byte_level_tables(&texts, &ids, &specials, &names)))?;
-    let entries = vocab.iter().map(|v| match v {
+    Ok((bytes_list(py, &vocab)?, merges))
+}
+
+/// A list of each id's bytes (None for an id with none).
+fn bytes_list<'py>(py: Python<'py>, table: &[Option<Vec<u8>>]) -> PyResult<Bound<'py, PyList>> {
+    let items = table.iter().map(|v| match v {
         Some(v) => PyBytes::new(py, v).into_any(),
         None => py.None().into_bound(py),
     });
-    Ok((PyList::new(py, entries)?, merges))
+    PyList::new(py, items)
+}
+
+/// An imported byte-level vocabulary held by the core (`vocab::Imported`):
+/// made from a file's bytes and read as it is by the encoder, so that a
+/// 200k-token table becomes Python objects only when Python asks for them.
+#[pyclass(frozen)]
+struct Vocabulary {
+    inner: vocab::Imported,
+}
+
+#[pymethods]
+impl Vocabulary {
+    /// A canonical .tiktoken file's table and the merges its ranks imply;
+    /// NativeError for any other file (the Python reader then reads it, or
+    /// names its fault).
+    #[staticmethod]
+    fn from_tiktoken(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<Self> {
+        let data = bytes_of(&data, "data")?;
+        let inner = py.detach(|| pool::install(|| vocab::Imported::from_tiktoken(data)))?;
+        Ok(Vocabulary { inner })
+    }
+
+    /// The ids the table spans: its largest id + 1.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.tokens.len()
+    }
+
+    /// How many ids hold a token.
+    #[getter]
+    fn n_tokens(&self) -> usize {
+        self.inner.n_tokens()
+    }
+
+    /// The bytes of id `i` (None: no token, or beyond the table).
+    fn token<'py>(&self, py: Python<'py>, i: usize) -> Option<Bound<'py, PyBytes>> {
+        let token = self.inner.tokens.get(i)?.as_ref()?;
+        Some(PyBytes::new(py, token))
+    }
+
+    /// Each id's bytes, None where an id has none.
+    fn tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        bytes_list(py, &self.inner.tokens)
+    }
+
+    /// The merges, (left id, right id) in rank order.
+    fn merges(&self) -> Vec<(u32, u32)> {
+        self.inner.merges.clone()
+    }
+
+    /// The id each merge yields.
+    fn merge_ids(&self) -> Vec<u32> {
+        self.inner.merge_ids.clone()
+    }
+
+    /// Each byte's id; None when some byte has no token.
+    fn byte_ids(&self) -> Option<Vec<u32>> {
+        self.inner.byte_ids.clone()
+    }
+
+    /// `"vocab":[...],"merges":[...]` of the tokenmill file, UTF-8, as
+    /// Python's json.dumps writes them there.
+    fn file_tables<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let text = py.detach(|| vocab_json::write_tables(&self.inner.tokens, &self.inner.merges));
+        PyBytes::new(py, text.as_bytes())
+    }
+}
+
+/// The model vocab and merges of a tokenizer.json, read by the core.
+#[pyclass(frozen)]
+struct ModelJson {
+    inner: vocab_json::Model,
+}
+
+#[pymethods]
+impl ModelJson {
+    /// (the model's vocab and merges, the file's bytes with `{}` and `[]`
+    /// in their place: the rest, for Python to read). NativeError for a
+    /// file the core does not take (see `vocab_json::split_model`).
+    #[staticmethod]
+    fn split<'py>(py: Python<'py>, data: PyBuffer<u8>) -> PyResult<(Self, Bound<'py, PyBytes>)> {
+        let data = bytes_of(&data, "data")?;
+        let (inner, rest) = py.detach(|| vocab_json::split_model(data))?;
+        Ok((ModelJson { inner }, PyBytes::new(py, &rest)))
+    }
+
+    /// The vocabulary, given the added (special) tokens' ids; NativeError
+    /// for any fault (the Python reader then names it).
+    fn vocabulary(&self, py: Python<'_>, special_ids: Vec<u32>) -> PyResult<Vocabulary> {
+        let inner = py.detach(|| pool::install(|| self.inner.imported(&special_ids)))?;
+        Ok(Vocabulary { inner })
+    }
 }
 
 /// (each id's bytes, merges as id pairs) of a tokenizer.json's model.
@@ -655,6 +749,46 @@ impl Encoder {
         })
     }
 
+    /// Byte mode with a vocabulary the core holds; with `whole_words`, a
+    /// word that is one of its tokens maps straight to its id. NativeError
+    /// when a byte has no token.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocabulary, *, whole_words))]
+    fn from_vocabulary(
+        py: Python<'_>,
+        pattern: &str,
+        vocabulary: &Bound<'_, Vocabulary>,
+        whole_words: bool,
+    ) -> PyResult<Self> {
+        let v = &vocabulary.get().inner;
+        let ids: [u32; 256] = v
+            .byte_ids
+            .clone()
+            .and_then(|ids| ids.try_into().ok())
+            .ok_or_else(|| Error::Vocabulary("a byte has no token".into()))?;
+        let pretok = Splitter::Byte { pattern }.build()?;
+        let inner = py.detach(|| {
+            let merges: Vec<((u32, u32), u32)> = v
+                .merges
+                .iter()
+                .copied()
+                .zip(v.merge_ids.iter().copied())
+                .collect();
+            let words = whole_words.then(|| {
+                (v.tokens.iter().enumerate())
+                    .filter_map(|(i, t)| Some((Box::<[u8]>::from(&t.as_ref()?[..]), i as u32)))
+                    .collect()
+            });
+            CoreEncoder::new(
+                pretok,
+                Alphabet::Bytes { ids: Box::new(ids) },
+                &merges,
+                words,
+            )
+        });
+        Ok(Encoder { inner })
+    }
+
     /// Char mode. `alphabet`: the base tokens (characters and the end-of-word
     /// marker at id `end_of_word`), ids in list order; characters outside it
     /// become `unk`; `merges` as for `byte`; words split at whitespace.
@@ -751,5 +885,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
+    m.add_class::<Vocabulary>()?;
+    m.add_class::<ModelJson>()?;
     Ok(())
 }

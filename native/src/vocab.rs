@@ -9,6 +9,7 @@
 //! its reference, which names the line, rank or id at fault.
 
 use crate::error::{Error, Result};
+use crate::wordmap::short_key;
 use base64::Engine;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -85,47 +86,60 @@ fn parse_line(line: &[u8], limit: u64) -> Option<(Vec<u8>, u32)> {
     Some((token, rank as u32))
 }
 
-/// Bytes -> id of a table; an error when two ids have the same bytes.
-fn index_of<'a>(vocab: &[Option<&'a [u8]>]) -> Result<FxHashMap<&'a [u8], u32>> {
-    let mut index = FxHashMap::default();
-    index.reserve(vocab.len());
-    for (i, v) in vocab.iter().enumerate() {
-        if let Some(v) = v {
-            if let Some(j) = index.insert(*v, i as u32) {
+/// Bytes -> id of a table, for BPE's lookups (nearly all the cost of
+/// deriving merges): two-byte tokens (every first pair) also in a flat
+/// table, tokens of up to 15 bytes packed into a `u128` key (no pointer to
+/// follow, no memcmp: a sixth of the derivation's time), longer ones by
+/// their bytes.
+struct Index<'a> {
+    pairs: Vec<u32>,
+    short: FxHashMap<u128, u32>,
+    long: FxHashMap<&'a [u8], u32>,
+}
+
+impl<'a> Index<'a> {
+    /// An error when two ids have the same bytes.
+    fn new(vocab: &[Option<&'a [u8]>]) -> Result<Self> {
+        let mut index = Index {
+            pairs: vec![u32::MAX; 1 << 16],
+            short: FxHashMap::default(),
+            long: FxHashMap::default(),
+        };
+        index.short.reserve(vocab.len());
+        for (i, v) in vocab.iter().enumerate() {
+            let Some(v) = *v else { continue };
+            let before = match short_key(v) {
+                Some(k) => index.short.insert(k, i as u32),
+                None => index.long.insert(v, i as u32),
+            };
+            if let Some(j) = before {
                 return Err(Error::Vocabulary(format!(
                     "ids {j} and {i} have the same bytes"
                 )));
             }
-        }
-    }
-    Ok(index)
-}
-
-/// Token bytes -> rank, for BPE's lookups (most of the cost of deriving
-/// merges), with the two-byte tokens (every first pair) also in a flat table.
-struct Ranks<'a> {
-    index: FxHashMap<&'a [u8], u32>,
-    pairs: Vec<u32>,
-}
-
-impl<'a> Ranks<'a> {
-    fn new(vocab: &[Option<&'a [u8]>]) -> Result<Self> {
-        let index = index_of(vocab)?;
-        let mut pairs = vec![u32::MAX; 1 << 16];
-        for (token, &rank) in &index {
-            if let [x, y] = token[..] {
-                pairs[usize::from(x) << 8 | usize::from(y)] = rank;
+            if let [x, y] = v[..] {
+                index.pairs[usize::from(x) << 8 | usize::from(y)] = i as u32;
             }
         }
-        Ok(Ranks { index, pairs })
+        Ok(index)
     }
 
-    /// The rank of `bytes` (u32::MAX: no token).
-    fn get(&self, bytes: &[u8]) -> u32 {
+    /// The id of `bytes`, if a token has them.
+    fn find(&self, bytes: &[u8]) -> Option<u32> {
         match bytes {
-            [x, y] => self.pairs[usize::from(*x) << 8 | usize::from(*y)],
-            _ => self.index.get(bytes).copied().unwrap_or(u32::MAX),
+            [x, y] => {
+                Some(self.pairs[usize::from(*x) << 8 | usize::from(*y)]).filter(|&i| i != u32::MAX)
+            }
+            _ => match short_key(bytes) {
+                Some(k) => self.short.get(&k).copied(),
+                None => self.long.get(bytes).copied(),
+            },
         }
+    }
+
+    /// The rank (= id) of `bytes`; u32::MAX, above every rank, if none.
+    fn rank(&self, bytes: &[u8]) -> u32 {
+        self.find(bytes).unwrap_or(u32::MAX)
     }
 }
 
@@ -134,7 +148,7 @@ impl<'a> Ranks<'a> {
 /// leftmost of equal ones). Leaves in `starts` where the parts begin;
 /// `pair_ranks` is scratch.
 fn bpe_parts(
-    ranks: &Ranks,
+    ranks: &Index,
     token: &[u8],
     max_rank: u32,
     starts: &mut Vec<usize>,
@@ -148,7 +162,7 @@ fn bpe_parts(
             return u32::MAX;
         }
         let end = starts.get(i + 2).copied().unwrap_or(token.len());
-        match ranks.get(&token[starts[i]..end]) {
+        match ranks.rank(&token[starts[i]..end]) {
             r if r < max_rank => r,
             _ => u32::MAX,
         }
@@ -190,7 +204,7 @@ pub struct Derived {
 /// reaches it), as in the Python reference. `vocab[r]` is the token of rank
 /// r (None: no token).
 pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
-    let ranks = Ranks::new(vocab)?;
+    let ranks = Index::new(vocab)?;
     let found: Vec<Option<(u32, u32)>> = vocab
         .par_iter()
         .enumerate()
@@ -202,7 +216,7 @@ pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
                     // A part of one byte may be no token (a file that lacks
                     // the byte): then the token is not split into two tokens.
                     match starts[..] {
-                        [_, mid] => match (ranks.get(&token[..mid]), ranks.get(&token[mid..])) {
+                        [_, mid] => match (ranks.rank(&token[..mid]), ranks.rank(&token[mid..])) {
                             (u32::MAX, _) | (_, u32::MAX) => None,
                             pair => Some(pair),
                         },
@@ -216,9 +230,7 @@ pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
     let mut derived = Derived {
         merges: Vec::with_capacity(found.len()),
         merge_ids: Vec::with_capacity(found.len()),
-        byte_ids: (0..=255u8)
-            .map(|b| ranks.index.get(&[b][..]).copied())
-            .collect(),
+        byte_ids: (0..=255u8).map(|b| ranks.find(&[b])).collect(),
     };
     for (rank, merge) in found.into_iter().enumerate() {
         if let Some(merge) = merge {
@@ -235,10 +247,10 @@ pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
 /// Errors: two ids with the same bytes, a byte with no token, a merge of
 /// ids outside the table or whose joined bytes are no token.
 pub fn table_ids(vocab: &[Option<&[u8]>], merges: &[(u32, u32)]) -> Result<(Vec<u32>, Vec<u32>)> {
-    let index = index_of(vocab)?;
+    let index = Index::new(vocab)?;
     let byte_ids = (0..=255u8)
         .map(|b| {
-            index.get(&[b][..]).copied().ok_or_else(|| {
+            index.find(&[b]).ok_or_else(|| {
                 Error::Vocabulary(format!("the vocabulary has no token for byte 0x{b:02x}"))
             })
         })
@@ -267,10 +279,60 @@ pub fn table_ids(vocab: &[Option<&[u8]>], merges: &[(u32, u32)]) -> Result<(Vec<
             joined.clear();
             joined.extend_from_slice(left);
             joined.extend_from_slice(right);
-            index.get(&joined[..]).copied().ok_or_else(no_token)
+            index.find(joined).ok_or_else(no_token)
         })
         .collect::<Result<Vec<u32>>>()?;
     Ok((byte_ids, merge_ids))
+}
+
+/// An imported byte-level vocabulary as the encoder takes it: the bytes of
+/// each id (None: a special token's id, or a gap), the merges in rank
+/// order, the id each yields, and each byte's id (None when a byte has no
+/// token: the Python side refuses such a table, naming the byte). Built
+/// here from a file's bytes, it never exists as 200k Python objects unless
+/// Python asks for them.
+#[derive(Debug, PartialEq)]
+pub struct Imported {
+    pub tokens: ByteTable,
+    pub merges: Vec<(u32, u32)>,
+    pub merge_ids: Vec<u32>,
+    pub byte_ids: Option<Vec<u32>>,
+}
+
+/// The entries of a table as slices.
+pub fn views(tokens: &ByteTable) -> Vec<Option<&[u8]>> {
+    tokens.iter().map(|v| v.as_deref()).collect()
+}
+
+impl Imported {
+    /// A canonical .tiktoken file: its table (`parse_tiktoken`) and the
+    /// merges its ranks imply (`derive_merges`).
+    pub fn from_tiktoken(data: &[u8]) -> Result<Self> {
+        let tokens = parse_tiktoken(data)?;
+        let derived = derive_merges(&views(&tokens))?;
+        Ok(Imported {
+            tokens,
+            merges: derived.merges,
+            merge_ids: derived.merge_ids,
+            byte_ids: derived.byte_ids,
+        })
+    }
+
+    /// An explicit table and its merges (id pairs), checked by `table_ids`.
+    pub fn from_table(tokens: ByteTable, merges: Vec<(u32, u32)>) -> Result<Self> {
+        let (byte_ids, merge_ids) = table_ids(&views(&tokens), &merges)?;
+        Ok(Imported {
+            tokens,
+            merges,
+            merge_ids,
+            byte_ids: Some(byte_ids),
+        })
+    }
+
+    /// How many ids hold a token.
+    pub fn n_tokens(&self) -> usize {
+        self.tokens.iter().filter(|v| v.is_some()).count()
+    }
 }
 
 /// The byte a character of GPT-2's byte-to-unicode alphabet stands for
@@ -291,6 +353,15 @@ fn byte_of(c: char) -> Option<u8> {
         .filter(|&b| !printable(b))
         .nth(n as usize)
         .map(|b| b as u8)
+}
+
+/// The character of each byte in GPT-2's byte-to-unicode alphabet.
+pub fn byte_level_chars() -> [char; 256] {
+    let mut chars = ['\0'; 256];
+    for (c, b) in byte_level_alphabet() {
+        chars[usize::from(b)] = c;
+    }
+    chars
 }
 
 /// The bytes a byte-level string stands for; None if a character is not in

@@ -17,23 +17,35 @@ tokenizer.json is, as `hf`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.errors import TokenmillError
-from pipeline.io.files import parse_json, read_bytes
-from pipeline.io.storage import location
-from pipeline.memory import gc_paused
-from pipeline.tokenizer import FORMAT, Tokenizer
 
+if TYPE_CHECKING:
+    from pipeline.tokenizer import Tokenizer
+
+# The commands' options name FORMATS: importing this package loads nothing
+# else (PyArrow, the native core), so that `tokenmill --help` need not wait.
 FORMATS = ("hf", "tiktoken", "transformers")
 
 
 def detect(path: Path) -> tuple[str, object, bytes]:
-    """(format, parsed JSON or None, the file's bytes) of a tokenizer file."""
+    """(format, parsed JSON or None, the file's bytes) of a tokenizer file. A
+    tokenizer.json's is an `hf.Parsed`: its model's vocab and merges read by
+    the native core, the rest by Python."""
+    from pipeline.formats import hf
+    from pipeline.io.files import parse_json, read_bytes
+    from pipeline.io.storage import location
+    from pipeline.tokenizer import FORMAT
+
     path = location(path)
     if path.name.endswith(".tiktoken"):
         return "tiktoken", None, b""
     head = read_bytes(path, "tokenizer")
     if head.lstrip()[:1] == b"{":
+        parsed = hf.parse(head, path)
+        if parsed is not None:
+            return "hf", parsed, head
         d = parse_json(head, path)
         if isinstance(d, dict):
             if d.get("format") == FORMAT:
@@ -67,12 +79,16 @@ def load_any(
     hold neither); the other formats carry their own, and giving them is an
     error rather than silently ignored.
     """
+    from pipeline.io.storage import location
+    from pipeline.memory import gc_paused
+
     with gc_paused():
         return _load(location(path), pattern, special_tokens)
 
 
 def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
     from pipeline.formats import hf, tiktoken
+    from pipeline.tokenizer import Tokenizer
 
     kind, d, data = detect(path)
     if kind == "tiktoken-settings":
@@ -85,6 +101,8 @@ def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None
             "this file has its own"
         )
     if kind == "hf":
+        if isinstance(d, hf.Parsed):
+            return hf.from_dict(d.rest, str(path), d)
         return hf.from_dict(d, str(path))
     return Tokenizer.from_file(d, data, str(path))
 

@@ -31,15 +31,24 @@ raises TokenmillError naming the file and the unsupported part.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.formats import regex
 from pipeline.formats.bytelevel import from_byte_level, to_byte_level
-from pipeline.io.files import read_json
+from pipeline.io.files import parse_json, read_json
 from pipeline.io.writers import atomic_path
-from pipeline.tokenizer import END_OF_WORD, UNK, Tokenizer, check_id, id_limit, show
+from pipeline.tokenizer import (
+    END_OF_WORD,
+    FORMAT,
+    UNK,
+    Tokenizer,
+    check_id,
+    id_limit,
+    show,
+)
 
 # Stands for `</w>` in char-mode exports (see the module docstring). Python's
 # str.split() splits at it but Hugging Face's WhitespaceSplit does not, and a
@@ -224,9 +233,41 @@ def load(path: Path) -> Tokenizer:
     return from_dict(read_json(path, "tokenizer"), str(path))
 
 
-def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
-    """A Tokenizer from a parsed tokenizer.json; TokenmillError if tokenmill
-    cannot reproduce its ids exactly."""
+@dataclass(frozen=True)
+class Parsed:
+    """A tokenizer.json read in two parts: its model's vocab and merges by the
+    native core (`model`: a 200k-token vocabulary is 400k strings, most of
+    the time json.loads takes), the rest by Python (`rest`, where they are
+    left empty); `data` is the file, to read whole if the core's part is at
+    fault."""
+
+    rest: dict
+    model: _native.ModelJson
+    data: bytes
+
+
+def parse(data: bytes, path: Path) -> Parsed | None:
+    """The file read in two parts, when it is a tokenizer.json whose model
+    the native core reads; else None (it is then read whole)."""
+    try:
+        model, rest = _native.ModelJson.split(data)
+        d = parse_json(rest, path)
+    except (_native.NativeError, TokenmillError):
+        return None
+    m = d.get("model") if isinstance(d, dict) else None
+    # A tokenmill file is read whole; and the core's vocab and merges must be
+    # those Python would see (left empty in `rest`).
+    if d.get("format") == FORMAT or not isinstance(m, dict):
+        return None
+    if m.get("vocab") != {} or m.get("merges", []) != []:
+        return None
+    return Parsed(d, model, data)
+
+
+def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = None) -> Tokenizer:
+    """A Tokenizer from a parsed tokenizer.json (or from `parsed.rest`, its
+    vocab and merges in `parsed.model`); TokenmillError if tokenmill cannot
+    reproduce its ids exactly."""
 
     def unsupported(what: str) -> TokenmillError:
         return TokenmillError(f"{source}: unsupported {FILE_FORMAT_NOTE}: {what}")
@@ -245,13 +286,28 @@ def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
             raise unsupported(str(e)) from None
         normalization = _normalization(d.get("normalizer"), unsupported)
         specials = _added_specials(d.get("added_tokens"), source, unsupported)
-        tables = _native_tables(model, specials)
-        if tables is not None:
-            vocab, merges = tables
-        else:
-            vocab, merges = _reference_tables(model, specials, source, unsupported)
+        if parsed is None:
+            tables = _native_tables(model, specials)
+            if tables is not None:
+                vocab, merges = tables
+            else:
+                vocab, merges = _reference_tables(model, specials, source, unsupported)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
+    whole_words = bool(model.get("ignore_merges", False))
+    if parsed is not None:
+        try:
+            table = parsed.model.vocabulary(sorted(set(specials.values())))
+        except _native.NativeError:  # a fault in them: the file read whole names it
+            return from_dict(parse_json(parsed.data, source), source)
+        tok = Tokenizer.imported(
+            table,
+            pattern=pattern,
+            special_tokens=specials,
+            whole_words=whole_words,
+            normalization=normalization,
+        )
+        return tok.checked(source)
     order = sorted(specials, key=specials.get)
     tok = Tokenizer(
         mode="byte",
@@ -260,7 +316,7 @@ def from_dict(d: dict, source: str = "tokenizer.json") -> Tokenizer:
         special_tokens=order,
         vocab=vocab,
         special_ids=[specials[t] for t in order],
-        whole_words=bool(model.get("ignore_merges", False)),
+        whole_words=whole_words,
         normalization=normalization,
     )
     return tok.checked(source)

@@ -83,14 +83,21 @@ def read_table(path: Path) -> list[bytes | None]:
     not take (not in the canonical form, or at fault) is read by
     `reference_ranks`, which reads it the same way or names the line at fault."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
+    data = _read(path)
     try:
         return _native.parse_tiktoken(data)
     except _native.NativeError:
-        pass
+        return _reference_table(path, data)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
+
+
+def _reference_table(path: Path, data: bytes) -> list[bytes | None]:
     ranks = reference_ranks(path, data)
     vocab: list[bytes | None] = [None] * (max(ranks.values()) + 1)
     for value, rank in ranks.items():
@@ -253,13 +260,25 @@ def load(
             "(gpt2, cl100k, o200k or a regex)"
         )
     pattern = regex.preset_name(pattern) or pattern
-    vocab = read_table(path)
+    data = _read(path)
+    try:
+        # The table and merges stay in the native core, where the encoder is built.
+        table = _native.Vocabulary.from_tiktoken(data)
+    except _native.NativeError:  # not canonical, or at fault: the reference reads it
+        vocab = _reference_table(path, data)
+        if special_tokens is None:
+            n_ranks = len(vocab) - vocab.count(None)
+            special_tokens = KNOWN_SPECIALS.get((pattern, n_ranks), {})
+        # The reference's ranks are unique and in proportion to the file.
+        merges, merge_ids, byte_ids = _native.derive_merges(vocab)
+        tables = (byte_ids, merge_ids)
+        return _from_table(vocab, merges, pattern, special_tokens, str(path), tables)
     if special_tokens is None:
-        n_ranks = len(vocab) - vocab.count(None)
-        special_tokens = KNOWN_SPECIALS.get((pattern, n_ranks), {})
-    # read_table's ranks are unique and in proportion to the file.
-    merges, merge_ids, byte_ids = _native.derive_merges(vocab)
-    return _from_table(vocab, merges, pattern, special_tokens, str(path), (byte_ids, merge_ids))
+        special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
+    specials = dict(special_tokens)
+    check_special_ids(specials, str(path))
+    tok = Tokenizer.imported(table, pattern=pattern, special_tokens=specials, whole_words=True)
+    return tok.checked(str(path))
 
 
 def read_sidecar(path: Path) -> dict:

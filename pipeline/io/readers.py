@@ -88,7 +88,7 @@ TEXT_BLANK = r"^[ \t\r\f\v]*$"
 # A blank line of a JSON Lines shard: nothing but JSON whitespace.
 JSONL_BLANK = r"^[ \t\r]*$"
 # The first byte (none: the empty line) of every line either pattern can match.
-_MAYBE_BLANK = pa.array([b"", b" ", b"\t", b"\r", b"\f", b"\v"], pa.large_binary())
+_MAYBE_BLANK = [b"", b" ", b"\t", b"\r", b"\f", b"\v"]
 # What reading a file can raise when the file, not a document, is bad.
 READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
@@ -242,7 +242,10 @@ def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: On
         nulls = pc.indices_nonzero(pc.is_null(arr)).to_pylist()
         for i in nulls:
             bad.setdefault(i, f"{column!r} is null")
-    rows = pa.array(range(first_row, first_row + len(arr)), pa.uint64())
+    n = len(arr)
+    rows = pa.Array.from_buffers(
+        pa.uint64(), n, [None, pa.py_buffer(np.arange(first_row, first_row + n, dtype=np.uint64))]
+    )
     if not bad:
         return rows, arr
     for i in sorted(bad):
@@ -458,15 +461,24 @@ def _whole_lines(data: bytes, blank: str) -> int:
 def _blank_lines(lines: pa.Array, blank: str) -> pa.BooleanArray:
     """Whether each line matches `blank`; the regex runs only on the lines that
     are empty or begin with whitespace, a cheap test that rules out most lines."""
-    maybe = pc.is_in(pc.binary_slice(lines, 0, 1), value_set=_MAYBE_BLANK)
+    maybe = pc.is_in(pc.binary_slice(lines, 0, 1), value_set=_binaries(_MAYBE_BLANK))
     if not maybe.true_count:
         return maybe
     matched = pc.match_substring_regex(lines.filter(maybe), pattern=blank)
     return pc.replace_with_mask(maybe, maybe, matched)
 
 
+def _binaries(values: list[bytes]) -> pa.Array:
+    """`values` as a large_binary array, made from buffers: pa.array on a
+    Python list (or a NumPy array) imports pandas, a fifth of a second of
+    start-up that reading never needs (tests/test_imports.py checks)."""
+    offsets = pa.py_buffer(np.cumsum([0, *map(len, values)], dtype=np.int64))
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, offsets, data])
+
+
 def _split_lines(data: bytes) -> pa.Array:
-    return pc.split_pattern(pa.array([data], pa.large_binary()), b"\n").flatten()
+    return pc.split_pattern(_binaries([data]), b"\n").flatten()
 
 
 def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
@@ -492,7 +504,7 @@ def _drop_cr(lines: pa.Array) -> pa.Array:
     return lines
 
 
-_NEWLINE = pa.scalar(b"\n", pa.large_binary())
+_NEWLINE = _binaries([b"\n"])[0]  # pa.scalar, like pa.array, imports pandas
 
 
 def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
@@ -509,7 +521,7 @@ def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[Raw
             docs: list[pa.Array] = []
             numbers: list[int] = []
             if held and (not len(keep) or keep[0] > 0):  # a blank line ends it
-                docs.append(pa.array([b"\n".join(held)], pa.large_binary()))
+                docs.append(_binaries([b"\n".join(held)]))
                 numbers.append(held_line)
                 held = []
             if len(keep):
@@ -525,7 +537,7 @@ def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[Raw
                     held.append(paragraphs[0].as_py())
                     paragraphs, first = paragraphs[1:], first[1:]
                     if len(paragraphs) or not open_end:
-                        docs.append(pa.array([b"\n".join(held)], pa.large_binary()))
+                        docs.append(_binaries([b"\n".join(held)]))
                         numbers.append(held_line)
                         held = []
                 if len(paragraphs) and open_end:
@@ -538,7 +550,7 @@ def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[Raw
     except _StreamBroken as e:
         raise _StreamBroken(e.cause, _whole_paragraphs(e.data, bool(held)), e.data) from e.cause
     if held:
-        yield RawBatch(pa.array([b"\n".join(held)], pa.large_binary()), {}, [held_line])
+        yield RawBatch(_binaries([b"\n".join(held)]), {}, [held_line])
 
 
 def _whole_paragraphs(data: bytes, held: bool) -> int:
@@ -569,7 +581,7 @@ def _file_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch
     data = b"".join(parts)
     del parts
     if data.strip():
-        yield RawBatch(pa.array([data], pa.large_binary()), {}, [1])
+        yield RawBatch(_binaries([data]), {}, [1])
 
 
 # The text reader for each --txt-unit (config.TXT_UNITS).

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,7 +41,7 @@ from pipeline.tokenizer.ids import (
 )
 from pipeline.tokenizer.modes import Mode, mode_of
 from pipeline.tokenizer.options import check_options, default_special_tokens
-from pipeline.tokenizer.vocab import ImportedNumbering, OwnNumbering
+from pipeline.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
 
 
 @dataclass
@@ -81,8 +82,10 @@ class Tokenizer:
     special_tokens: list[str] = field(default_factory=list)
     # Imported byte-level vocabularies only (None for tokenmill's own numbering):
     # vocab[i] is the bytes of id i (None where the id is a special token or unused);
-    # special_ids[k] is the id of special_tokens[k].
-    vocab: list[bytes | None] | None = None
+    # special_ids[k] is the id of special_tokens[k]. (A factory, not a class-level
+    # default: a tokenizer of a native table has no `vocab` until __getattr__
+    # makes it, see `imported`.)
+    vocab: list[bytes | None] | None = field(default_factory=lambda: None)
     special_ids: list[int] | None = None
     # A pre-token that is itself a token maps straight to its id (Hugging Face's
     # ignore_merges; tiktoken always does this).
@@ -206,6 +209,42 @@ class Tokenizer:
             special_tokens=specials,
         )
 
+    @classmethod
+    def imported(
+        cls,
+        table: _native.Vocabulary,
+        *,
+        pattern: str,
+        special_tokens: dict[str, int],
+        whole_words: bool,
+        normalization: str = "",
+    ) -> Tokenizer:
+        """A byte-mode tokenizer of a vocabulary that the native core read from
+        another tool's file (`pipeline.formats`), not yet checked (`checked`).
+        The encoder is built from the table where it is; `vocab` and `merges`
+        become Python lists (400k objects for 200k tokens) only when first read."""
+        order = sorted(special_tokens, key=special_tokens.get)
+        tok = cls(
+            mode="byte",
+            pattern=pattern,
+            special_tokens=order,
+            special_ids=[special_tokens[t] for t in order],
+            whole_words=whole_words,
+            normalization=normalization,
+        )
+        del tok.__dict__["vocab"], tok.__dict__["merges"]
+        tok.__dict__["_table"] = table
+        return tok
+
+    def __getattr__(self, name: str) -> object:
+        # Reached only for an attribute that is not set: `vocab` and `merges`
+        # of a tokenizer made by `imported`, until first read.
+        table = self.__dict__.get("_table")
+        if table is None or name not in ("vocab", "merges"):
+            raise AttributeError(f"'Tokenizer' object has no attribute {name!r}")
+        self.__dict__["vocab"], self.__dict__["merges"] = table.tokens(), table.merges()
+        return self.__dict__[name]
+
     @property
     def normalizer(self) -> str | None:
         """The Unicode normalization applied to text before splitting ("NFC"),
@@ -223,8 +262,14 @@ class Tokenizer:
         return mode_of(self.mode)
 
     @cached_property
-    def _numbering(self) -> OwnNumbering | ImportedNumbering:
-        """Which id each token has: tokenmill's numbering, or an imported table."""
+    def _numbering(self) -> OwnNumbering | ImportedNumbering | NativeNumbering:
+        """Which id each token has: tokenmill's numbering, or an imported table
+        (held by the native core, or as Python lists)."""
+        table = self.__dict__.get("_table")
+        if table is not None:
+            return NativeNumbering(
+                table, self.special_tokens, self.special_ids, lambda: (self.vocab, self.merges)
+            )
         if self.vocab is None:
             return OwnNumbering(
                 self.base_size, self.merges, self.special_tokens, self.special_ids,
@@ -441,8 +486,6 @@ class Tokenizer:
         uint32), on the native thread pool (`parallel`) or on the calling thread."""
         n = len(docs)
         id_type, list_type = self.id_type, self.ids_type
-        if n == 0:
-            return pa.array([], list_type), pa.array([], pa.uint32())
         try:
             ids, lens = self._encoder.encode_batch(
                 *arrow_buffers(self._normalize(docs)),
@@ -456,7 +499,10 @@ class Tokenizer:
         flat = pa.Array.from_buffers(
             id_type, len(ids) // id_type.byte_width, [None, pa.py_buffer(ids)]
         )
-        offsets = pa.concat_arrays([pa.array([0], pa.int64()), _cumsum(n_tokens)])
+        # From buffers, as every array here: pa.array imports pandas.
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.frombuffer(lens, np.uint32), out=offsets[1:])
+        offsets = pa.Array.from_buffers(pa.int64(), n + 1, [None, pa.py_buffer(offsets)])
         return pa.LargeListArray.from_arrays(offsets, flat, type=list_type), n_tokens
 
     def tokens(self, text: str) -> list[str]:
@@ -502,6 +548,13 @@ class Tokenizer:
     # ---- persistence ------------------------------------------------
 
     def to_dict(self) -> dict:
+        d = self._file_head()
+        d.update(self._numbering.file_fields())
+        d["merges"] = [list(m) for m in self.merges]
+        return d
+
+    def _file_head(self) -> dict:
+        """The tokenizer file's entries before its tables (vocab, merges)."""
         d = {
             "format": FORMAT,
             "version": 1,
@@ -514,23 +567,26 @@ class Tokenizer:
             d["normalization"] = self.normalization
         if self.whole_words:
             d["whole_words"] = True
-        d.update(self._numbering.file_fields())
-        d["merges"] = [list(m) for m in self.merges]
         return d
 
     def to_json(self) -> str:
-        return self._json
+        return self._file_bytes.decode()
 
     @cached_property
-    def _json(self) -> str:
-        # Computed once: save() and sha256 both need it, and a tokenizer is
-        # not changed after creation.
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    def _file_bytes(self) -> bytes:
+        """The tokenizer file, UTF-8. Computed once: save() and sha256 both
+        need it, and a tokenizer is not changed after creation. A table the
+        native core holds writes its vocab and merges there, as json.dumps
+        would (tests/test_vocab_load.py compares)."""
+        tables = self._numbering.file_tables()
+        if tables is None:
+            return _dumps(self.to_dict()).encode() + b"\n"
+        return _dumps(self._file_head())[:-1].encode() + b"," + tables + b"}\n"
 
     @cached_property
     def sha256(self) -> str:
         """Of the saved file's bytes: the file save() writes, or the one load() read."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
+        return hashlib.sha256(self._file_bytes).hexdigest()
 
     def save(self, path: Path) -> None:
         """Write the tokenizer as tokenmill JSON (atomically: a reader sees
@@ -546,7 +602,7 @@ class Tokenizer:
         (True, True)
         """
         with atomic_path(path) as tmp:  # a local path, or a URL (io/storage.py)
-            tmp.write_text(self.to_json(), encoding="utf-8")
+            tmp.write_bytes(self._file_bytes)
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "tokenizer") -> Tokenizer:
@@ -717,6 +773,10 @@ def _own_special_ids(
     return ids
 
 
+def _dumps(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+
+
 def _byte_level_vocab(raw_vocab: list) -> list[bytes | None]:
     """The bytes of each entry (None stays None); ValueError, TypeError or
     AttributeError for an entry that is not a byte-level string. The native
@@ -756,7 +816,3 @@ def _fixed_width_buffer(arr: pa.Array) -> memoryview:
         arr = arr.combine_chunks()
     width = arr.type.byte_width
     return byte_view(arr.buffers()[1][arr.offset * width : (arr.offset + len(arr)) * width])
-
-
-def _cumsum(lengths: pa.Array) -> pa.Array:
-    return pc.cumulative_sum(lengths.cast(pa.int64()))

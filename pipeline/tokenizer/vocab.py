@@ -139,6 +139,10 @@ class OwnNumbering:
         """The numbering's entries of a tokenizer file: none (ids follow from merges)."""
         return {}
 
+    def file_tables(self) -> bytes | None:
+        """The file's vocab and merges as JSON, written by the native core: not here."""
+        return None
+
     def check_file_special_ids(self, ids: Mapping[str, int]) -> None:
         """A file's special-token ids: they follow the merges, in the order of their ids
         (or, in an extended tokenizer, are those given: `check` checks them)."""
@@ -328,32 +332,128 @@ class ImportedNumbering:
         if mode.name != "byte":
             raise TokenmillError("an explicit vocab needs byte mode")
         vocab = self.vocab
-        n_vocab = len(vocab)
         # The types first, in C: the scan in Python is for a table that has others.
         if not set(map(type, vocab)) <= {bytes, type(None)} and any(
             v is not None and not isinstance(v, bytes) for v in vocab
         ):
             raise TokenmillError("vocab entries are bytes")
-        ids = self.special_ids if self.special_ids is not None else []
-        if len(ids) != len(self.special_tokens):
-            raise TokenmillError("special_ids and special_tokens differ in length")
-        owner: dict[int, str] = {}
-        for name, i in zip(self.special_tokens, ids, strict=True):
-            check_id(i, f"special token {name!r}")
-            if i < n_vocab and vocab[i] is not None:
-                raise TokenmillError(
-                    f"special token {name!r} has id {i}, taken by the token {vocab[i]!r}"
-                )
-            if i in owner:
-                raise TokenmillError(
-                    f"special tokens {owner[i]!r} and {name!r} have the same id {i}"
-                )
-            owner[i] = name
-        n_tokens = n_vocab - vocab.count(None) + len(ids)
-        top = max([n_vocab - 1, *ids])
-        if top >= id_limit(n_tokens):
-            what = f"special token {owner[top]!r} has id {top}" if top in owner else f"id {top}"
-            raise TokenmillError(
-                f"{what}: a vocabulary of {n_tokens} tokens numbers them below "
-                f"{id_limit(n_tokens)} (gaps are allowed, but not more unused ids than tokens)"
-            )
+        n_vocab = len(vocab)
+        _check_ids(self, n_vocab, lambda i: vocab[i] if i < n_vocab else None, vocab.count(None))
+
+    def file_tables(self) -> bytes | None:
+        """The file's vocab and merges as JSON, written by the native core: not here."""
+        return None
+
+
+class NativeNumbering:
+    """An imported table that the native core holds (`_native.Vocabulary`,
+    read there from a file's bytes): its size, checks and encoder read it
+    there, and what needs each token as a Python object (decode, export)
+    reads the same table as lists, an `ImportedNumbering` made on first use,
+    so that loading a 200k-token vocabulary to encode makes none of them."""
+
+    __slots__ = ("_listed", "lists", "special_ids", "special_tokens", "table")
+
+    def __init__(
+        self,
+        table: _native.Vocabulary,
+        special_tokens: Sequence[str],
+        special_ids: Sequence[int],
+        lists: Callable[[], tuple[list[bytes | None], list[tuple[int, int]]]],
+    ) -> None:
+        self.table = table
+        self.special_tokens = special_tokens
+        self.special_ids = special_ids
+        self.lists = lists  # (vocab, merges) as Python lists
+        self._listed: ImportedNumbering | None = None
+
+    @property
+    def listed(self) -> ImportedNumbering:
+        if self._listed is None:
+            vocab, merges = self.lists()
+            self._listed = ImportedNumbering(vocab, merges, self.special_tokens, self.special_ids)
+        return self._listed
+
+    @property
+    def size(self) -> int:
+        return max([self.table.size, *(i + 1 for i in self.special_ids)])
+
+    def special_id(self, k: int) -> int:
+        return self.special_ids[k]
+
+    def values(
+        self, base: list, special_value: Callable[[str], object], specials: Mapping[str, int]
+    ) -> list:
+        return self.listed.values(base, special_value, specials)
+
+    def non_special(self, values: Callable[[], list]) -> list:
+        return self.listed.non_special(values)
+
+    def file_fields(self) -> dict:
+        return self.listed.file_fields()
+
+    def file_tables(self) -> bytes | None:
+        """`"vocab":[...],"merges":[...]` of the tokenizer file, UTF-8, as
+        json.dumps writes them, from the native core (Python would make a
+        string and a list per token to write them)."""
+        return self.table.file_tables()
+
+    def check_file_special_ids(self, ids: Mapping[str, int]) -> None:
+        """None to check: the table gives the ids."""
+
+    def index(self) -> dict[bytes, int]:
+        return self.listed.index()
+
+    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
+        return self.table.merge_ids()
+
+    def byte_ids(self, index: dict[bytes, int]) -> list[int]:
+        ids = self.table.byte_ids()
+        return self.listed.byte_ids(index) if ids is None else ids  # the first names the byte
+
+    def native_tables(self) -> tuple[list[int], list[int]] | None:
+        """(byte_ids, merge_ids), which the core made with the table; None
+        when a byte has no token (`byte_ids` then names it)."""
+        ids = self.table.byte_ids()
+        return None if ids is None else (ids, self.table.merge_ids())
+
+    def encoder(self, tok: Tokenizer) -> _native.Encoder:
+        return _native.Encoder.from_vocabulary(tok.pattern, self.table, whole_words=tok.whole_words)
+
+    def check(self, mode: Mode, tok: Tokenizer) -> None:
+        """As `ImportedNumbering.check`; the core made every entry bytes."""
+        if mode.name != "byte":
+            raise TokenmillError("an explicit vocab needs byte mode")
+        table = self.table
+        _check_ids(self, table.size, table.token, table.size - table.n_tokens)
+
+
+def _check_ids(
+    numbering: ImportedNumbering | NativeNumbering,
+    n_vocab: int,
+    token: Callable[[int], bytes | None],
+    n_gaps: int,
+) -> None:
+    """Specials at ids of their own, all ids in proportion to the tokens, of
+    a table of `n_vocab` ids (`token(i)`: the bytes of id i, None for none)
+    of which `n_gaps` hold no token."""
+    ids = numbering.special_ids if numbering.special_ids is not None else []
+    if len(ids) != len(numbering.special_tokens):
+        raise TokenmillError("special_ids and special_tokens differ in length")
+    owner: dict[int, str] = {}
+    for name, i in zip(numbering.special_tokens, ids, strict=True):
+        check_id(i, f"special token {name!r}")
+        taken = token(i) if i < n_vocab else None
+        if taken is not None:
+            raise TokenmillError(f"special token {name!r} has id {i}, taken by the token {taken!r}")
+        if i in owner:
+            raise TokenmillError(f"special tokens {owner[i]!r} and {name!r} have the same id {i}")
+        owner[i] = name
+    n_tokens = n_vocab - n_gaps + len(ids)
+    top = max([n_vocab - 1, *ids])
+    if top >= id_limit(n_tokens):
+        what = f"special token {owner[top]!r} has id {top}" if top in owner else f"id {top}"
+        raise TokenmillError(
+            f"{what}: a vocabulary of {n_tokens} tokens numbers them below "
+            f"{id_limit(n_tokens)} (gaps are allowed, but not more unused ids than tokens)"
+        )
