@@ -109,6 +109,7 @@ impl SharedCache {
 
     /// `extend` for a key whose lookup starts at `probe` (from `probe_many`
     /// or `probe`).
+    #[inline]
     pub fn extend_from(&self, key: u128, probe: Probe, out: &mut Vec<u32>) -> bool {
         let Probe {
             mut i,
