@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
-use crate::sharedcache::SharedCache;
+use crate::sharedcache::{Probe, SharedCache, MANY, NO_KEY};
 use crate::train::Pair;
 use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
@@ -299,6 +299,22 @@ impl Encoder {
         }
     }
 
+    /// Append the ids of `words` (at most `MANY`): the short ones are looked
+    /// up in the shared cache all at once (see `SharedCache::probe_many`).
+    fn encode_words(&self, words: &[&str], cache: &mut WordCache, out: &mut Vec<u32>) {
+        let mut keys = [NO_KEY; MANY];
+        for (k, w) in keys.iter_mut().zip(words) {
+            *k = short_key(w.as_bytes()).unwrap_or(NO_KEY);
+        }
+        let mut probes = [Probe::default(); MANY];
+        self.shared.probe_many(&keys[..words.len()], &mut probes);
+        for ((w, &key), &probe) in words.iter().zip(&keys).zip(&probes) {
+            if key == NO_KEY || !self.shared.extend_from(key, probe, out) {
+                self.encode_cached(w, cache, out);
+            }
+        }
+    }
+
     /// Token ids of one document, with `eos` appended when given.
     pub fn encode_text(&self, text: &str, eos: Option<u32>, out: &mut Vec<u32>) -> Result<()> {
         self.with_cache(|cache| self.encode_with(text, eos, cache, out))
@@ -312,7 +328,7 @@ impl Encoder {
         out: &mut Vec<u32>,
     ) -> Result<()> {
         self.pretok
-            .for_each_word(text, |w| self.encode_cached(w, cache, out))?;
+            .for_each_run::<MANY>(text, |words| self.encode_words(words, cache, out))?;
         if let Some(eos) = eos {
             out.push(eos);
         }

@@ -85,6 +85,38 @@ impl PreTokenizer {
         Ok(())
     }
 
+    /// Like `for_each_word`, with the words handed over in runs of up to
+    /// `N` (the last may be shorter, none is empty), so the caller can work
+    /// on several at once.
+    pub fn for_each_run<const N: usize>(
+        &self,
+        text: &str,
+        mut f: impl FnMut(&[&str]),
+    ) -> Result<()> {
+        let lowered;
+        let text = match self {
+            PreTokenizer::Whitespace { lowercase: true } => {
+                lowered = text.to_lowercase();
+                &lowered
+            }
+            _ => text,
+        };
+        let mut run = [""; N];
+        let mut n = 0;
+        self.for_each_word_in(text, |w| {
+            run[n] = w;
+            n += 1;
+            if n == N {
+                f(&run);
+                n = 0;
+            }
+        })?;
+        if n > 0 {
+            f(&run[..n]);
+        }
+        Ok(())
+    }
+
     pub fn words(&self, text: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         self.for_each_word(text, |w| out.push(w.to_string()))?;

@@ -64,28 +64,75 @@ fn hash(key: u128) -> (usize, u32) {
     (h as usize % INDEX_SLOTS, (h >> (32 + SLOT_BITS)) as u32)
 }
 
+/// How many words `probe_many` looks up at once.
+pub const MANY: usize = 32;
+/// A key no word has (a short key's last byte, its length, is at most 15):
+/// `probe_many` passes over it.
+pub const NO_KEY: u128 = u128::MAX;
+
+/// Where a key's lookup starts: its first index slot, already loaded.
+#[derive(Clone, Copy, Default)]
+pub struct Probe {
+    i: usize,
+    tag: u32,
+    slot: u32,
+}
+
 impl SharedCache {
     /// Append the ids of the word with this short key to `out`; false when
     /// the word is not here.
     pub fn extend(&self, key: u128, out: &mut Vec<u32>) -> bool {
-        let (mut i, tag) = hash(key);
+        self.extend_from(key, self.probe(key), out)
+    }
+
+    /// The first index slot of each key (`NO_KEY` passed over), for
+    /// `extend_from`.
+    ///
+    /// A lookup is two dependent loads (index slot, then entry) from tables
+    /// bigger than the CPU's caches, and each word's lookup waited on the
+    /// memory for the one before it. Loading every key's slot first, then the
+    /// entries (independent of each other), lets their cache misses overlap.
+    pub fn probe_many(&self, keys: &[u128], probes: &mut [Probe; MANY]) {
+        for (p, &key) in probes.iter_mut().zip(keys) {
+            if key != NO_KEY {
+                *p = self.probe(key);
+            }
+        }
+    }
+
+    fn probe(&self, key: u128) -> Probe {
+        let (i, tag) = hash(key);
+        // Acquire: the entry was written before its slot.
+        let slot = self.index[i].load(Acquire);
+        Probe { i, tag, slot }
+    }
+
+    /// `extend` for a key whose lookup starts at `probe` (from `probe_many`
+    /// or `probe`).
+    #[inline]
+    pub fn extend_from(&self, key: u128, probe: Probe, out: &mut Vec<u32>) -> bool {
+        let Probe {
+            mut i,
+            tag,
+            mut slot,
+        } = probe;
         loop {
-            // Acquire: the entry was written before its slot.
-            let slot = self.index[i].load(Acquire);
             if slot == 0 {
                 return false;
             }
             if slot >> SLOT_BITS == tag {
                 let entry = &self.entries[(slot & SLOT_MASK) as usize - 1];
                 if entry.key() == key {
-                    let len = entry.len.load(Relaxed) as usize;
-                    for id in &entry.ids[..len] {
-                        out.push(id.load(Relaxed));
-                    }
+                    // All MAX_IDS ids copied, the unused ones dropped: a copy of
+                    // fixed size has no branch on the word's length to mispredict.
+                    let end = out.len() + entry.len.load(Relaxed) as usize;
+                    out.extend(entry.ids.iter().map(|id| id.load(Relaxed)));
+                    out.truncate(end);
                     return true;
                 }
             }
             i = (i + 1) % INDEX_SLOTS;
+            slot = self.index[i].load(Acquire);
         }
     }
 
