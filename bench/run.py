@@ -2,7 +2,7 @@
 
     python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
                         [--markdown PATH] [--json PATH] [--tmp DIR] [--keep]
-                        [--vocabularies DIR] [--skip PHASE ...] [--no-scaling]
+                        [--vocabularies DIR] [--big CORPUS] [--skip PHASE ...] [--no-scaling]
 
 CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
 builds the one `make bench` uses). Every contender runs in its own fresh child
@@ -14,6 +14,11 @@ phases (bench/realrows.py): encoding as whole processes against fastokens and ti
 with o200k_base, cl100k_base (from DIR, default vocabularies/) and the learned
 vocabulary, on the corpus (`real`) and on its multilingual slice (`slice`); loading
 those vocabularies (`load`); and the floor under encode on one core (`floor`).
+Then training against rustbpe on the multilingual slice (`train-slice`), and on
+the large corpus of C (--big, bench/build_linux.py; bench/trainrows.py): peak RSS
+of `tokenmill run` against rustbpe's streaming training on ~500 MB, with each
+stage's own peak (`memory`), and `tokenmill run` on a quarter, a half and all
+of it (`size`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 
 import machine
 import realrows
+import trainrows
 from corpus import corpus_stats, link_corpus
 from exactness import differences
 from measure import Measurement, run_child, wait_for_quiet
@@ -50,6 +56,7 @@ class Context:
     repeat: int = 1  # runs per contender; the fastest counts
     quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
     vocabularies: Path = VOCABULARIES  # o200k_base.tiktoken, cl100k_base.tiktoken
+    big: Path | None = None  # the large corpus of C (bench/build_linux.py)
 
     @property
     def tokenizer(self) -> str:
@@ -290,10 +297,15 @@ OPTIONAL = {
     "limits": limits,
     "real": realrows.real_encoding,
     "slice": realrows.multilingual,
+    "train-slice": trainrows.slice_training,
     "load": realrows.loading,
     "floor": realrows.floor,
+    "memory": trainrows.memory,
+    "size": trainrows.sizes,
 }
 REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
+BIG_PHASES = {"memory", "size"}
+BIG = Path("/tmp/corpus-linux")
 
 
 # ---- the run -----------------------------------------------------------
@@ -372,6 +384,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="where o200k_base.tiktoken and cl100k_base.tiktoken are (default: vocabularies/)",
     )
     ap.add_argument(
+        "--big",
+        type=Path,
+        default=BIG,
+        metavar="CORPUS",
+        help=f"the large corpus of C for the memory and size phases (default {BIG}; "
+        "bench/build_linux.py builds it)",
+    )
+    ap.add_argument(
         "--skip",
         action="append",
         default=[],
@@ -403,6 +423,7 @@ def make_context(args: argparse.Namespace) -> Context:
         max(1, args.repeat),
         args.quiet_wait,
         args.vocabularies,
+        args.big,
     )
 
 
@@ -417,6 +438,11 @@ def main(argv: list[str] | None = None) -> None:
     phases = [training, encoding] + [f for k, f in OPTIONAL.items() if k not in args.skip]
     if REAL_VOCAB_PHASES - set(args.skip):
         realrows.real_vocabs(args.vocabularies)  # missing files: fail now, not after training
+    if BIG_PHASES - set(args.skip) and not any(args.big.glob("*.parquet")):
+        raise SystemExit(
+            f"{args.big}: no Parquet shards; build it with bench/build_linux.py {args.big} "
+            "--install, or --skip memory --skip size"
+        )
     try:
         for phase in phases:
             phase_rows, phase_notes, phase_extra = phase(ctx)
@@ -428,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(ctx.tmp, ignore_errors=True)
     notes.append(load_note(rows))
     notes += realrows.targets_note(rows)
+    notes += trainrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     text = render(info, command, corpus, rows, notes)
