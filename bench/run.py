@@ -31,6 +31,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -434,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     stats = corpus_stats(sorted(ctx.corpus.rglob("*.parquet")))
     ctx.n_bytes = stats["bytes"]
     info = machine.describe()
-    rows, notes, extra = [], general_notes(), {}
+    rows, notes, extra, durations = [], general_notes(), {}, {}
     phases = [training, encoding] + [f for k, f in OPTIONAL.items() if k not in args.skip]
     if REAL_VOCAB_PHASES - set(args.skip):
         realrows.real_vocabs(args.vocabularies)  # missing files: fail now, not after training
@@ -445,7 +446,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     try:
         for phase in phases:
+            start = time.monotonic()
             phase_rows, phase_notes, phase_extra = phase(ctx)
+            durations[phase.__name__] = time.monotonic() - start
             rows += phase_rows
             notes += phase_notes
             extra |= phase_extra
@@ -453,6 +456,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.tmp is None and not args.keep:
             shutil.rmtree(ctx.tmp, ignore_errors=True)
     notes.append(load_note(rows))
+    notes.append(
+        "Each phase took (minutes, every run and check included): "
+        + ", ".join(f"{k} {v / 60:.1f}" for k, v in durations.items())
+        + f"; {sum(durations.values()) / 60:.0f} in all."
+    )
     notes += realrows.targets_note(rows)
     notes += trainrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
@@ -463,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
         args.markdown.write_text(text)
     if args.json:
         results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
-        results |= {"rows": [r.to_dict() for r in rows], **extra}
+        results |= {"rows": [r.to_dict() for r in rows], "phase_seconds": durations, **extra}
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     if mismatches(extra):
         raise SystemExit("tokenmill's ids differ from a peer's: see the exactness note")
