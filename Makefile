@@ -14,8 +14,14 @@ CORPUS ?= /tmp/corpus
 # `make bench` builds $(CORPUS) first when it does not exist (bench/build_corpus.py);
 # --install has apt-get add the Debian packages it reads if missing (root). CORPUS_BUILD= to skip.
 CORPUS_BUILD ?= --install
+# The large corpus of C for the memory and size rows: bench/build_linux.py streams Debian's
+# linux-source tarball (~1.2 GB of text, 320 MB on disk; --install adds the package).
+# BIG_CORPUS= leaves those rows out.
+BIG_CORPUS ?= /tmp/corpus-linux
 # Runs per contender (the fastest counts); the machine is shared and noisy.
 REPEAT ?= 5
+# More bench/run.py options, e.g. BENCH_ARGS="--skip size --skip scaling".
+BENCH_ARGS ?=
 JOB ?= jobs/sample.toml
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
@@ -53,7 +59,9 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	test -e $(CORPUS) || $(BIN)/python bench/build_corpus.py $(CORPUS) $(CORPUS_BUILD)
-	$(BIN)/python bench/run.py $(CORPUS) --repeat $(REPEAT)
+	$(if $(BIG_CORPUS),test -e $(BIG_CORPUS) || $(BIN)/python bench/build_linux.py $(BIG_CORPUS) $(CORPUS_BUILD))
+	$(BIN)/python bench/run.py $(CORPUS) --repeat $(REPEAT) \
+		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) native/target $(OUT)

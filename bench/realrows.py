@@ -190,16 +190,31 @@ FLOOR = {
 
 
 def floor(ctx) -> tuple[list, list, dict]:
-    """One core each: encode beside what it cannot go below."""
+    """One core each: encode beside what it cannot go below, on the corpus and
+    on its multilingual slice (where encode is furthest from it)."""
     v = next(v for v in real_vocabs(ctx.vocabularies) if v.name == FLOOR_VOCAB)
+    rows, notes, extra = floor_rows(ctx, v, "whole corpus", ctx.corpus, ctx.n_bytes)
+    made = make_slice(ctx)
+    if made is not None:
+        path, n_bytes, _ = made
+        more = floor_rows(ctx, v, "slice", path, n_bytes)
+        rows, notes, extra = rows + more[0], notes + more[1], extra | more[2]
+    return rows, notes, {"floor": extra}
+
+
+def floor_rows(ctx, v: Vocab, scope: str, corpus: Path, n_bytes: int) -> tuple[list, list, dict]:
     params = v.tokenmill() | {"tokens": str(ctx.tmp / "floor-tokens"), "pattern": v.pattern}
+    params["corpus"] = str(corpus)
     runs = ctx.rounds([(name, params) for name in FLOOR], ctx.env)
-    phase = f"floor {v.name}"
-    rows = [ctx.row(phase, label, m) for label, m in zip(FLOOR.values(), runs, strict=True)]
+    phase = f"floor {v.name}" + (" slice" if scope == "slice" else "")
+    rows = [
+        ctx.row(phase, label, m, n_bytes=m.result.get("bytes", n_bytes))
+        for label, m in zip(FLOOR.values(), runs, strict=True)
+    ]
     enc, io, pre, counter, fast = (r.mb_per_s for r in rows)
     left = 1 / enc - 1 / io - 1 / counter
     note = (
-        f"floor rows, one core each, {v.name}, whole corpus: encode {enc:.1f} MB/s; I/O alone "
+        f"{phase} rows, one core each, {scope}: encode {enc:.1f} MB/s; I/O alone "
         f"{io:.1f} MB/s; the pre-tokenizer {counter:.1f} MB/s with a word count in native code "
         f"({pre:.1f} MB/s through `_native.pretokenize`, which makes each piece a Python str). "
         f"Per MB, encode takes {1000 / enc:.1f} ms, of which I/O {1000 / io:.1f} ms and "
@@ -207,7 +222,7 @@ def floor(ctx) -> tuple[list, list, dict]:
         "and merging the words, and building the id arrays. fastokens on one thread, reading "
         f"the text but writing nothing: {fast:.1f} MB/s."
     )
-    return rows, [note], {"floor": {r.contender: round(r.mb_per_s, 2) for r in rows}}
+    return rows, [note], {scope: {r.contender: round(r.mb_per_s, 2) for r in rows}}
 
 
 # ---- the targets ------------------------------------------------------------

@@ -2,7 +2,7 @@
 
     python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
                         [--markdown PATH] [--json PATH] [--tmp DIR] [--keep]
-                        [--vocabularies DIR] [--skip PHASE ...] [--no-scaling]
+                        [--vocabularies DIR] [--big CORPUS] [--skip PHASE ...] [--no-scaling]
 
 CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
 builds the one `make bench` uses). Every contender runs in its own fresh child
@@ -14,6 +14,11 @@ phases (bench/realrows.py): encoding as whole processes against fastokens and ti
 with o200k_base, cl100k_base (from DIR, default vocabularies/) and the learned
 vocabulary, on the corpus (`real`) and on its multilingual slice (`slice`); loading
 those vocabularies (`load`); and the floor under encode on one core (`floor`).
+Then training against rustbpe on the multilingual slice (`train-slice`), and on
+the large corpus of C (--big, bench/build_linux.py; bench/trainrows.py): peak RSS
+of `tokenmill run` against rustbpe's streaming training on ~500 MB, with each
+stage's own peak (`memory`), and `tokenmill run` on a quarter, a half and all
+of it (`size`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import machine
 import realrows
+import trainrows
 from corpus import corpus_stats, link_corpus
 from exactness import differences
 from measure import Measurement, run_child, wait_for_quiet
@@ -50,6 +57,7 @@ class Context:
     repeat: int = 1  # runs per contender; the fastest counts
     quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
     vocabularies: Path = VOCABULARIES  # o200k_base.tiktoken, cl100k_base.tiktoken
+    big: Path | None = None  # the large corpus of C (bench/build_linux.py)
 
     @property
     def tokenizer(self) -> str:
@@ -290,10 +298,15 @@ OPTIONAL = {
     "limits": limits,
     "real": realrows.real_encoding,
     "slice": realrows.multilingual,
+    "train-slice": trainrows.slice_training,
     "load": realrows.loading,
     "floor": realrows.floor,
+    "memory": trainrows.memory,
+    "size": trainrows.sizes,
 }
 REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
+BIG_PHASES = {"memory", "size"}
+BIG = Path("/tmp/corpus-linux")
 
 
 # ---- the run -----------------------------------------------------------
@@ -372,6 +385,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="where o200k_base.tiktoken and cl100k_base.tiktoken are (default: vocabularies/)",
     )
     ap.add_argument(
+        "--big",
+        type=Path,
+        default=BIG,
+        metavar="CORPUS",
+        help=f"the large corpus of C for the memory and size phases (default {BIG}; "
+        "bench/build_linux.py builds it)",
+    )
+    ap.add_argument(
         "--skip",
         action="append",
         default=[],
@@ -403,6 +424,7 @@ def make_context(args: argparse.Namespace) -> Context:
         max(1, args.repeat),
         args.quiet_wait,
         args.vocabularies,
+        args.big,
     )
 
 
@@ -413,13 +435,20 @@ def main(argv: list[str] | None = None) -> None:
     stats = corpus_stats(sorted(ctx.corpus.rglob("*.parquet")))
     ctx.n_bytes = stats["bytes"]
     info = machine.describe()
-    rows, notes, extra = [], general_notes(), {}
+    rows, notes, extra, durations = [], general_notes(), {}, {}
     phases = [training, encoding] + [f for k, f in OPTIONAL.items() if k not in args.skip]
     if REAL_VOCAB_PHASES - set(args.skip):
         realrows.real_vocabs(args.vocabularies)  # missing files: fail now, not after training
+    if BIG_PHASES - set(args.skip) and not any(args.big.glob("*.parquet")):
+        raise SystemExit(
+            f"{args.big}: no Parquet shards; build it with bench/build_linux.py {args.big} "
+            "--install, or --skip memory --skip size"
+        )
     try:
         for phase in phases:
+            start = time.monotonic()
             phase_rows, phase_notes, phase_extra = phase(ctx)
+            durations[phase.__name__] = time.monotonic() - start
             rows += phase_rows
             notes += phase_notes
             extra |= phase_extra
@@ -427,7 +456,13 @@ def main(argv: list[str] | None = None) -> None:
         if args.tmp is None and not args.keep:
             shutil.rmtree(ctx.tmp, ignore_errors=True)
     notes.append(load_note(rows))
+    notes.append(
+        "Each phase took (minutes, every run and check included): "
+        + ", ".join(f"{k} {v / 60:.1f}" for k, v in durations.items())
+        + f"; {sum(durations.values()) / 60:.0f} in all."
+    )
     notes += realrows.targets_note(rows)
+    notes += trainrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     text = render(info, command, corpus, rows, notes)
@@ -436,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
         args.markdown.write_text(text)
     if args.json:
         results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
-        results |= {"rows": [r.to_dict() for r in rows], **extra}
+        results |= {"rows": [r.to_dict() for r in rows], "phase_seconds": durations, **extra}
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     if mismatches(extra):
         raise SystemExit("tokenmill's ids differ from a peer's: see the exactness note")

@@ -1,0 +1,97 @@
+"""Contenders that run the `tokenmill` CLI as whole processes and measure them
+from inside the child: wall time, and the peak RSS of tokenmill's own process
+tree. The child's interpreter (with PyArrow, ~100 MB) is left out: it is the
+harness, not tokenmill, and a peer's row would not carry it twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from contenders import fresh
+from measure import TreeSampler
+from realvocab import tokenmill_command
+
+STAGES = ("count", "merge", "train", "encode")
+
+
+def measured(cmd: list[str]) -> dict:
+    """Run `cmd`; its wall seconds, CPU seconds, ru_maxrss (its largest single
+    process) and the largest sum of RSS over its tree, sampled."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        sampler = TreeSampler(proc.pid)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        sampler.done.set()
+        sampler.join()
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-3000:]
+            raise SystemExit(f"{cmd[1:3]} failed (exit {status}):\n{tail}")
+    peak = usage.ru_maxrss * 1024
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_rss": peak,
+        "tree_rss": max(sampler.peak, peak),
+    }
+
+
+def distinct_words(counts_file: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(counts_file).num_rows
+
+
+def run_tokenmill(p: dict) -> dict:
+    """`tokenmill run DATA OUT --vocab-size N`: count, merge, train and encode,
+    one process; the stage times from its manifest. OUT is removed after (the
+    token shards of a large corpus are large)."""
+    out = Path(p["out"])
+    fresh(out)
+    cmd = [tokenmill_command(), "run", p["corpus"], str(out)]
+    cmd += ["--vocab-size", str(p["vocab_size"]), "--workers", str(p["workers"])]
+    result = measured(cmd)
+    manifest = json.loads((out / "manifest.json").read_text())
+    result["stages"] = {k: v["seconds"] for k, v in manifest["stages"].items()}
+    result["tokens"] = manifest["tokens"]
+    result["words"] = distinct_words(out / "counts.parquet")
+    shutil.rmtree(out)
+    return result
+
+
+def stages_tokenmill(p: dict) -> dict:
+    """The same work as `run`, each stage its own `tokenmill` process, so that
+    each has its own peak RSS: what bounds each stage's memory."""
+    out = Path(p["out"])
+    fresh(out)
+    out.mkdir(parents=True)
+    counts, table, tokenizer = out / "counts", out / "counts.parquet", out / "tokenizer.json"
+    workers = ["--workers", str(p["workers"])]
+    commands = {
+        "count": ["count", p["corpus"], counts, *workers],
+        "merge": ["merge", counts, table],
+        "train": ["train", table, tokenizer, "--vocab-size", p["vocab_size"]],
+        "encode": ["encode", p["corpus"], out / "tokens", "--tokenizer", tokenizer, *workers],
+    }
+    stages = {
+        stage: measured([tokenmill_command(), *map(str, args)]) for stage, args in commands.items()
+    }
+    words = distinct_words(table)
+    shutil.rmtree(out)
+    return {
+        "seconds": sum(s["seconds"] for s in stages.values()),
+        "stages": stages,
+        "words": words,
+    }
+
+
+CONTENDERS = {f.__name__: f for f in (run_tokenmill, stages_tokenmill)}
