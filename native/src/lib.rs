@@ -145,6 +145,12 @@ impl Counter {
         Counter::new(Splitter::Byte { pattern })
     }
 
+    /// For merging word tables (`add_table`) rather than counting documents.
+    #[staticmethod]
+    fn tables() -> PyResult<Self> {
+        Counter::new(Splitter::Char { lowercase: false })
+    }
+
     /// Char mode: words are split at whitespace (and lowercased when asked).
     #[staticmethod]
     #[pyo3(signature = (lowercase=false))]
@@ -173,6 +179,27 @@ impl Counter {
         Ok(())
     }
 
+    /// Add a word table (large_string words; `counts`: u64 buffer) whose first
+    /// row is row `first` of all tables added, in order: the merge stage.
+    #[pyo3(signature = (offsets, data, start, n, counts, first))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_table(
+        &mut self,
+        py: Python<'_>,
+        offsets: PyBuffer<u8>,
+        data: PyBuffer<u8>,
+        start: usize,
+        n: usize,
+        counts: PyBuffer<u8>,
+        first: u64,
+    ) -> PyResult<()> {
+        let words = strings(&offsets, &data, start, n)?;
+        let counts = u64s(&counts, n)?;
+        let counter = self.counter.as_mut().ok_or(Error::Finished)?;
+        py.detach(|| counter.add_table(&words, &counts, first))?;
+        Ok(())
+    }
+
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<CountedWords<'py>> {
         let counter = self.counter.take().ok_or(Error::Finished)?;
@@ -192,6 +219,21 @@ impl Counter {
             n,
         ))
     }
+}
+
+/// `n` little-endian u64 counts.
+fn u64s(counts: &PyBuffer<u8>, n: usize) -> Result<Vec<u64>, Error> {
+    let counts = bytes_of(counts, "counts")?;
+    if counts.len() != n * 8 {
+        return Err(Error::Arrow(format!(
+            "{} bytes of u64 counts for {n} words",
+            counts.len()
+        )));
+    }
+    Ok(counts
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
 }
 
 /// Characters of the words, sorted, plus the end-of-word marker: char mode's base vocabulary.
@@ -224,18 +266,7 @@ fn train_merges(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<(u32, u32)>> {
     let words = strings(&offsets, &data, start, n)?;
-    let counts = bytes_of(&counts, "counts")?;
-    if counts.len() != n * 8 {
-        return Err(Error::Arrow(format!(
-            "{} bytes of u64 counts for {n} words",
-            counts.len()
-        ))
-        .into());
-    }
-    let counts: Vec<u64> = counts
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect();
+    let counts = u64s(&counts, n)?;
     let report = |k: usize| {
         if let Some(cb) = &progress {
             if k.is_multiple_of(256) || k == num_merges {

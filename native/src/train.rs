@@ -101,6 +101,54 @@ const RESERVE_MERGES: usize = 1 << 22;
 /// Heap key: higher count first, then earlier word, then earlier position.
 type HeapEntry = (i64, Reverse<u32>, Reverse<u32>, Reverse<Pair>);
 
+/// The candidate pairs, best first. Most pairs a merge creates are rare and
+/// never win: they wait in buckets by count (bucket k holds counts in
+/// [2^k, 2^(k+1))), and only the buckets at or above `floor` are in the
+/// heap. The heap stays small enough to live in cache, and a rare pair costs
+/// a push onto a list. Every heap entry outranks every bucketed one, so the
+/// heap's top is the top of all; when the heap runs dry, the highest
+/// non-empty bucket moves in and becomes the floor.
+struct Queue {
+    heap: QuaternaryHeap<HeapEntry>,
+    buckets: Vec<Vec<HeapEntry>>,
+    floor: usize,
+}
+
+/// The bucket of a count (counts below 1 never reach the queue).
+fn bucket(count: i64) -> usize {
+    (count.max(1) as u64).ilog2() as usize
+}
+
+impl Queue {
+    fn new() -> Self {
+        Queue {
+            heap: QuaternaryHeap::new(),
+            buckets: vec![Vec::new(); 64],
+            floor: 64,
+        }
+    }
+
+    fn push(&mut self, entry: HeapEntry) {
+        let b = bucket(entry.0);
+        if b >= self.floor {
+            self.heap.push(entry);
+        } else {
+            self.buckets[b].push(entry);
+        }
+    }
+
+    fn pop(&mut self) -> Option<HeapEntry> {
+        if self.heap.is_empty() {
+            let b = (0..self.floor)
+                .rev()
+                .find(|&b| !self.buckets[b].is_empty())?;
+            self.floor = b;
+            self.heap.extend(std::mem::take(&mut self.buckets[b]));
+        }
+        self.heap.pop()
+    }
+}
+
 /// Every word in one buffer, in table order: a header (its current length
 /// and its count) followed by its symbols. A word is named by its header's
 /// offset, so visiting one costs one cache miss, and walking a sorted word
@@ -197,7 +245,7 @@ pub struct Trainer {
     /// Length of each token in base symbols, so positions survive merges.
     token_len: Vec<u32>,
     stats: FxHashMap<Pair, PairStats>,
-    heap: QuaternaryHeap<HeapEntry>,
+    queue: Queue,
     /// `apply_merge`'s buffers, kept so small merges allocate nothing.
     scratch: Delta,
 }
@@ -234,7 +282,7 @@ impl Trainer {
             words,
             token_len,
             stats,
-            heap: QuaternaryHeap::new(),
+            queue: Queue::new(),
             scratch: Delta::default(),
         };
         let pairs: Vec<Pair> = trainer.stats.keys().copied().collect();
@@ -247,7 +295,7 @@ impl Trainer {
     }
 
     fn push(&mut self, pair: Pair, count: i64, (w, pos): (u32, u32)) {
-        self.heap
+        self.queue
             .push((count, Reverse(w), Reverse(pos), Reverse(pair)));
     }
 
@@ -272,7 +320,7 @@ impl Trainer {
 
     /// The next pair to merge under the exact rule, or `None` when none is left.
     fn best_pair(&mut self) -> Option<Pair> {
-        while let Some((count, Reverse(w), Reverse(pos), Reverse(pair))) = self.heap.pop() {
+        while let Some((count, Reverse(w), Reverse(pos), Reverse(pair))) = self.queue.pop() {
             let live = match self.stats.get(&pair) {
                 Some(s) if s.count > 0 => s.count,
                 _ => continue,
@@ -315,7 +363,6 @@ impl Trainer {
         let expected = num_merges.min(self.words.max_merges).min(RESERVE_MERGES);
         let mut merges = Vec::with_capacity(expected);
         self.stats.reserve(expected * 4);
-        self.heap.reserve(expected * 8);
         self.token_len.reserve(expected);
         while merges.len() < num_merges {
             let Some(pair) = self.best_pair() else { break };
@@ -471,11 +518,16 @@ pub fn merge_word(
     let n = symbols.len();
     let is_match = |s: &[u32], i: usize| i + 1 < n && s[i] == a && s[i + 1] == b;
     let len = |t: u32| token_len[t as usize];
+    // Nothing changes before the first match (and a word that lost the pair
+    // has none): find it without rewriting or measuring symbols.
+    let Some(first) = (0..n.saturating_sub(1)).find(|&i| is_match(symbols, i)) else {
+        return n;
+    };
     // Reads run ahead of writes (`o <= i`), so lookahead sees original symbols.
-    let mut o = 0;
-    let mut at = 0; // position of output symbol `o`
+    let mut o = first;
+    let mut at: u32 = symbols[..first].iter().map(|&t| len(t)).sum(); // position of output symbol `o`
     let mut last_was_merge = false;
-    let mut i = 0;
+    let mut i = first;
     while i < n {
         if is_match(symbols, i) {
             change(pair, -1, at);
