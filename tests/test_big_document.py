@@ -86,3 +86,23 @@ def test_a_json_line_longer_than_a_read_block(tmp_path):
         docs += [len(x) for x in d.to_pylist()]
     assert rows == [0, 1, 2]
     assert docs == [5, len(doc), 4]
+
+
+def test_parquet_batches_hold_a_few_megabytes_of_large_documents(tmp_path):
+    """Rows per batch follow the documents' size: 8192 source files of 20 KB
+    would be 160 MB of text per batch and per worker."""
+    import pyarrow as pa
+
+    from pipeline.io.readers import BATCH_ROWS, PARQUET_BATCH_BYTES, read_batches
+
+    doc = "x = 1;\n" * (20_000 // 7)
+    n = 2000
+    path = tmp_path / "code.parquet"
+    docs = [f"{i}\n{doc}" for i in range(n)]  # distinct, as files are: no dictionary
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=n)
+    batches = [len(docs) for _, docs in read_batches(path, "text")]
+    assert sum(batches) == n
+    assert max(batches) * len(doc) <= 2 * PARQUET_BATCH_BYTES
+    small = tmp_path / "lines.parquet"
+    pq.write_table(pa.table({"text": ["short line"] * (3 * BATCH_ROWS)}), small)
+    assert [len(d) for _, d in read_batches(small, "text")] == [BATCH_ROWS] * 3
