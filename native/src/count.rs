@@ -2,7 +2,7 @@
 //! first seen. The first-occurrence key orders the merged word table, which
 //! is what makes training ties independent of sharding and worker count.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::wordmap::WordMap;
 use rayon::prelude::*;
@@ -118,28 +118,6 @@ impl Counter {
         Ok(())
     }
 
-    /// Add a shard's word table (words in its first-occurrence order), whose
-    /// rows come after every row added before: `first` is the index of its
-    /// first row in the tables' concatenation, which orders words by shard,
-    /// then by first occurrence within the shard.
-    pub fn add_table(&mut self, words: &[&str], counts: &[u64], first: u64) -> Result<()> {
-        if words.len() != counts.len() {
-            return Err(Error::Arrow(format!(
-                "{} counts for {} words",
-                counts.len(),
-                words.len()
-            )));
-        }
-        for (i, (&w, &count)) in words.iter().zip(counts).enumerate() {
-            let seen = Seen {
-                count,
-                first: first + i as u64,
-            };
-            self.words.upsert(w, Box::from, |s| s.absorb(seen), || seen);
-        }
-        Ok(())
-    }
-
     pub fn finish(self) -> CountTable {
         // Gather the words' bytes in map order, then copy them out in
         // first-occurrence order: two flat copies, no allocation per word.
@@ -170,29 +148,6 @@ impl Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tables_merge_in_order_of_first_row() {
-        let mut m = Counter::default();
-        m.add_table(&["b", "a long word, past the inline bytes"], &[1, 2], 0)
-            .unwrap();
-        m.add_table(
-            &["c", "a long word, past the inline bytes", "b"],
-            &[4, 3, 5],
-            2,
-        )
-        .unwrap();
-        let t = m.finish();
-        let words: Vec<&str> = (0..t.len()).map(|i| t.word(i)).collect();
-        assert_eq!(words, ["b", "a long word, past the inline bytes", "c"]);
-        assert_eq!(t.counts, [6, 5, 4]);
-        assert_eq!(t.firsts, [0, 1, 2]);
-        assert!(m_mismatch().is_err());
-    }
-
-    fn m_mismatch() -> Result<()> {
-        Counter::default().add_table(&["a"], &[], 0)
-    }
 
     #[test]
     fn counts_and_first_occurrence() {

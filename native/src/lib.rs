@@ -145,12 +145,6 @@ impl Counter {
         Counter::new(Splitter::Byte { pattern })
     }
 
-    /// For merging word tables (`add_table`) rather than counting documents.
-    #[staticmethod]
-    fn tables() -> PyResult<Self> {
-        Counter::new(Splitter::Char { lowercase: false })
-    }
-
     /// Char mode: words are split at whitespace (and lowercased when asked).
     #[staticmethod]
     #[pyo3(signature = (lowercase=false))]
@@ -176,27 +170,6 @@ impl Counter {
         let counter = self.counter.as_mut().ok_or(Error::Finished)?;
         let pretok = &self.pretok;
         py.detach(|| pool::install_if(parallel, |p| counter.add(pretok, &texts, first_row, p)))?;
-        Ok(())
-    }
-
-    /// Add a word table (large_string words; `counts`: u64 buffer) whose first
-    /// row is row `first` of all tables added, in order: the merge stage.
-    #[pyo3(signature = (offsets, data, start, n, counts, first))]
-    #[allow(clippy::too_many_arguments)]
-    fn add_table(
-        &mut self,
-        py: Python<'_>,
-        offsets: PyBuffer<u8>,
-        data: PyBuffer<u8>,
-        start: usize,
-        n: usize,
-        counts: PyBuffer<u8>,
-        first: u64,
-    ) -> PyResult<()> {
-        let words = strings(&offsets, &data, start, n)?;
-        let counts = u64s(&counts, n)?;
-        let counter = self.counter.as_mut().ok_or(Error::Finished)?;
-        py.detach(|| counter.add_table(&words, &counts, first))?;
         Ok(())
     }
 

@@ -17,12 +17,3 @@ def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
 def byte_view(buf: pa.Buffer | bytes) -> memoryview:
     """An unsigned-byte view without a copy (Arrow buffers export signed bytes)."""
     return memoryview(buf).cast("B")
-
-
-def fixed_width_buffer(arr: pa.Array) -> memoryview:
-    """The values buffer of a primitive array without nulls, sliced to the
-    array's extent (a uint64 column as the native core's u64 buffer)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    width = arr.type.byte_width
-    return byte_view(arr.buffers()[1][arr.offset * width : (arr.offset + len(arr)) * width])

@@ -1,8 +1,7 @@
 """merge: the per-shard word tables summed into one, in first-occurrence order.
 
-The native core adds the tables one at a time into one map of the distinct
-words, so memory holds the merged table and one shard's table, never all
-tables together. A word's first occurrence is the smallest
+Polars does it lazily with the streaming engine, so the tables need not fit
+in memory together. A word's first occurrence is the smallest
 (shard ordinal, first key) over the shards; shards are ordered by source path.
 The output holds word and count, sorted by that first occurrence.
 """
@@ -12,20 +11,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import polars as pl
 
-from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.arrow import arrow_buffers, fixed_width_buffer
 from pipeline.io.files import file_sha256
 from pipeline.io.metadata import count_table_source
-from pipeline.io.storage import AnyPath, is_remote, location, parquet_file, walk_files
+from pipeline.io.storage import AnyPath, is_remote, location, walk_files
 from pipeline.io.writers import atomic_path
-from pipeline.memory import release_memory
 from pipeline.stages.results import MergeResult
 from pipeline.stages.state import record_file, reusable_file
+
+# Filesystems Polars reads itself (object_store: by byte ranges, streaming);
+# endpoint and credentials from the same environment variables as fsspec's.
+POLARS_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "hf"}
 
 
 def count_files(counts_dir: AnyPath) -> list[AnyPath]:
@@ -43,45 +41,36 @@ def count_files(counts_dir: AnyPath) -> list[AnyPath]:
     return sorted(files, key=count_table_source)
 
 
-def read_table(path: AnyPath) -> pa.Table:
-    """A count table's word and count columns (local, or remote by byte ranges)."""
-    try:
-        with parquet_file(path) as pf:
-            return pf.read(columns=["word", "count"], use_threads=False)
-    except (OSError, ValueError) as e:
-        raise TokenmillError(f"{path}: cannot read count table ({e})") from None
+def scan(path: AnyPath) -> pl.LazyFrame:
+    """A lazy scan of a Parquet file, local or remote (streamed by byte ranges
+    where Polars knows the filesystem)."""
+    if not is_remote(path):
+        return pl.scan_parquet(path)
+    protocol = path.protocol if isinstance(path.protocol, str) else path.protocol[0]
+    if protocol in POLARS_PROTOCOLS:
+        return pl.scan_parquet(str(path))
+    # Any other fsspec filesystem: through PyArrow (read whole, not streamed).
+    import pyarrow.dataset as ds
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    filesystem = PyFileSystem(FSSpecHandler(path.fs))
+    return pl.scan_pyarrow_dataset(ds.dataset(path.path, filesystem=filesystem, format="parquet"))
 
 
-def merged_counts(files: list[AnyPath], min_count: int = 1) -> pa.Table:
-    """The tables of `files` summed: word and count, in first-occurrence order."""
+def merged_counts(files: list[AnyPath], min_count: int = 1) -> pl.LazyFrame:
     # Each table is sorted by first occurrence and the files come in shard
-    # order, so a row's index in their concatenation orders (shard, first).
-    merger = _native.Counter.tables()
-    row = 0
-    for f in files:
-        table = read_table(f)
-        words = table["word"].combine_chunks().cast(pa.large_string())
-        counts = table["count"].combine_chunks().cast(pa.uint64())
-        del table
-        try:
-            merger.add_table(*arrow_buffers(words), fixed_width_buffer(counts), row)
-        except _native.NativeError as e:
-            raise TokenmillError(f"{f}: cannot merge count table ({e})") from None
-        row += len(words)
-    offsets, data, counts, _, n = merger.finish()
-    del merger
-    words = pa.Array.from_buffers(
-        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    # order, so a row's index in their concatenation orders (shard, first):
+    # the earliest occurrence is a plain streaming `min` of a u32/u64 index.
+    frames = [scan(f).select("word", "count") for f in files]
+    return (
+        pl.concat(frames)
+        .with_row_index("at")
+        .group_by("word")
+        .agg(pl.col("count").sum(), pl.col("at").min())
+        .filter(pl.col("count") >= min_count)
+        .sort("at")
+        .select("word", "count")
     )
-    merged = pa.table(
-        {
-            "word": words,
-            "count": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(counts)]),
-        }
-    )
-    if min_count > 1:
-        merged = merged.filter(pc.greater_equal(merged["count"], min_count))
-    return merged
 
 
 def run_merge(
@@ -107,19 +96,18 @@ def run_merge(
         "tables": [[count_table_source(f), file_sha256(f)] for f in files],
     }
     reused = reusable_file(counts_file, key, force)
-    if reused:
-        with parquet_file(location(counts_file)) as pf:
-            n_words = pf.metadata.num_rows
-            n_total = pc.sum(pf.read(columns=["count"], use_threads=False)["count"]).as_py()
-    else:
-        merged = merged_counts(files, min_count)
-        n_words, n_total = merged.num_rows, pc.sum(merged["count"]).as_py()
+    if not reused:
         with atomic_path(counts_file) as tmp:
             # LZ4: the table is written once and read once, right away, by train.
-            pq.write_table(merged, tmp, compression="lz4")
-        del merged
-        release_memory()
+            try:
+                merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
+            except pl.exceptions.PolarsError as e:
+                raise TokenmillError(
+                    f"{counts_file}: cannot merge the count tables ({e})"
+                ) from None
         record_file(counts_file, key)
+    words = scan(location(counts_file)).select(pl.len(), pl.col("count").sum()).collect()
+    n_words, n_total = words.row(0)
     return MergeResult(
         tables=len(files),
         words=n_words,
