@@ -40,7 +40,7 @@ from pipeline.tokenizer.ids import (
     show,
 )
 from pipeline.tokenizer.modes import Mode, mode_of
-from pipeline.tokenizer.options import check_options, default_special_tokens
+from pipeline.tokenizer.options import check_count, check_options, default_special_tokens
 from pipeline.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
 
 
@@ -161,8 +161,8 @@ class Tokenizer:
     ) -> Tokenizer:
         """Train on Arrow arrays (large_string words, uint64 counts)."""
         check_options(mode, pattern)
-        _check_count(vocab_size, "--vocab-size", MAX_VOCAB_SIZE)
-        _check_count(num_merges, "num_merges", MAX_VOCAB_SIZE)
+        check_count(vocab_size, "--vocab-size")
+        check_count(num_merges, "num_merges")
         specials = list(special_tokens) if special_tokens is not None else []
         for required in default_special_tokens(mode):
             if required not in specials:
@@ -797,17 +797,6 @@ def _byte_level(v: object) -> bool:
     except (ValueError, TypeError, AttributeError):
         return False
     return True
-
-
-def _check_count(value: object, what: str, most: int) -> None:
-    """A count given to training: None, or an int from 0 to `most`."""
-    if value is None:
-        return
-    if type(value) is bool or not isinstance(value, int) or not 0 <= value <= most:
-        raise TokenmillError(
-            f"{what} {show(value)}: want a whole number from 0 to {most} "
-            "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
-        )
 
 
 def _fixed_width_buffer(arr: pa.Array) -> memoryview:

@@ -45,8 +45,8 @@ from pipeline.errors import TokenmillError
 from pipeline.io.arrow import arrow_buffers, byte_view
 from pipeline.memory import release_memory
 from pipeline.tokenizer.core import Tokenizer, word_table
-from pipeline.tokenizer.ids import MAX_VOCAB_SIZE, show
-from pipeline.tokenizer.options import default_special_tokens
+from pipeline.tokenizer.ids import MAX_VOCAB_SIZE
+from pipeline.tokenizer.options import check_count, default_special_tokens
 
 __all__ = ["Extension", "extend", "table_bytes_per_token", "word_table"]  # word_table: doctest
 
@@ -90,11 +90,8 @@ def extend(
     check_base(base)
     if extend_alphabet and base.mode != "char":
         raise TokenmillError("--extend-alphabet is for char mode (byte mode has every byte)")
-    for value, what in ((vocab_size, "--vocab-size"), (num_merges, "num_merges")):
-        if value is not None and (type(value) is not int or not 0 <= value <= MAX_VOCAB_SIZE):
-            raise TokenmillError(
-                f"{what} {show(value)}: want a whole number up to {MAX_VOCAB_SIZE}"
-            )
+    check_count(vocab_size, "--vocab-size")
+    check_count(num_merges, "num_merges")
     words = words.cast(pa.large_string())
     counts = counts.cast(pa.uint64())
     wanted = list(special_tokens or []) + default_special_tokens(base.mode)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.errors import TokenmillError
-from pipeline.tokenizer.ids import ENDOFTEXT, MODES, PATTERNS, UNK
+from pipeline.tokenizer.ids import ENDOFTEXT, MAX_VOCAB_SIZE, MODES, PATTERNS, UNK, show
 
 # The special tokens every tokenizer of a mode has, in id order.
 REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
@@ -45,3 +45,14 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
         if extra.count(name) > 1:
             raise TokenmillError(f"--special-token {name!r} is given twice")
     return [t for t in default_special_tokens(mode) if t not in extra] + extra
+
+
+def check_count(value: object, what: str) -> None:
+    """A count given to training: None, or an int from 0 to MAX_VOCAB_SIZE."""
+    if value is None:
+        return
+    if type(value) is bool or not isinstance(value, int) or not 0 <= value <= MAX_VOCAB_SIZE:
+        raise TokenmillError(
+            f"{what} {show(value)}: want a whole number from 0 to {MAX_VOCAB_SIZE} "
+            "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
+        )
