@@ -6,6 +6,7 @@
     vocab_size = 4096
     special_tokens = ["<|pad|>"]
     tokenizer = "../tok.json"        # encode only, with this tokenizer
+    extend = "../base.json"          # grow this tokenizer (--extend)
     steps = "count"                  # or: count and merge only
 
 Relative paths are relative to the job file's folder, so a job runs the same
@@ -24,6 +25,8 @@ from pipeline.errors import TokenmillError
 from pipeline.io.storage import is_remote, location
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
+# Paths that the run's Config holds as strings (its manifest records them).
+STRING_PATH_KEYS = ("extend",)
 CONFIG_KEYS = tuple(f.name for f in fields(Config))
 STEPS = ("all", "count", "encode")
 
@@ -65,6 +68,9 @@ def load_job(path: Path) -> dict:
                 raw[key] = location(raw[key])  # a URL is where it says, not under the job
             else:
                 raw[key] = (path.parent / Path(raw[key]).expanduser()).resolve()
+    for key in STRING_PATH_KEYS:
+        if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
+            raw[key] = str((path.parent / Path(raw[key]).expanduser()).resolve())
     defaults = Config()
     for key, value in raw.items():
         if key in CONFIG_KEYS and key != "special_tokens":

@@ -120,3 +120,23 @@ def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):
     assert (job.steps, job.load_pattern, job.config.pattern) == ("encode", r"\w+|\s+", "cl100k")
     job = resolve_job(None, tmp_path, tmp_path / "o", {"pattern": "gpt2"}, set())
     assert (job.steps, job.load_pattern, job.config.pattern) == ("all", None, "gpt2")
+
+
+def test_a_jobs_extend_base_is_relative_to_the_job_file(tmp_path):
+    """`extend` is a path like inputs and output: the job runs the same from any folder."""
+    copy_sample(tmp_path / "data", ["lines.txt", "prose-en.parquet"])
+    tokenmill("run", tmp_path / "data", tmp_path / "base", "--vocab-size", "400")
+    job = write_job(
+        tmp_path / "jobs" / "grow.toml",
+        'inputs = "../data"\noutput = "../grown"\nvocab_size = 450\n'
+        'extend = "../base/tokenizer.json"\n',
+    )
+    assert load_job(job)["extend"] == str(tmp_path / "base" / "tokenizer.json")
+    tokenmill("run", "--job", job)  # from the repository's folder, not the job's
+    base = Tokenizer.load(tmp_path / "base" / "tokenizer.json")
+    grown = Tokenizer.load(tmp_path / "grown" / "tokenizer.json")
+    assert manifest(tmp_path / "grown")["config"]["extend"] == str(
+        tmp_path / "base" / "tokenizer.json"
+    )
+    assert grown.vocab_size == 450
+    assert grown.merges[: len(base.merges)] == base.merges
