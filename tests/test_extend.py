@@ -346,3 +346,25 @@ def test_run_extend_alphabet_in_char_mode(tmp_path):
         assert (tok.special_id(UNK) in [i.as_py() for i in ids]) is not grow
         if grow:  # the two new letters, sorted, right after the base's ids
             assert tok.token_values[base.vocab_size : base.vocab_size + 2] == ["ö", "ü"]
+
+
+@pytest.mark.parametrize("grow_alphabet", [False, True])
+def test_char_extended_hf_export_gives_tokenmill_ids(tmp_path, grow_alphabet):
+    """An extended char-mode tokenizer keeps its numbering in a tokenizer.json:
+    base ids, then the new merges, and with --extend-alphabet the new characters
+    placed after the base's merges, not at the start."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from realtext import SAMPLE_DIR, read_documents
+
+    from pipeline.formats import export
+
+    english = [t for t in sample_texts() if t.isascii()][:300]
+    texts = list(read_documents(SAMPLE_DIR / "multilingual.jsonl"))[:400]
+    base = Tokenizer.train(english, mode="char", num_merges=300)
+    tok = extended(base, texts, 500, extend_alphabet=grow_alphabet).tokenizer
+    check_kept(base, tok)
+    assert (tok.alphabet_ids is not None) is grow_alphabet
+    export(tok, tmp_path / "tokenizer.json", "hf")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    got = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert got == [tok.encode(t) for t in texts]

@@ -200,12 +200,23 @@ def char_normalizers(lowercase: bool) -> list[dict]:
     return steps
 
 
+def _char_strings(tok: Tokenizer) -> list[str | None]:
+    """Each non-special id's string, `</w>` written as WORD_END: built from the
+    ids of the alphabet and of each merge, so an extended tokenizer's numbering
+    (its alphabet grown after the base's merges) is kept as it is."""
+    strings: list[str | None] = [None] * tok.vocab_size
+    base_ids = tok.alphabet_ids if tok.alphabet_ids is not None else range(len(tok.alphabet))
+    for c, i in zip(tok.alphabet, base_ids, strict=True):
+        strings[i] = WORD_END if c == END_OF_WORD else c
+    for (a, b), i in zip(tok.merges, tok.merge_ids, strict=True):
+        strings[i] = strings[a] + strings[b]  # type: ignore[operator]
+    return strings
+
+
 def _char_dict(tok: Tokenizer) -> dict:
-    if tok.special_ids is not None or tok.vocab is not None or tok.alphabet_ids is not None:
+    if tok.vocab is not None:
         raise TokenmillError("char mode tokenizers number their ids themselves")
-    strings: list[str] = [WORD_END if c == END_OF_WORD else c for c in tok.alphabet]
-    for a, b in tok.merges:
-        strings.append(strings[a] + strings[b])
+    strings = _char_strings(tok)
     vocab = _unique(strings, "token")
     vocab[UNK] = tok.special_id(UNK)
     merges = [f"{strings[a]} {strings[b]}" for a, b in tok.merges]
