@@ -451,3 +451,23 @@ def test_lock_file_is_the_only_trace_of_a_refused_run(tmp_path):
     out = tmp_path / "o"
     tokenmill("run", data, out, "--vocab-size", str(2**40), check=False)
     assert [p.name for p in out.rglob("*")] in ([], [LOCK])
+
+
+def test_ctrl_c_turned_into_another_error_by_an_import_is_still_one_line():
+    """CPython can turn a KeyboardInterrupt raised inside an extension module's
+    import into another exception (seen: TypeError from ssl while PyArrow
+    loads); after a Ctrl-C, that is still `interrupted` and status 130."""
+    script = (
+        "import os, signal, time, sys\n"
+        "import pipeline.cli\n"
+        "def cli():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise TypeError('expected a message argument') from None\n"
+        "pipeline.cli.main = cli\n"
+        "from pipeline.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")
