@@ -23,7 +23,6 @@ there whole or not at all, and a killed upload leaves no object (see
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -110,6 +109,8 @@ SCRATCH = "tokenmill-scratch"
 def scratch_folder() -> Path:
     """Where outputs for remote destinations are written before their upload:
     a folder of the local temporary directory (TMPDIR)."""
+    import tempfile  # only remote outputs need it: not at the top, for local start-up
+
     folder = Path(tempfile.gettempdir()) / SCRATCH
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -119,6 +120,8 @@ def scratch_file(dest: AnyPath) -> Path:
     """A new local temporary file to write an output for remote `dest` into.
     Its name holds this process's pid, so that one a killed run left behind
     can be told from one a live run is writing (`remove_dead_scratch`)."""
+    import tempfile
+
     fd, name = tempfile.mkstemp(
         prefix=f".{dest.name[:100]}.tmp-{os.getpid()}-", dir=scratch_folder()
     )

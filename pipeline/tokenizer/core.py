@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
@@ -428,6 +427,8 @@ class Tokenizer:
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
+            import pyarrow.compute as pc  # not at the top: see io/readers.py
+
             return pc.utf8_normalize(docs, self.normalization).cast(pa.large_string())
         return docs
 
