@@ -498,7 +498,9 @@ def train(ctx, counts_file, tokenizer_file, **options):
 def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options):
     """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
     (columns row, ids, n_tokens)."""
-    from pipeline.formats import load_any
+    from pipeline.formats import load_any, prefetch
+
+    prefetch.start(tokenizer_file)  # while the stage's modules import
     from pipeline.stages.encode import run_encode
 
     config = Config(**options)

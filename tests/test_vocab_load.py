@@ -22,7 +22,7 @@ from realtext import CL100K_FILE, GPT2_FILE, O200K_FILE, iter_sample_documents
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.formats import export, load_any
+from pipeline.formats import export, load_any, prefetch
 from pipeline.formats import tiktoken as tiktoken_format
 from pipeline.tokenizer import Tokenizer
 
@@ -432,3 +432,34 @@ def test_tokenizer_json_edge_cases_load_as_python_reads_them(tmp_path, model):
     path = tmp_path / "tokenizer.json"
     path.write_text(text, encoding="utf-8")
     _loads_alike(path)
+
+
+def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_path):
+    """`encode` starts building a .tiktoken file's table while its modules import
+    (formats/prefetch.py): the loader takes that table only when the bytes it reads
+    are the bytes the table was built from, so a file changed in between loads as
+    it now is."""
+    data = GPT2_FILE.read_bytes()
+    path = tmp_path / "ranks.tiktoken"
+    path.write_bytes(data)
+    prefetch.start(path)
+    table = prefetch.take(data)
+    direct = _native.Vocabulary.from_tiktoken(data)
+    assert table is not None
+    assert (table.tokens(), table.merges(), table.merge_ids(), table.byte_ids()) == (
+        direct.tokens(),
+        direct.merges(),
+        direct.merge_ids(),
+        direct.byte_ids(),
+    )
+    assert prefetch.take(data) is None  # taken once
+
+    prefetch.start(path)
+    shorter = b"".join(data.splitlines(keepends=True)[:300])
+    path.write_bytes(shorter)
+    tok = load_any(path, pattern="gpt2")
+    assert tok.vocab_size == 300
+    assert prefetch.take(data) is None  # the loader took (and refused) the stale table
+
+    prefetch.start(tmp_path / "tokenizer.json")  # not a ranks file: nothing started
+    assert prefetch.take(data) is None

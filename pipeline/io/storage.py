@@ -28,11 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Union
 
-import pyarrow.parquet as pq
-
 from pipeline.errors import TokenmillError, one_line
 
 if TYPE_CHECKING:
+    import pyarrow.parquet as pq
     from upath import UPath
 
 # A local path or a URL's UPath: what DATA, OUT and every file under them are.
@@ -268,6 +267,11 @@ def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
     """A ParquetFile over a local file, or over an object read by byte ranges
     (the footer, then only the column chunks asked for), closed after the block.
     `options` go to pq.ParquetFile (readers.PARQUET_READ: bounded memory)."""
+    # Imported here, not at the top: the command line's paths are made with
+    # `location` before a command starts, and a command that loads a
+    # vocabulary starts that before PyArrow is imported (formats/prefetch.py).
+    import pyarrow.parquet as pq
+
     source = open_read(path, cache="none") if is_remote(path) else str(path)
     try:
         yield pq.ParquetFile(source, **options)
