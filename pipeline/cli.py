@@ -500,7 +500,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     (columns row, ids, n_tokens)."""
     from pipeline.formats import load_any, prefetch
 
-    prefetch.start(tokenizer_file)  # while the stage's modules import
+    prefetch.start(tokenizer_file, pattern)  # while the stage's modules import
     from pipeline.stages.encode import run_encode
 
     config = Config(**options)

@@ -263,7 +263,7 @@ def load(
     data = _read(path)
     try:
         # The table and merges stay in the native core, where the encoder is built.
-        table = prefetch.take(data)
+        table, encoder = prefetch.take(data, pattern)
         if table is None:
             table = _native.Vocabulary.from_tiktoken(data)
     except _native.NativeError:  # not canonical, or at fault: the reference reads it
@@ -279,7 +279,9 @@ def load(
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
     check_special_ids(specials, str(path))
-    tok = Tokenizer.imported(table, pattern=pattern, special_tokens=specials, whole_words=True)
+    tok = Tokenizer.imported(
+        table, pattern=pattern, special_tokens=specials, whole_words=True, encoder=encoder
+    )
     return tok.checked(str(path))
 
 
