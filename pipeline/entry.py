@@ -4,13 +4,20 @@ line and exit status 130, never a traceback."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 
 def main() -> None:
     try:
-        from pipeline.cli import main as cli
-
+        # As cli.start_up: the CLI's modules are made without the cyclic
+        # collector walking them, then frozen.
+        gc.disable()
+        try:
+            from pipeline.cli import main as cli
+        finally:
+            gc.freeze()
+            gc.enable()
         cli()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
