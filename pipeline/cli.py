@@ -519,11 +519,14 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     from pipeline.formats import load_any, prefetch
 
     prefetch.start(tokenizer_file, pattern)  # while the stage's modules import
-    with start_up():
-        from pipeline.stages.encode import run_encode
+    try:
+        with start_up():
+            from pipeline.stages.encode import run_encode
 
-        config = Config(**options)
-        tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+            config = Config(**options)
+            tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+    finally:
+        prefetch.discard()
     with output_folder(data, tokens_dir, "TOKENS_DIR"):
         summary = run_encode(data, tokens_dir, tok, config)
     echo_not_read(summary)

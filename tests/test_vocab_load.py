@@ -473,3 +473,6 @@ def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_pat
 
     prefetch.start(tmp_path / "tokenizer.json")  # not a ranks file: nothing started
     assert prefetch.take(data, "gpt2") == (None, None)
+    prefetch.start(path, "gpt2")
+    prefetch.discard()  # a command that failed before loading: the build is waited for, dropped
+    assert prefetch.take(shorter, "gpt2") == (None, None)

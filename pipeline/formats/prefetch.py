@@ -69,6 +69,17 @@ def start(path: str | os.PathLike, pattern: str | None = None) -> None:
         _pending = pending
 
 
+def discard() -> None:
+    """Wait for a build that nothing took (the command failed before loading):
+    a thread still in the native core when the interpreter exits would be
+    stopped mid-call."""
+    global _pending
+    with _lock:
+        pending, _pending = _pending, None
+    if pending is not None:
+        pending.thread.join()
+
+
 def take(data: bytes, pattern: str) -> tuple[_native.Vocabulary | None, _native.Encoder | None]:
     """(the table `start` built, if from exactly `data`; its encoder, if also
     for `pattern`, a preset name or regex as `tiktoken.load` resolves it); once."""
