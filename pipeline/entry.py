@@ -4,6 +4,7 @@ line and exit status 130, never a traceback."""
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 
@@ -22,8 +23,14 @@ def main() -> None:
     # error (CPython builds an ImportError from it and fails: a TypeError).
     signal.signal(signal.SIGINT, _on_sigint)
     try:
-        from pipeline.cli import main as cli
-
+        # As cli.start_up: the CLI's modules are made without the cyclic
+        # collector walking them, then frozen.
+        gc.disable()
+        try:
+            from pipeline.cli import main as cli
+        finally:
+            gc.freeze()
+            gc.enable()
         cli()
     except KeyboardInterrupt:
         _exit_interrupted()

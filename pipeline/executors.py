@@ -21,15 +21,12 @@ whole or not at all and the results are collected in task order.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
-
-from tqdm import tqdm
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
@@ -59,7 +56,7 @@ def run_tasks(
     the run does not end waiting on one big task while other cores idle."""
     _native.set_threads(workers)
     parallel = max(1, min(workers, len(tasks)))
-    bar = tqdm(total=len(tasks), desc=desc, unit="shard", disable=None, leave=False)
+    bar = progress_bar(len(tasks), desc)
 
     def done(n: int) -> None:
         bar.update()
@@ -93,10 +90,34 @@ def run_tasks(
         release_memory()
 
 
+class _NoBar:
+    def update(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str):
+    """tqdm's bar of `total` shards, which tqdm (disable=None) shows only when
+    stderr is a terminal. Decided here first, so that a run without a terminal
+    (a script, a job, the benchmark) does not import tqdm: ~15 ms of start-up."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is not None and not isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="shard", disable=None, leave=False)
+
+
 def _pool(executor: str, parallel: int, workers: int) -> Executor:
     if executor == "threads":
         return ThreadPoolExecutor(parallel, thread_name_prefix="tokenmill-task")
     if executor == "processes":
+        # Imported here: only this executor needs them (a few ms of start-up).
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         return ProcessPoolExecutor(
             parallel,
             mp_context=multiprocessing.get_context("spawn"),

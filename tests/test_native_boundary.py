@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.arrow import arrow_buffers
+from pipeline.io.arrow import arrow_buffers, large_text, text_bytes
 from pipeline.tokenizer import Tokenizer
 
 
@@ -118,3 +120,23 @@ def test_the_tokenizer_turns_native_errors_into_tokenmill_errors():
         bad.checked("file.json", compile_pattern=False)
     with pytest.raises(TokenmillError, match="file.json: invalid pre-tokenization pattern"):
         bad.checked("file.json")
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=30),
+    st.integers(0, 30),
+    st.integers(0, 30),
+)
+def test_text_arrays_widened_and_counted_as_arrow_does(values, start, length):
+    """io.arrow's large_text and text_bytes, which spare reading Parquet text an
+    import of pyarrow.compute, give what Arrow's cast and byte lengths give, on
+    slices and with nulls."""
+    import pyarrow.compute as pc
+
+    arr = pa.array(values, pa.string()).slice(start, length)
+    wide = large_text(arr)
+    wide.validate(full=True)
+    assert wide.type == pa.large_string() and wide.equals(arr.cast(pa.large_string()))
+    assert text_bytes(wide) == (pc.sum(pc.binary_length(wide)).as_py() or 0)
+    kept = wide.drop_null()
+    assert text_bytes(kept) == (pc.sum(pc.binary_length(kept)).as_py() or 0)

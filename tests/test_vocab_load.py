@@ -22,7 +22,7 @@ from realtext import CL100K_FILE, GPT2_FILE, O200K_FILE, iter_sample_documents
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.formats import export, load_any
+from pipeline.formats import export, load_any, prefetch
 from pipeline.formats import tiktoken as tiktoken_format
 from pipeline.tokenizer import Tokenizer
 
@@ -432,3 +432,47 @@ def test_tokenizer_json_edge_cases_load_as_python_reads_them(tmp_path, model):
     path = tmp_path / "tokenizer.json"
     path.write_text(text, encoding="utf-8")
     _loads_alike(path)
+
+
+def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_path):
+    """`encode` starts building a .tiktoken file's table and encoder while its
+    modules import (formats/prefetch.py): the loader takes the table only when
+    the bytes it reads are the bytes the table was built from, so a file changed
+    in between loads as it now is, and the encoder only for the same pattern."""
+    data = GPT2_FILE.read_bytes()
+    path = tmp_path / "ranks.tiktoken"
+    path.write_bytes(data)
+    prefetch.start(path, "gpt2")
+    table, encoder = prefetch.take(data, "gpt2")
+    direct = _native.Vocabulary.from_tiktoken(data)
+    assert table is not None and encoder is not None
+    assert (table.tokens(), table.merges(), table.merge_ids(), table.byte_ids()) == (
+        direct.tokens(),
+        direct.merges(),
+        direct.merge_ids(),
+        direct.byte_ids(),
+    )
+    assert prefetch.take(data, "gpt2") == (None, None)  # taken once
+    prefetch.start(path, "gpt2")
+    assert prefetch.take(data, "cl100k")[1] is None  # another pattern: no encoder
+
+    # Through the loader: the same ids with and without the prefetched encoder.
+    plain = load_any(path, pattern="gpt2")
+    prefetch.start(path, "gpt2")
+    fetched = load_any(path, pattern="gpt2")
+    assert prefetch.take(data, "gpt2") == (None, None)  # the loader took it
+    docs = texts()[:50]
+    assert fetched.encode_batch(docs) == plain.encode_batch(docs)
+
+    prefetch.start(path, "gpt2")
+    shorter = b"".join(data.splitlines(keepends=True)[:300])
+    path.write_bytes(shorter)
+    tok = load_any(path, pattern="gpt2")
+    assert tok.vocab_size == 300  # the stale table was refused
+    assert tok.encode_batch(docs) == load_any(path, pattern="gpt2").encode_batch(docs)
+
+    prefetch.start(tmp_path / "tokenizer.json")  # not a ranks file: nothing started
+    assert prefetch.take(data, "gpt2") == (None, None)
+    prefetch.start(path, "gpt2")
+    prefetch.discard()  # a command that failed before loading: the build is waited for, dropped
+    assert prefetch.take(shorter, "gpt2") == (None, None)

@@ -62,11 +62,31 @@ impl RankQueue {
     }
 }
 
+/// Whole-word tokens, word -> id: short ones keyed in place (see `WordMap`),
+/// so 200k tokens make few allocations to build and a lookup follows no
+/// pointer.
+pub type WholeWords = WordMap<Box<str>, u32>;
+
+/// The whole-word map of `tokens` (bytes, id). A token that is not UTF-8 is
+/// left out: words are text, so no word could equal it. Of equal tokens the
+/// last listed wins.
+pub fn whole_words<'a>(tokens: impl Iterator<Item = (&'a [u8], u32)>) -> WholeWords {
+    let mut map = WholeWords::default();
+    let (at_least, at_most) = tokens.size_hint();
+    map.reserve(at_most.unwrap_or(at_least));
+    for (bytes, id) in tokens {
+        if let Ok(word) = std::str::from_utf8(bytes) {
+            map.upsert(word, Box::from, |v| *v = id, || id);
+        }
+    }
+    map
+}
+
 pub struct Encoder {
     pretok: PreTokenizer,
     alphabet: Alphabet,
     /// Words that are whole tokens skip merging (Hugging Face's `ignore_merges`).
-    whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
+    whole_words: Option<WholeWords>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
     /// Short words of few ids, for every thread (nearly all lookups).
@@ -145,7 +165,7 @@ impl Encoder {
         pretok: PreTokenizer,
         alphabet: Alphabet,
         merges: &[(Pair, u32)],
-        whole_words: Option<FxHashMap<Box<[u8]>, u32>>,
+        whole_words: Option<WholeWords>,
     ) -> Self {
         let merges = merges
             .iter()
@@ -179,11 +199,7 @@ impl Encoder {
 
     /// The token ids of one pre-tokenized word.
     pub fn encode_word(&self, word: &str) -> Vec<u32> {
-        if let Some(&id) = self
-            .whole_words
-            .as_ref()
-            .and_then(|w| w.get(word.as_bytes()))
-        {
+        if let Some(&id) = self.whole_words.as_ref().and_then(|w| w.get(word)) {
             return vec![id];
         }
         let mut symbols = self.base_symbols(word);

@@ -14,7 +14,7 @@ pub mod vocab;
 pub mod vocab_json;
 pub mod wordmap;
 
-use encode::{Alphabet, Encoder as CoreEncoder};
+use encode::{whole_words as whole_word_map, Alphabet, Encoder as CoreEncoder};
 use error::Error;
 use pretok::PreTokenizer;
 use pyo3::buffer::PyBuffer;
@@ -665,11 +665,8 @@ impl Encoder {
         let pretok = splitter.build()?;
         let merges: Vec<((u32, u32), u32)> =
             merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
-        let whole_words = whole_words.map(|w| {
-            w.into_iter()
-                .map(|(b, id)| (b.into_boxed_slice(), id))
-                .collect()
-        });
+        let whole_words =
+            whole_words.map(|w| whole_word_map(w.iter().map(|(b, id)| (&b[..], *id))));
         Ok(Encoder {
             inner: CoreEncoder::new(pretok, alphabet, &merges, whole_words),
         })
@@ -732,13 +729,9 @@ impl Encoder {
         let words = if whole_words {
             let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
             let table = byte_table(&items)?;
-            Some(
-                table
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| v.map(|v| (Box::<[u8]>::from(v), i as u32)))
-                    .collect(),
-            )
+            Some(whole_word_map(
+                (table.iter().enumerate()).filter_map(|(i, v)| Some((v.as_deref()?, i as u32))),
+            ))
         } else {
             None
         };
@@ -779,9 +772,10 @@ impl Encoder {
                 .zip(v.merge_ids.iter().copied())
                 .collect();
             let words = whole_words.then(|| {
-                (v.tokens.iter().enumerate())
-                    .filter_map(|(i, t)| Some((Box::<[u8]>::from(&t.as_ref()?[..]), i as u32)))
-                    .collect()
+                whole_word_map(
+                    (v.tokens.iter().enumerate())
+                        .filter_map(|(i, t)| Some((&t.as_ref()?[..], i as u32))),
+                )
             });
             CoreEncoder::new(
                 pretok,

@@ -67,6 +67,11 @@ impl<L: Hash + Eq + Borrow<str>, V> WordMap<L, V> {
         self.len() == 0
     }
 
+    /// Room for `n` more short words without growing.
+    pub fn reserve(&mut self, n: usize) {
+        self.short.reserve(n);
+    }
+
     pub fn clear(&mut self) {
         self.short.clear();
         self.long.clear();

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.formats import regex
+from pipeline.formats import prefetch, regex
 from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import atomic_path
 from pipeline.tokenizer import Tokenizer, id_limit
@@ -263,7 +263,9 @@ def load(
     data = _read(path)
     try:
         # The table and merges stay in the native core, where the encoder is built.
-        table = _native.Vocabulary.from_tiktoken(data)
+        table, encoder = prefetch.take(data, pattern)
+        if table is None:
+            table = _native.Vocabulary.from_tiktoken(data)
     except _native.NativeError:  # not canonical, or at fault: the reference reads it
         vocab = _reference_table(path, data)
         if special_tokens is None:
@@ -277,7 +279,9 @@ def load(
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
     check_special_ids(specials, str(path))
-    tok = Tokenizer.imported(table, pattern=pattern, special_tokens=specials, whole_words=True)
+    tok = Tokenizer.imported(
+        table, pattern=pattern, special_tokens=specials, whole_words=True, encoder=encoder
+    )
     return tok.checked(str(path))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -17,3 +18,36 @@ def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
 def byte_view(buf: pa.Buffer | bytes) -> memoryview:
     """An unsigned-byte view without a copy (Arrow buffers export signed bytes)."""
     return memoryview(buf).cast("B")
+
+
+def large_text(arr: pa.Array) -> pa.Array:
+    """A string, large_string, binary or large_binary array as large_string
+    (UTF-8 not checked here). A string array's 32-bit offsets are widened
+    with numpy rather than by Arrow's cast, which would import
+    pyarrow.compute (see io/readers.py)."""
+    if arr.type == pa.large_string():
+        return arr
+    if arr.type != pa.string():
+        return arr.cast(pa.large_string())
+    validity, offsets, data = arr.buffers()
+    n = arr.offset + len(arr)
+    wide = np.frombuffer(offsets, np.int32, n + 1).astype(np.int64) if n else np.zeros(1, np.int64)
+    return pa.Array.from_buffers(
+        pa.large_string(),
+        len(arr),
+        [validity, pa.py_buffer(wide), data],
+        arr.null_count,
+        arr.offset,
+    )
+
+
+def text_bytes(docs: pa.Array) -> int:
+    """The UTF-8 bytes of a large_string array's documents (nulls count 0)."""
+    if docs.null_count:
+        import pyarrow.compute as pc
+
+        return pc.sum(pc.binary_length(docs)).as_py() or 0
+    if not len(docs):
+        return 0
+    offsets = np.frombuffer(docs.buffers()[1], np.int64, docs.offset + len(docs) + 1)
+    return int(offsets[-1] - offsets[docs.offset])

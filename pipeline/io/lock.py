@@ -32,7 +32,6 @@ object is written, read back, and held only if it still names this run.
 
 from __future__ import annotations
 
-import email.utils
 import fcntl
 import json
 import os
@@ -360,6 +359,8 @@ def _read(path: AnyPath) -> tuple[dict, str | None, float | None] | None:
             modified = head.get("LastModified")
             age = None
             if date and modified:
+                import email.utils  # a store's lease only: not at the top, for local start-up
+
                 age = (email.utils.parsedate_to_datetime(date) - modified).total_seconds()
         else:
             info = fs.info(path.path)

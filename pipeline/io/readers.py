@@ -43,11 +43,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from pipeline.errors import StoreError, TokenmillError, one_line
 from pipeline.io import ipc
+from pipeline.io.arrow import large_text
 from pipeline.io.storage import (
     AnyPath,
     is_remote,
@@ -56,6 +56,10 @@ from pipeline.io.storage import (
     open_read,
     parquet_file,
 )
+
+# pyarrow.compute is imported by the functions that use it: the import makes
+# ~300 function wrappers (~25 ms of every start-up), and reading Parquet or
+# Arrow text needs none of them.
 
 # Line formats come plain or compressed; each decompressor streams, and each
 # raises on a truncated stream (Python's gzip, bz2 and lzma; PyArrow's zstd).
@@ -243,8 +247,10 @@ def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: On
         arr, bad = _decode_utf8(arr, bad)
     elif not _is_text(arr.type):
         raise TokenmillError(f"{path}: column {column!r} holds {arr.type}, not text")
-    arr = arr.cast(pa.large_string())
+    arr = large_text(arr)
     if arr.null_count > len(bad):
+        import pyarrow.compute as pc
+
         nulls = pc.indices_nonzero(pc.is_null(arr)).to_pylist()
         for i in nulls:
             bad.setdefault(i, f"{column!r} is null")
@@ -346,6 +352,8 @@ def pick_column(batch: pa.RecordBatch | pa.Table, column: str, path: Path) -> pa
     steps = check_column(batch.schema, column, path)
     values = batch.column(batch.schema.get_field_index(steps[0]))
     for name in steps[1:]:
+        import pyarrow.compute as pc
+
         # pc.struct_field, not StructArray.field: it nulls the rows whose struct is null.
         values = pc.struct_field(values, name)
     return values
@@ -478,6 +486,8 @@ def _whole_lines(data: bytes, blank: str) -> int:
 def _blank_lines(lines: pa.Array, blank: str) -> pa.BooleanArray:
     """Whether each line matches `blank`; the regex runs only on the lines that
     are empty or begin with whitespace, a cheap test that rules out most lines."""
+    import pyarrow.compute as pc
+
     maybe = pc.is_in(pc.binary_slice(lines, 0, 1), value_set=_binaries(_MAYBE_BLANK))
     if not maybe.true_count:
         return maybe
@@ -495,12 +505,16 @@ def _binaries(values: list[bytes]) -> pa.Array:
 
 
 def _split_lines(data: bytes) -> pa.Array:
+    import pyarrow.compute as pc
+
     return pc.split_pattern(_binaries([data]), b"\n").flatten()
 
 
 def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One document per non-blank line; a trailing '\\r' is dropped so CRLF files
     read the same. A blank line (empty, or only ASCII whitespace) is no document."""
+    import pyarrow.compute as pc
+
     for before, _, lines in _line_blocks(path, TEXT_BLANK):
         blank = _blank_lines(lines, TEXT_BLANK)
         if blank.true_count:
@@ -516,6 +530,8 @@ def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch
 
 def _drop_cr(lines: pa.Array) -> pa.Array:
     """The lines without a trailing '\\r', so that CRLF files read as LF files."""
+    import pyarrow.compute as pc
+
     if pc.ends_with(lines, b"\r").true_count:  # a regex on every line costs more
         lines = pc.replace_substring_regex(lines, pattern="\r$", replacement="")
     return lines
@@ -530,6 +546,8 @@ def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[Raw
     (each without a trailing '\\r'). Its line number is that of its first line.
     A paragraph the block ends in is held back, joined so far, and finished by
     the next block, so memory holds one block and one paragraph."""
+    import pyarrow.compute as pc
+
     held: list[bytes] = []  # the unfinished paragraph: its lines of each block, joined
     held_line = 0
     try:
@@ -608,6 +626,8 @@ TEXT_READERS = {"line": _text_batches, "paragraph": _paragraph_batches, "file": 
 def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One JSON object per non-blank line. Arrow parses a block at once; a block
     it refuses is parsed line by line to name (or skip) the bad lines."""
+    import pyarrow.compute as pc
+
     schema = _json_schema(column)
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     # A record with a key literally named so (the precedence of field_path) is

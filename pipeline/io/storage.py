@@ -23,17 +23,15 @@ there whole or not at all, and a killed upload leaves no object (see
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Union
 
-import pyarrow.parquet as pq
-
 from pipeline.errors import TokenmillError, one_line
 
 if TYPE_CHECKING:
+    import pyarrow.parquet as pq
     from upath import UPath
 
 # A local path or a URL's UPath: what DATA, OUT and every file under them are.
@@ -110,6 +108,8 @@ SCRATCH = "tokenmill-scratch"
 def scratch_folder() -> Path:
     """Where outputs for remote destinations are written before their upload:
     a folder of the local temporary directory (TMPDIR)."""
+    import tempfile  # only remote outputs need it: not at the top, for local start-up
+
     folder = Path(tempfile.gettempdir()) / SCRATCH
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -119,6 +119,8 @@ def scratch_file(dest: AnyPath) -> Path:
     """A new local temporary file to write an output for remote `dest` into.
     Its name holds this process's pid, so that one a killed run left behind
     can be told from one a live run is writing (`remove_dead_scratch`)."""
+    import tempfile
+
     fd, name = tempfile.mkstemp(
         prefix=f".{dest.name[:100]}.tmp-{os.getpid()}-", dir=scratch_folder()
     )
@@ -265,6 +267,11 @@ def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
     """A ParquetFile over a local file, or over an object read by byte ranges
     (the footer, then only the column chunks asked for), closed after the block.
     `options` go to pq.ParquetFile (readers.PARQUET_READ: bounded memory)."""
+    # Imported here, not at the top: the command line's paths are made with
+    # `location` before a command starts, and a command that loads a
+    # vocabulary starts that before PyArrow is imported (formats/prefetch.py).
+    import pyarrow.parquet as pq
+
     source = open_read(path, cache="none") if is_remote(path) else str(path)
     try:
         yield pq.ParquetFile(source, **options)

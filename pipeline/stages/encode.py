@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.executors import run_tasks
 from pipeline.formats import load_any
+from pipeline.io.arrow import text_bytes
 from pipeline.io.inputs import Inputs, find_inputs, output_name
 from pipeline.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from pipeline.io.readers import OnSkip, read_batches
@@ -90,7 +90,7 @@ def encode_shard(task: EncodeTask) -> dict:
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
-                result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
+                result["bytes"] += text_bytes(docs)
             writer.add_key_value_metadata({STATE: state(result)})
         return result
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
@@ -218,11 +217,14 @@ class Tokenizer:
         special_tokens: dict[str, int],
         whole_words: bool,
         normalization: str = "",
+        encoder: _native.Encoder | None = None,
     ) -> Tokenizer:
         """A byte-mode tokenizer of a vocabulary that the native core read from
         another tool's file (`pipeline.formats`), not yet checked (`checked`).
-        The encoder is built from the table where it is; `vocab` and `merges`
-        become Python lists (400k objects for 200k tokens) only when first read."""
+        The encoder is built from the table where it is (`encoder`: one the
+        caller already built from `table`, `pattern` and `whole_words`);
+        `vocab` and `merges` become Python lists (400k objects for 200k
+        tokens) only when first read."""
         order = sorted(special_tokens, key=special_tokens.get)
         tok = cls(
             mode="byte",
@@ -234,6 +236,8 @@ class Tokenizer:
         )
         del tok.__dict__["vocab"], tok.__dict__["merges"]
         tok.__dict__["_table"] = table
+        if encoder is not None:
+            tok.__dict__["_encoder"] = encoder
         return tok
 
     def __getattr__(self, name: str) -> object:
@@ -428,6 +432,8 @@ class Tokenizer:
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
+            import pyarrow.compute as pc  # not at the top: see io/readers.py
+
             return pc.utf8_normalize(docs, self.normalization).cast(pa.large_string())
         return docs
 
