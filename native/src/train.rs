@@ -277,21 +277,18 @@ impl Trainer {
     pub fn new(words: impl Into<Words>, base_size: u32) -> Self {
         let token_len = vec![1; base_size as usize];
         let words = words.into();
-        let stats = initial_stats(&words);
-        let mut trainer = Trainer {
+        let (stats, firsts) = initial_stats(&words);
+        let mut queue = Queue::new();
+        for entry in firsts {
+            queue.push(entry);
+        }
+        Trainer {
             words,
             token_len,
             stats,
-            queue: Queue::new(),
+            queue,
             scratch: Delta::default(),
-        };
-        let pairs: Vec<Pair> = trainer.stats.keys().copied().collect();
-        for pair in pairs {
-            if let Some(first) = trainer.first_occurrence(pair) {
-                trainer.push(pair, trainer.stats[&pair].count, first);
-            }
         }
-        trainer
     }
 
     fn push(&mut self, pair: Pair, count: i64, (w, pos): (u32, u32)) {
@@ -562,18 +559,65 @@ pub fn merge_word(
     o
 }
 
-fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
-    let n = words.starts.len();
-    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1024);
-    let parts: Vec<FxHashMap<Pair, PairStats>> = words
+/// Pairs of ids below this are found by indexing a table, not by hashing:
+/// every pair of bytes, and in char mode the pairs of the first characters.
+const DENSE_IDS: u32 = 256;
+
+/// The pairs met so far, each with its statistics and first occurrence, in
+/// the order they were met; `slot` finds a pair's entry.
+#[derive(Default)]
+struct PairList {
+    dense: Vec<u32>,
+    sparse: FxHashMap<Pair, u32>,
+    entries: Vec<(Pair, PairStats, (u32, u32))>,
+}
+
+impl PairList {
+    fn new() -> Self {
+        PairList {
+            dense: vec![u32::MAX; (DENSE_IDS * DENSE_IDS) as usize],
+            ..Default::default()
+        }
+    }
+
+    /// The entry of `pair`, new (first met at `first`) if it has none.
+    #[inline(always)]
+    fn entry(&mut self, pair: Pair, first: (u32, u32)) -> &mut PairStats {
+        let fresh = self.entries.len() as u32;
+        let at = if pair.0 < DENSE_IDS && pair.1 < DENSE_IDS {
+            let slot = &mut self.dense[(pair.0 * DENSE_IDS + pair.1) as usize];
+            if *slot == u32::MAX {
+                *slot = fresh;
+            }
+            *slot
+        } else {
+            *self.sparse.entry(pair).or_insert(fresh)
+        };
+        if at == fresh {
+            self.entries.push((pair, PairStats::default(), first));
+        }
+        &mut self.entries[at as usize].1
+    }
+}
+
+/// Every pair's statistics, and its queue entry: its count and where it is
+/// first met (base symbols are one long, so a position is an index). Each
+/// thread counts a run of words; the runs' lists are joined in word order.
+fn initial_stats(words: &Words) -> (FxHashMap<Pair, PairStats>, Vec<HeapEntry>) {
+    let chunk = words
+        .starts
+        .len()
+        .div_ceil(rayon::current_num_threads())
+        .max(1024);
+    let parts: Vec<PairList> = words
         .starts
         .par_chunks(chunk)
         .map(|starts| {
-            let mut local: FxHashMap<Pair, PairStats> = FxHashMap::default();
+            let mut local = PairList::new();
             for &w in starts {
                 let (symbols, count) = word_at(&words.buf[w as usize..]);
-                for s in symbols.windows(2) {
-                    let st = local.entry((s[0], s[1])).or_default();
+                for (i, s) in symbols.windows(2).enumerate() {
+                    let st = local.entry((s[0], s[1]), (w, i as u32));
                     st.count += count;
                     st.note_word(w);
                 }
@@ -581,14 +625,22 @@ fn initial_stats(words: &Words) -> FxHashMap<Pair, PairStats> {
             local
         })
         .collect();
-    // Chunks are in word order, so appending keeps each word list sorted.
-    let mut stats: FxHashMap<Pair, PairStats> = FxHashMap::default();
+    let mut parts = parts.into_iter();
+    let mut all = parts.next().unwrap_or_default();
     for part in parts {
-        for (p, s) in part {
-            stats.entry(p).or_default().append(s);
+        for (pair, st, first) in part.entries {
+            // Chunks are in word order: appending keeps each word list sorted.
+            all.entry(pair, first).append(st);
         }
     }
-    stats
+    let mut stats = FxHashMap::default();
+    stats.reserve(all.entries.len());
+    let mut firsts = Vec::with_capacity(all.entries.len());
+    for (pair, st, (w, pos)) in all.entries {
+        firsts.push((st.count, Reverse(w), Reverse(pos), Reverse(pair)));
+        stats.insert(pair, st);
+    }
+    (stats, firsts)
 }
 
 /// Char mode's base vocabulary: every character seen, plus the end-of-word

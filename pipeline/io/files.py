@@ -48,16 +48,25 @@ def file_sha256(path: AnyPath) -> str:
     return h.hexdigest()
 
 
-def fingerprint(path: AnyPath, name: str | None = None) -> dict:
-    """{"path", "bytes", "sha256"} of a file; `name` is the path recorded."""
+def known_sha256(path: AnyPath) -> tuple[tuple, str]:
+    """(storage.identity, sha256) of a file, hashed once per identity: a file
+    one stage writes and records is not read again to key the next stage.
+    Not for checking a file against its record (that must read it again)."""
     path = location(path)
     key = identity(path)
     if key not in _known:
         _known[key] = file_sha256(path)
+    return key, _known[key]
+
+
+def fingerprint(path: AnyPath, name: str | None = None) -> dict:
+    """{"path", "bytes", "sha256"} of a file; `name` is the path recorded."""
+    path = location(path)
+    key, sha256 = known_sha256(path)
     return {
         "path": name if name is not None else str(path),
         "bytes": key[1],
-        "sha256": _known[key],
+        "sha256": sha256,
     }
 
 

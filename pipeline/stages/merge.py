@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import TokenmillError
-from pipeline.io.files import file_sha256
+from pipeline.io.files import known_sha256
 from pipeline.io.metadata import count_table_source
 from pipeline.io.storage import AnyPath, is_remote, location, walk_files
 from pipeline.io.writers import atomic_path
@@ -93,7 +93,7 @@ def run_merge(
     key = {
         "stage": "merge",
         "min_count": min_count,
-        "tables": [[count_table_source(f), file_sha256(f)] for f in files],
+        "tables": [[count_table_source(f), known_sha256(f)[1]] for f in files],
     }
     reused = reusable_file(counts_file, key, force)
     if not reused:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from pipeline.config import Config
-from pipeline.io.files import file_sha256, parquet_json_metadata
+from pipeline.io.files import file_sha256, known_sha256, parquet_json_metadata
 from pipeline.io.metadata import STATE
 from pipeline.io.storage import AnyPath, location
 from pipeline.io.writers import write_json
@@ -86,7 +86,7 @@ def state_file(out: AnyPath) -> AnyPath:
 
 def record_output(out: AnyPath) -> str:
     """Record a shard output's sha256 once it is in place; returns it."""
-    sha = file_sha256(out)
+    sha = known_sha256(out)[1]
     write_json({"sha256": sha}, state_file(out))
     return sha
 
@@ -119,4 +119,4 @@ def reusable_file(out: AnyPath, key: dict, force: bool = False) -> bool:
 
 
 def record_file(out: AnyPath, key: dict) -> None:
-    write_json({"key": key, "sha256": file_sha256(out)}, state_file(out))
+    write_json({"key": key, "sha256": known_sha256(out)[1]}, state_file(out))

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from pipeline.config import Config
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
-from pipeline.io.files import file_sha256
+from pipeline.io.files import known_sha256
 from pipeline.io.storage import location, parquet_file
 from pipeline.stages.results import TrainResult
 from pipeline.stages.state import record_file, reusable_file
@@ -58,7 +58,7 @@ def run_train(
         raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
     key = {
         "stage": "train",
-        "counts_sha256": file_sha256(counts_file),
+        "counts_sha256": known_sha256(counts_file)[1],
         "mode": config.mode,
         "pattern": config.pattern,
         "lowercase": config.lowercase,
