@@ -188,7 +188,7 @@ FLOOR = {
     "floor_io": "PyArrow: read text, write the same ids (I/O alone)",
     "floor_pretokenize": "tokenmill pretokenize, pieces as Python str",
     "floor_counter": "tokenmill pre-tokenizer + word count (native)",
-    "floor_fastokens": "fastokens encode_batch_flat, 1 thread (no writing)",
+    "floor_fastokens": "fastokens encode_batch_flat, one core (no writing)",
 }
 
 
@@ -222,7 +222,7 @@ def floor_rows(ctx, v: Vocab, scope: str, corpus: Path, n_bytes: int) -> tuple[l
         f"({pre:.1f} MB/s through `_native.pretokenize`, which makes each piece a Python str). "
         f"Per MB, encode takes {1000 / enc:.1f} ms, of which I/O {1000 / io:.1f} ms and "
         f"pre-tokenizing {1000 / counter:.1f} ms: {1000 * left:.1f} ms is left for looking up "
-        "and merging the words, and building the id arrays. fastokens on one thread, reading "
+        "and merging the words, and building the id arrays. fastokens on one core, reading "
         f"the text but writing nothing: {fast:.1f} MB/s."
     )
     return rows, [note], {scope: {r.contender: round(r.mb_per_s, 2) for r in rows}}
