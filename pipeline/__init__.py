@@ -6,13 +6,10 @@ import os
 # whole working set to the resident size of the stages that follow it in the
 # same process. Must be set before polars is first imported.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
-# PyArrow's default pool, mimalloc, gives freed pages back to the kernel and
-# faults them in again, each time (with transparent huge pages) zeroing a
-# 2 MB page: up to a fifth of a short encode's CPU. The system allocator
-# (glibc, the native core's too, trimmed by memory.release_memory) does not,
-# and holds less (peak RSS of `run` on the bench corpus 345 -> 298 MB). Read
-# when PyArrow makes its first buffer.
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+# PyArrow keeps its default pool, mimalloc: the system allocator saved CPU
+# on short encodes (mimalloc zeroes 2 MB pages it faults in again) but kept
+# 50-70 MB of freed, fragmented memory between the stages of one `run`,
+# whose peak on 500 MB of C rose from about 570 to 615 MB.
 # NumPy (imported by PyArrow) would start an OpenBLAS thread per core that
 # spins beside the native core's threads; tokenmill does no linear algebra.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
