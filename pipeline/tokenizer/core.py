@@ -32,14 +32,18 @@ from pipeline.tokenizer.bytelevel import from_byte_level
 from pipeline.tokenizer.ids import (
     ENDOFTEXT,
     FORMAT,
-    MAX_VOCAB_SIZE,
     MODES,
     NORMALIZATIONS,
     check_special_ids,
     show,
 )
 from pipeline.tokenizer.modes import Mode, mode_of
-from pipeline.tokenizer.options import check_count, check_options, default_special_tokens
+from pipeline.tokenizer.options import (
+    check_count,
+    check_options,
+    default_special_tokens,
+    merges_to_learn,
+)
 from pipeline.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
 
 
@@ -170,20 +174,13 @@ class Tokenizer:
         counts = counts.cast(pa.uint64())
         model = mode_of(mode)
         alphabet, base = model.train_alphabet(words)
-        if num_merges is None:
-            if vocab_size is None:
-                raise TokenmillError("give --vocab-size (or num_merges)")
-            num_merges = vocab_size - base - len(specials)
-            if num_merges < 0:
-                raise TokenmillError(
-                    f"--vocab-size {vocab_size} is below the base vocabulary: {base} base "
-                    f"tokens + {len(specials)} special tokens = {base + len(specials)}"
-                )
-        if base + num_merges + len(specials) > MAX_VOCAB_SIZE:
-            raise TokenmillError(
-                f"{base} base tokens + {num_merges} merges + {len(specials)} special tokens "
-                f"is more than the {MAX_VOCAB_SIZE} tokens a vocabulary of 32-bit ids holds"
-            )
+        fixed = base + len(specials)
+        num_merges = merges_to_learn(
+            vocab_size,
+            num_merges,
+            fixed,
+            f"the base vocabulary: {base} base tokens + {len(specials)} special tokens = {fixed}",
+        )
         if len(words):
             try:
                 merges = _native.train_merges(

@@ -45,8 +45,7 @@ from pipeline.errors import TokenmillError
 from pipeline.io.arrow import arrow_buffers, byte_view
 from pipeline.memory import release_memory
 from pipeline.tokenizer.core import Tokenizer, word_table
-from pipeline.tokenizer.ids import MAX_VOCAB_SIZE
-from pipeline.tokenizer.options import check_count, default_special_tokens
+from pipeline.tokenizer.options import check_count, default_special_tokens, merges_to_learn
 
 __all__ = ["Extension", "extend", "table_bytes_per_token", "word_table"]  # word_table: doctest
 
@@ -99,17 +98,13 @@ def extend(
     if extend_alphabet:
         base = _with_characters(base, words)
     size = base.vocab_size
-    if num_merges is None:
-        if vocab_size is None:
-            raise TokenmillError("give --vocab-size (or num_merges)")
-        num_merges = vocab_size - size - len(new_specials)
-        if num_merges < 0:
-            raise TokenmillError(
-                f"--vocab-size {vocab_size} is below the base's {size} ids"
-                + (f" + {len(new_specials)} new special tokens" if new_specials else "")
-            )
-    if size + num_merges + len(new_specials) > MAX_VOCAB_SIZE:
-        raise TokenmillError(f"more than {MAX_VOCAB_SIZE} ids: ids are 32-bit")
+    num_merges = merges_to_learn(
+        vocab_size,
+        num_merges,
+        size + len(new_specials),
+        f"the base's {size} ids"
+        + (f" + {len(new_specials)} new special tokens" if new_specials else ""),
+    )
     ids, lens = base.encode_arrow(words, eos=False)
     texts = token_texts(base)
     merges: list[tuple[int, int]] = []

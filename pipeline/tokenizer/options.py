@@ -47,6 +47,26 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
     return [t for t in default_special_tokens(mode) if t not in extra] + extra
 
 
+def merges_to_learn(
+    vocab_size: int | None, num_merges: int | None, fixed: int, fixed_ids: str
+) -> int:
+    """`num_merges`, or what `vocab_size` leaves after the `fixed` ids that are
+    no merge (base tokens and special tokens, described by `fixed_ids`); the
+    total must fit 32-bit ids either way."""
+    if num_merges is None:
+        if vocab_size is None:
+            raise TokenmillError("give --vocab-size (or num_merges)")
+        num_merges = vocab_size - fixed
+        if num_merges < 0:
+            raise TokenmillError(f"--vocab-size {vocab_size} is below {fixed_ids}")
+    if fixed + num_merges > MAX_VOCAB_SIZE:
+        raise TokenmillError(
+            f"{fixed_ids} + {num_merges} merges is more than the {MAX_VOCAB_SIZE} tokens a "
+            "vocabulary of 32-bit ids holds"
+        )
+    return num_merges
+
+
 def check_count(value: object, what: str) -> None:
     """A count given to training: None, or an int from 0 to MAX_VOCAB_SIZE."""
     if value is None:
