@@ -61,8 +61,8 @@ def merges_to_learn(
             raise TokenmillError(f"--vocab-size {vocab_size} is below {fixed_ids}")
     if fixed + num_merges > MAX_VOCAB_SIZE:
         raise TokenmillError(
-            f"{fixed_ids} + {num_merges} merges is more than the {MAX_VOCAB_SIZE} tokens a "
-            "vocabulary of 32-bit ids holds"
+            f"{fixed} base and special ids + {num_merges} merges is more than the "
+            f"{MAX_VOCAB_SIZE} tokens a vocabulary of 32-bit ids holds"
         )
     return num_merges
 
