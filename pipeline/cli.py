@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import functools
-import gc
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from pipeline import memory
 from pipeline.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
 from pipeline.errors import TokenmillError, one_line
 from pipeline.formats import FORMATS
@@ -353,23 +353,6 @@ def os_error_line(e: OSError) -> str:
 
 
 @contextlib.contextmanager
-def start_up():
-    """A command loading its modules and files: the cyclic garbage collector
-    is paused, then what was made is frozen (`gc.freeze`: never walked by a
-    collection again). Modules, classes, functions and a vocabulary's tables
-    stay alive, so the collector, set off by every 700 new objects, would
-    walk them over and over for nothing: ~15 ms of a command's start-up."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
-@contextlib.contextmanager
 def output_folder(data: Path | None, folder: Path, option: str):
     """A stage's own output folder, locked for the command (one run per folder),
     never holding DATA, and rid of the temporaries of killed runs."""
@@ -520,7 +503,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 
     prefetch.start(tokenizer_file, pattern)  # while the stage's modules import
     try:
-        with start_up():
+        with memory.start_up():
             from pipeline.stages.encode import run_encode
 
             config = Config(**options)

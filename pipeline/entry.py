@@ -4,7 +4,6 @@ line and exit status 130, never a traceback."""
 
 from __future__ import annotations
 
-import gc
 import signal
 import sys
 
@@ -23,14 +22,10 @@ def main() -> None:
     # error (CPython builds an ImportError from it and fails: a TypeError).
     signal.signal(signal.SIGINT, _on_sigint)
     try:
-        # As cli.start_up: the CLI's modules are made without the cyclic
-        # collector walking them, then frozen.
-        gc.disable()
-        try:
+        from pipeline.memory import start_up
+
+        with start_up():
             from pipeline.cli import main as cli
-        finally:
-            gc.freeze()
-            gc.enable()
         cli()
     except KeyboardInterrupt:
         _exit_interrupted()
