@@ -43,6 +43,11 @@ class Job:
     load_pattern: str | None = None
 
 
+def under_job(job_file: Path, value: str) -> Path:
+    """A local path of a job file, which is relative to the file's folder."""
+    return (job_file.parent / Path(value).expanduser()).resolve()
+
+
 def load_job(path: Path) -> dict:
     """The job file's settings, checked, with paths resolved."""
     path = Path(path)
@@ -67,10 +72,10 @@ def load_job(path: Path) -> dict:
             if is_remote(location(raw[key])):
                 raw[key] = location(raw[key])  # a URL is where it says, not under the job
             else:
-                raw[key] = (path.parent / Path(raw[key]).expanduser()).resolve()
+                raw[key] = under_job(path, raw[key])
     for key in STRING_PATH_KEYS:
         if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
-            raw[key] = str((path.parent / Path(raw[key]).expanduser()).resolve())
+            raw[key] = str(under_job(path, raw[key]))
     defaults = Config()
     for key, value in raw.items():
         if key in CONFIG_KEYS and key != "special_tokens":
