@@ -254,6 +254,29 @@ def test_byte_merges_from_word_counts(tokenizer_cls, pattern, table, num_merges)
 @SETTINGS
 @given(texts=BYTE_TEXTS, num_merges=NUM_MERGES)
 def test_byte_segmentation(tokenizer_cls, pattern, texts, num_merges):
+    check_byte_segmentation(tokenizer_cls, pattern, texts, num_merges)
+
+
+# A few multi-byte characters, often repeated: merges make them tokens, and
+# also tokens that hold part of one with its neighbours, which decide where
+# the encoder may start a character as one symbol (native/src/atoms.rs).
+REPEATED_MULTIBYTE = st.lists(
+    st.text(st.sampled_from("аоніп的是中αβệ😀ab .\n"), min_size=1, max_size=60),
+    min_size=1,
+    max_size=6,
+)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@SETTINGS
+@given(texts=REPEATED_MULTIBYTE, num_merges=st.integers(1, 150))
+def test_byte_segmentation_of_repeated_multibyte_characters(
+    tokenizer_cls, pattern, texts, num_merges
+):
+    check_byte_segmentation(tokenizer_cls, pattern, texts, num_merges)
+
+
+def check_byte_segmentation(tokenizer_cls, pattern, texts, num_merges):
     # encode() is the textbook segmentation of each pre-token, with ids per DESIGN.md
     # (byte value for a base token, 256 + k for merge k), and decode() inverts it.
     tok = tokenizer_cls.train(texts, mode="byte", pattern=pattern, num_merges=num_merges)

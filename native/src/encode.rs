@@ -1,6 +1,7 @@
 //! Applying trained merges: each word's symbols are merged by rank, lowest
 //! first (the same result as replaying the merge list in order).
 
+use crate::atoms::Atoms;
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::sharedcache::{Probe, SharedCache, MANY, NO_KEY};
@@ -89,6 +90,8 @@ pub struct Encoder {
     whole_words: Option<WholeWords>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
+    /// Characters a word may start from as one symbol (byte mode).
+    atoms: Option<Atoms>,
     /// Short words of few ids, for every thread (nearly all lookups).
     shared: SharedCache,
     /// Each thread's own cache of the other words: a caller takes one for a
@@ -167,16 +170,21 @@ impl Encoder {
         merges: &[(Pair, u32)],
         whole_words: Option<WholeWords>,
     ) -> Self {
-        let merges = merges
+        let index = merges
             .iter()
             .enumerate()
             .map(|(rank, &(pair, id))| (pair, (rank as u32, id)))
             .collect();
+        let atoms = match &alphabet {
+            Alphabet::Bytes { ids } => Atoms::build(ids, merges, &index),
+            Alphabet::Chars { .. } => None,
+        };
         Encoder {
             pretok,
             alphabet,
             whole_words,
-            merges,
+            merges: index,
+            atoms,
             shared: SharedCache::default(),
             caches: Mutex::default(),
         }
@@ -184,7 +192,21 @@ impl Encoder {
 
     fn base_symbols(&self, word: &str) -> Vec<u32> {
         match &self.alphabet {
-            Alphabet::Bytes { ids } => word.bytes().map(|b| ids[b as usize]).collect(),
+            Alphabet::Bytes { ids } => match &self.atoms {
+                Some(atoms) if !word.is_ascii() => {
+                    let mut symbols = Vec::with_capacity(word.len());
+                    for (i, c) in word.char_indices() {
+                        match atoms.at(word.as_bytes(), i, c) {
+                            Some(id) => symbols.push(id),
+                            None => symbols.extend(
+                                c.encode_utf8(&mut [0; 4]).bytes().map(|b| ids[b as usize]),
+                            ),
+                        }
+                    }
+                    symbols
+                }
+                _ => word.bytes().map(|b| ids[b as usize]).collect(),
+            },
             Alphabet::Chars {
                 ids,
                 end_of_word,
@@ -455,6 +477,136 @@ mod tests {
                     "alphabet {alphabet}, len {len}"
                 );
             }
+        }
+    }
+
+    /// An encoder for a vocabulary shipped in the repository.
+    fn real_encoder(name: &str, pattern: &str) -> Encoder {
+        let path = format!(
+            "{}/../vocabularies/{name}.tiktoken",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v = crate::vocab::Imported::from_tiktoken(&std::fs::read(path).unwrap()).unwrap();
+        let merges: Vec<(Pair, u32)> = v.merges.iter().copied().zip(v.merge_ids).collect();
+        let ids: [u32; 256] = v.byte_ids.unwrap().try_into().unwrap();
+        Encoder::new(
+            PreTokenizer::for_pattern(pattern).unwrap(),
+            Alphabet::Bytes { ids: Box::new(ids) },
+            &merges,
+            None,
+        )
+    }
+
+    /// Random text: characters of many scripts (one to four bytes), spaces
+    /// and ASCII, mixed, so every kind of neighbour meets every atom.
+    fn random_text(seed: &mut u64, chars: usize) -> String {
+        const RANGES: [(u32, u32); 14] = [
+            (0x20, 0x7e),
+            (0x20, 0x20),
+            (0xa0, 0x17f),
+            (0x370, 0x3ff),
+            (0x400, 0x4ff),
+            (0x590, 0x6ff),
+            (0xe00, 0xe7f),
+            (0x1ea0, 0x1eff),
+            (0x3040, 0x30ff),
+            (0x4e00, 0x4fff),
+            (0xac00, 0xac7f),
+            (0xff00, 0xffef),
+            (0x1f300, 0x1f64f),
+            (0x4e2d, 0x4e2d),
+        ];
+        let mut next = |n: u64| {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (*seed >> 33) % n
+        };
+        (0..chars)
+            .filter_map(|_| {
+                let (lo, hi) = RANGES[next(RANGES.len() as u64) as usize];
+                char::from_u32(lo + next(u64::from(hi - lo + 1)) as u32)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn atoms_change_no_ids_of_real_vocabularies() {
+        let mut seed = 11;
+        for (name, pattern) in [
+            ("gpt2", "gpt2"),
+            ("cl100k_base", "cl100k"),
+            ("o200k_base", "o200k"),
+        ] {
+            let with = real_encoder(name, pattern);
+            let atoms = with.atoms.as_ref().map_or(0, Atoms::len);
+            assert!(atoms > 100, "{name}: {atoms} atoms");
+            let mut without = real_encoder(name, pattern);
+            without.atoms = None;
+            for n in 0..3000 {
+                let text = random_text(&mut seed, 1 + n % 40);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                with.encode_text(&text, None, &mut a).unwrap();
+                without.encode_text(&text, None, &mut b).unwrap();
+                assert_eq!(a, b, "{name}: {text:?}");
+                assert_eq!(
+                    with.encode_word(&text),
+                    without.encode_word(&text),
+                    "{name}: {text:?}"
+                );
+            }
+        }
+    }
+
+    /// Ids of `word` with atoms and with every character from its bytes.
+    fn with_and_without_atoms(merges: &[(Pair, u32)], word: &str) -> (Vec<u32>, Vec<u32>) {
+        let make = || {
+            Encoder::new(
+                PreTokenizer::whitespace(false),
+                Alphabet::identity_bytes(),
+                merges,
+                None,
+            )
+        };
+        let mut bytes_only = make();
+        bytes_only.atoms = None;
+        (make().encode_word(word), bytes_only.encode_word(word))
+    }
+
+    /// (what it shows, merges in rank order, word, its ids).
+    type AtomCase = (&'static str, [(Pair, u32); 3], &'static str, &'static [u32]);
+
+    #[test]
+    fn characters_breaking_an_atom_condition_start_from_their_bytes() {
+        let cases: [AtomCase; 3] = [
+            (
+                // "о" (d0 be) is an operand at rank 0 but made at rank 2: from
+                // bytes, (x, y) at rank 1 goes first and "о" never meets "x".
+                "used before it is made",
+                [((256, 120), 257), ((120, 121), 258), ((0xd0, 0xbe), 256)],
+                "оxy",
+                &[256, 258],
+            ),
+            (
+                // "中" (e4 b8 ad) is a token, but from its bytes (e4, b8) goes
+                // first and nothing then joins the rest.
+                "not made by BPE from its bytes",
+                [((0xe4, 0xb8), 256), ((0xb8, 0xad), 257), ((0xe4, 257), 258)],
+                "中",
+                &[256, 0xad],
+            ),
+            (
+                // " \xd0" is a token: "о" after a space is not whole before it.
+                "reached into by a token",
+                [((0x20, 0xd0), 256), ((0xd0, 0xbe), 257), ((256, 0xbe), 258)],
+                " оо",
+                &[258, 257],
+            ),
+        ];
+        for (what, merges, word, want) in cases {
+            let (atoms, bytes) = with_and_without_atoms(&merges, word);
+            assert_eq!(bytes, want, "{what}");
+            assert_eq!(atoms, bytes, "{what}");
         }
     }
 

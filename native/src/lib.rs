@@ -1,6 +1,7 @@
 //! Python bindings only; the logic lives in the other modules.
 
 mod arrow;
+pub mod atoms;
 pub mod count;
 pub mod encode;
 pub mod error;
