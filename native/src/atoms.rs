@@ -207,9 +207,12 @@ fn utf8_len(lead: u8) -> usize {
 
 /// The character `bytes` spell, when they are exactly one of 2 to 4 bytes.
 fn single_char(bytes: &[u8]) -> Option<char> {
-    let mut chars = std::str::from_utf8(bytes).ok()?.chars();
-    let c = chars.next()?;
-    (chars.next().is_none() && bytes.len() > 1).then_some(c)
+    // Most tokens fail on the lead byte, before any UTF-8 validation.
+    let lead = *bytes.first()?;
+    if bytes.len() < 2 || utf8_len(lead) != bytes.len() {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.chars().next()
 }
 
 /// BPE over `bytes` alone: the one token it makes and the highest rank it
