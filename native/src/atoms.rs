@@ -2,7 +2,8 @@
 //! touches their bytes, so encoding may start from them as single symbols:
 //! a cold Cyrillic or CJK word then starts from a third to a half as many
 //! symbols, and most of its merges and lookups are gone. (The idea is
-//! fastokens' "char atoms"; this is the simpler, vocabulary-wide form.)
+//! fastokens' "char atoms", here without its cutting of words into
+//! segments or its merge table of atoms alone.)
 //!
 //! A multi-byte character `c` that is a token may start as one symbol
 //! where it occurs when
