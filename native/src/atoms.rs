@@ -84,13 +84,10 @@ pub struct Atoms {
 }
 
 impl Atoms {
-    /// How many characters have an atom.
-    pub fn len(&self) -> usize {
+    /// How many characters have an atom (a scan of the whole table: for tests).
+    #[cfg(test)]
+    pub fn count(&self) -> usize {
         self.bmp.iter().filter(|e| e.id != NONE).count() + self.astral.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The atom of the character `c` at `word[start..]`, if it has one and
