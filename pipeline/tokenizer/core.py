@@ -181,29 +181,30 @@ class Tokenizer:
             fixed,
             f"the base vocabulary: {base} base tokens + {len(specials)} special tokens = {fixed}",
         )
-        if len(words):
-            try:
-                merges = _native.train_merges(
-                    *arrow_buffers(words),
-                    _fixed_width_buffer(counts),
-                    alphabet,
-                    num_merges,
-                    progress,
-                )
-            except _native.NativeError as e:  # a word table beyond what training can hold
-                raise TokenmillError(f"train: {e}") from None
-            release_memory()
-        else:
-            merges = []
         pattern, lowercase = model.trained_options(pattern, lowercase)
-        return cls(
-            mode=mode,
-            pattern=pattern,
-            lowercase=lowercase,
-            alphabet=alphabet or [],
-            merges=[tuple(m) for m in merges],
-            special_tokens=specials,
-        )
+        # The merges come back as tens of thousands of new tuples: gc_paused.
+        with gc_paused():
+            merges = []
+            if len(words):
+                try:
+                    merges = _native.train_merges(
+                        *arrow_buffers(words),
+                        _fixed_width_buffer(counts),
+                        alphabet,
+                        num_merges,
+                        progress,
+                    )
+                except _native.NativeError as e:  # a word table beyond what training can hold
+                    raise TokenmillError(f"train: {e}") from None
+                release_memory()
+            return cls(
+                mode=mode,
+                pattern=pattern,
+                lowercase=lowercase,
+                alphabet=alphabet or [],
+                merges=merges,
+                special_tokens=specials,
+            )
 
     @classmethod
     def imported(
@@ -583,7 +584,8 @@ class Tokenizer:
         would (tests/test_vocab_load.py compares)."""
         tables = self._numbering.file_tables()
         if tables is None:
-            return _dumps(self.to_dict()).encode() + b"\n"
+            with gc_paused():  # a list per merge
+                return _dumps(self.to_dict()).encode() + b"\n"
         return _dumps(self._file_head())[:-1].encode() + b"," + tables + b"}\n"
 
     @cached_property
