@@ -94,6 +94,19 @@ fn char_words(text: &str, lowercase: bool) -> PyResult<Vec<String>> {
     Ok(Splitter::Char { lowercase }.build()?.words(text)?)
 }
 
+/// Whether every string `start..start + n` of a large_string array (offsets,
+/// data buffers) is UTF-8, checked as the hot loops will take them.
+#[pyfunction]
+fn valid_utf8(
+    py: Python<'_>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+) -> bool {
+    py.detach(|| strings(&offsets, &data, start, n).is_ok())
+}
+
 /// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
 #[pyfunction]
 fn preset_regex(name: &str) -> Option<&'static str> {
@@ -873,6 +886,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(char_words, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(valid_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from pipeline import _native
+
 
 def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
     """(offsets, data, start, length) of a large_string/large_binary array,
@@ -51,3 +53,14 @@ def text_bytes(docs: pa.Array) -> int:
         return 0
     offsets = np.frombuffer(docs.buffers()[1], np.int64, docs.offset + len(docs) + 1)
     return int(offsets[-1] - offsets[docs.offset])
+
+
+def valid_utf8(arr: pa.Array) -> bool:
+    """Whether `arr`, a string or large_string array, is well-formed UTF-8
+    text: checked by the native core (simdutf8, ten times Arrow's full
+    validation on text of many scripts), bytes under nulls included. False
+    also for any other type, or offsets the core refuses: the caller then
+    asks Arrow, whose answer decides."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return False
+    return _native.valid_utf8(*arrow_buffers(large_text(arr)))

@@ -47,7 +47,7 @@ import pyarrow.json as pj
 
 from pipeline.errors import StoreError, TokenmillError, one_line
 from pipeline.io import ipc
-from pipeline.io.arrow import large_text
+from pipeline.io.arrow import large_text, valid_utf8
 from pipeline.io.storage import (
     AnyPath,
     is_remote,
@@ -238,7 +238,9 @@ def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: On
         ).combine_chunks()
     arr = _undictionary(arr)
     bad = dict(raw.bad)
-    if _is_text(arr.type):
+    if pa.types.is_string(arr.type):
+        arr = large_text(arr)  # once, here: the UTF-8 check takes 64-bit offsets too
+    if _is_text(arr.type) and not valid_utf8(arr):
         try:
             arr.validate(full=True)  # UTF-8, which not every reader checks
         except pa.ArrowInvalid:
