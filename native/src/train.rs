@@ -270,14 +270,13 @@ fn count_pair(symbols: &[u32], pair: Pair, token_len: &[u32]) -> Option<(i64, u3
 
 /// Position (in base symbols) of the first occurrence of `pair` in `symbols`.
 fn find_pair(symbols: &[u32], pair: Pair, token_len: &[u32]) -> Option<u32> {
-    let mut offset = 0u32;
-    for w in symbols.windows(2) {
-        if (w[0], w[1]) == pair {
-            return Some(offset);
-        }
-        offset += token_len[w[0] as usize];
-    }
-    None
+    let first = find_first(symbols, pair)?;
+    Some(position(&symbols[..first], token_len))
+}
+
+/// Where the symbol after `symbols` starts, in base symbols.
+fn position(symbols: &[u32], token_len: &[u32]) -> u32 {
+    symbols.iter().map(|&t| token_len[t as usize]).sum()
 }
 
 impl Trainer {
@@ -582,7 +581,7 @@ pub fn merge_word(
     };
     // Reads run ahead of writes (`o <= i`), so lookahead sees original symbols.
     let mut o = first;
-    let mut at: u32 = symbols[..first].iter().map(|&t| len(t)).sum(); // position of output symbol `o`
+    let mut at = position(&symbols[..first], token_len); // of output symbol `o`
     let mut last_was_merge = false;
     let mut i = first;
     // Each pass merges the match at `i`, then moves the symbols up to the
@@ -613,19 +612,14 @@ pub fn merge_word(
         i += 2;
         let next = find_first(&symbols[i..], pair).map_or(n, |k| i + k);
         last_was_merge = next == i;
-        if next > i {
-            symbols.copy_within(i..next, o);
-            let moved = o..o + (next - i);
-            o = moved.end;
-            if next == n {
-                return o;
-            }
-            at += symbols[moved].iter().map(|&t| len(t)).sum::<u32>();
-            i = next;
-        }
-        if i >= n {
+        symbols.copy_within(i..next, o);
+        let moved = o..o + (next - i);
+        o = moved.end;
+        if next == n {
             return o;
         }
+        at += position(&symbols[moved], token_len);
+        i = next;
     }
 }
 
