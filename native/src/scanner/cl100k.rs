@@ -3,7 +3,8 @@
 //! ` ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 
 use super::classes::{
-    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_while, space_run, LETTER, NUMBER,
+    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_fast, space_run, Window, LETTER,
+    NUMBER,
 };
 
 /// End of at most three `\p{N}` characters starting at `s` (which is one).
@@ -38,10 +39,10 @@ pub fn next_end(b: &[u8], s: usize) -> usize {
 
     // [^\r\n\p{L}\p{N}]?+\p{L}++
     if class & LETTER != 0 {
-        return run_while(b, s, |c| c & LETTER != 0);
+        return run_fast(b, s, Window::letter, |c| c & LETTER != 0);
     }
     if is_prefix(class) && s1 < b.len() && class_at(b, s1).0 & LETTER != 0 {
-        return run_while(b, s1, |c| c & LETTER != 0);
+        return run_fast(b, s1, Window::letter, |c| c & LETTER != 0);
     }
 
     // \p{N}{1,3}+
@@ -52,10 +53,10 @@ pub fn next_end(b: &[u8], s: usize) -> usize {
     // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
     let newlines = |c: u8| c == b'\r' || c == b'\n';
     if b[s] == b' ' && s1 < b.len() && is_other(class_at(b, s1).0) {
-        return run_bytes(b, run_while(b, s1, is_other), newlines);
+        return run_bytes(b, run_fast(b, s1, Window::other, is_other), newlines);
     }
     if is_other(class) {
-        return run_bytes(b, run_while(b, s, is_other), newlines);
+        return run_bytes(b, run_fast(b, s, Window::other, is_other), newlines);
     }
 
     // Whitespace at `s`.

@@ -140,6 +140,137 @@ pub fn run_while(b: &[u8], mut i: usize, pred: impl Fn(u8) -> bool) -> usize {
     i
 }
 
+/// Bytes a [`Window`] covers.
+pub const WINDOW: usize = 16;
+
+/// The ASCII classes of the `WINDOW` bytes from some offset, one bit per
+/// byte (bit k for the k-th byte). No byte of a multi-byte character is in
+/// any of them, `ascii` included. Runs then end without a branch per byte:
+/// the byte loops mispredicted their exit once a piece, and most pieces are
+/// a few ASCII bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// `A-Z`: the ASCII part of `\p{L}`, and all of o200k's UPPER there.
+    pub upper: u32,
+    /// `a-z`: the rest of ASCII `\p{L}`, and all of o200k's LOWER there.
+    pub lower: u32,
+    /// `0-9`: ASCII `\p{N}`.
+    pub digit: u32,
+    /// `\t`-`\r` and the space: ASCII `\s`.
+    pub space: u32,
+    pub ascii: u32,
+}
+
+impl Window {
+    pub fn letter(&self) -> u32 {
+        self.upper | self.lower
+    }
+
+    /// ASCII `[^\s\p{L}\p{N}]`.
+    pub fn other(&self) -> u32 {
+        self.ascii & !(self.upper | self.lower | self.digit | self.space)
+    }
+}
+
+/// The window of `b` from `i`, or None when fewer than `WINDOW` bytes are left.
+#[inline(always)]
+pub fn window(b: &[u8], i: usize) -> Option<Window> {
+    let bytes: &[u8; WINDOW] = b.get(i..i + WINDOW)?.try_into().ok()?;
+    Some(window_of(bytes))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn window_of(bytes: &[u8; WINDOW]) -> Window {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86_64; the load reads exactly the 16 bytes
+    // of `bytes`, unaligned loads being allowed.
+    unsafe {
+        let v = _mm_loadu_si128(bytes.as_ptr().cast());
+        // Signed compares: bytes of multi-byte characters are negative, so
+        // below every range's start.
+        let range = |lo: u8, hi: u8| {
+            let above = _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1));
+            let below = _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1));
+            _mm_movemask_epi8(_mm_and_si128(above, below)) as u32
+        };
+        let space = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8))) as u32;
+        Window {
+            upper: range(b'A', b'Z'),
+            lower: range(b'a', b'z'),
+            digit: range(b'0', b'9'),
+            space: space | range(b'\t', b'\r'),
+            ascii: !_mm_movemask_epi8(v) as u32 & 0xffff,
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn window_of(bytes: &[u8; WINDOW]) -> Window {
+    window_byte_by_byte(bytes)
+}
+
+/// `window_of` without SIMD: the other targets' version, and the tests' reference.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+pub fn window_byte_by_byte(bytes: &[u8; WINDOW]) -> Window {
+    let mut w = Window {
+        upper: 0,
+        lower: 0,
+        digit: 0,
+        space: 0,
+        ascii: 0,
+    };
+    for (k, &c) in bytes.iter().enumerate() {
+        let bit = 1 << k;
+        let set = |mask: &mut u32, yes: bool| *mask |= if yes { bit } else { 0 };
+        set(&mut w.upper, c.is_ascii_uppercase());
+        set(&mut w.lower, c.is_ascii_lowercase());
+        set(&mut w.digit, c.is_ascii_digit());
+        set(&mut w.space, c == b' ' || (b'\t'..=b'\r').contains(&c));
+        set(&mut w.ascii, c.is_ascii());
+    }
+    w
+}
+
+/// `run_while` a window at a time: `in_window` gives the bits of the ASCII
+/// bytes whose class satisfies `pred` (they must agree; a test checks every
+/// caller's pair). Multi-byte characters are classified one by one.
+#[inline(always)]
+pub fn run_fast(
+    b: &[u8],
+    mut i: usize,
+    in_window: impl Fn(&Window) -> u32,
+    pred: impl Fn(u8) -> bool,
+) -> usize {
+    loop {
+        match b.get(i) {
+            None => return i,
+            // A multi-byte character: classified on its own, so text of
+            // other scripts pays no window per character.
+            Some(&c) if c >= 0x80 => {
+                let (class, len) = class_at_non_ascii(b, i);
+                if !pred(class) {
+                    return i;
+                }
+                i += len;
+            }
+            // Most runs of other scripts end at an ASCII space or mark:
+            // found without building a window.
+            Some(&c) if !pred(ASCII[c as usize]) => return i,
+            Some(_) => {
+                let Some(w) = window(b, i) else {
+                    return run_while(b, i, pred);
+                };
+                let stop = (!in_window(&w)).trailing_zeros() as usize;
+                i += stop.min(WINDOW);
+                if stop < WINDOW && b[i] < 0x80 {
+                    return i;
+                }
+            }
+        }
+    }
+}
+
 /// End of the longest run of bytes from `i` that are in `set` (ASCII only).
 #[inline(always)]
 pub fn run_bytes(b: &[u8], mut i: usize, set: impl Fn(u8) -> bool) -> usize {
@@ -165,6 +296,20 @@ pub fn space_run(b: &[u8], mut i: usize) -> SpaceRun {
     let mut last_start = i;
     let mut past_last_newline = None;
     while i < b.len() {
+        // Runs of ASCII whitespace (indentation, blank lines) a window at a
+        // time: the newlines among them are found from the run's bytes.
+        if let Some(w) = window(b, i).filter(|_| b[i] < 0x80) {
+            let n = ((!w.space).trailing_zeros() as usize).min(WINDOW);
+            if n > 0 {
+                let run = &b[i..i + n];
+                if let Some(k) = run.iter().rposition(|&c| c == b'\n' || c == b'\r') {
+                    past_last_newline = Some(i + k + 1);
+                }
+                last_start = i + n - 1;
+                i += n;
+                continue;
+            }
+        }
         let (class, len) = class_at(b, i);
         if class & SPACE == 0 {
             break;

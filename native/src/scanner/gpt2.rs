@@ -2,7 +2,7 @@
 //! `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`
 
 use super::classes::{
-    class_at, contraction_cs, is_other, run_while, space_run, LETTER, NUMBER, SPACE,
+    class_at, contraction_cs, is_other, run_fast, space_run, Window, LETTER, NUMBER, SPACE,
 };
 
 /// End of the piece starting at `s` (`s < b.len()`).
@@ -28,13 +28,13 @@ pub fn next_end(b: &[u8], s: usize) -> usize {
         }
     }
     if class & LETTER != 0 {
-        return run_while(b, start, |c| c & LETTER != 0);
+        return run_fast(b, start, Window::letter, |c| c & LETTER != 0);
     }
     if class & NUMBER != 0 {
-        return run_while(b, start, |c| c & NUMBER != 0);
+        return run_fast(b, start, |w| w.digit, |c| c & NUMBER != 0);
     }
     if is_other(class) {
-        return run_while(b, start, is_other);
+        return run_fast(b, start, Window::other, is_other);
     }
 
     // Whitespace at `s`.

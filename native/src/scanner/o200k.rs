@@ -15,8 +15,8 @@
 
 use super::cl100k::up_to_three_numbers;
 use super::classes::{
-    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_while, space_run, LOWER, NUMBER,
-    UPPER,
+    class_at, contraction_ci, is_other, is_prefix, run_bytes, run_fast, space_run, Window, LOWER,
+    NUMBER, UPPER,
 };
 
 /// `UPPER*LOWER+` at `t`, with the backtracking of a regex engine: `UPPER*`
@@ -26,7 +26,7 @@ use super::classes::{
 /// LOWER (Lm, Lo or M); `LOWER+` then stops right after it, because what
 /// follows it inside `t..k` is Lu/Lt only, and the character at `k` is not
 /// LOWER.
-#[inline]
+#[inline(always)]
 fn word_body_1(b: &[u8], t: usize) -> Option<usize> {
     let mut i = t;
     let mut past_last_lower = None;
@@ -34,7 +34,7 @@ fn word_body_1(b: &[u8], t: usize) -> Option<usize> {
         let (class, len) = class_at(b, i);
         if class & UPPER == 0 {
             if class & LOWER != 0 {
-                return Some(run_while(b, i + len, |c| c & LOWER != 0));
+                return Some(lower_run(b, i + len));
             }
             break;
         }
@@ -47,10 +47,16 @@ fn word_body_1(b: &[u8], t: usize) -> Option<usize> {
 }
 
 /// `UPPER+LOWER*` at `t`: no backtracking is ever needed.
-#[inline]
+#[inline(always)]
 fn word_body_2(b: &[u8], t: usize) -> Option<usize> {
-    let k = run_while(b, t, |c| c & UPPER != 0);
-    (k > t).then(|| run_while(b, k, |c| c & LOWER != 0))
+    let k = run_fast(b, t, |w| w.upper, |c| c & UPPER != 0);
+    (k > t).then(|| lower_run(b, k))
+}
+
+/// End of the run of LOWER characters from `i`.
+#[inline(always)]
+fn lower_run(b: &[u8], i: usize) -> usize {
+    run_fast(b, i, |w| w.lower, |c| c & LOWER != 0)
 }
 
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` at `i`.
@@ -97,10 +103,10 @@ pub fn next_end(b: &[u8], s: usize) -> usize {
     // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
     let tail = |c: u8| c == b'\r' || c == b'\n' || c == b'/';
     if b[s] == b' ' && s1 < b.len() && is_other(class_at(b, s1).0) {
-        return run_bytes(b, run_while(b, s1, is_other), tail);
+        return run_bytes(b, run_fast(b, s1, Window::other, is_other), tail);
     }
     if is_other(class) {
-        return run_bytes(b, run_while(b, s, is_other), tail);
+        return run_bytes(b, run_fast(b, s, Window::other, is_other), tail);
     }
 
     // Whitespace at `s`.

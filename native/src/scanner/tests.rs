@@ -1,6 +1,9 @@
 //! Differential tests against `fancy-regex` running the exact tiktoken patterns.
 
-use super::classes::{classify, LETTER, LOWER, NUMBER, SPACE, UPPER};
+use super::classes::{
+    classify, is_other, window, window_byte_by_byte, Window, LETTER, LOWER, NUMBER, SPACE, UPPER,
+    WINDOW,
+};
 use super::{pieces, Preset};
 use fancy_regex::Regex;
 use std::sync::OnceLock;
@@ -522,5 +525,83 @@ fn iterator_and_callback_agree() {
             assert_eq!(collected.concat(), *text);
             assert!(collected.iter().all(|p| !p.is_empty()));
         }
+    }
+}
+
+/// Each window selector the scanners use marks exactly the ASCII bytes whose
+/// class passes the test it stands for, at every position, and no byte of
+/// a multi-byte character.
+#[test]
+fn windows_agree_with_the_class_table() {
+    type Pair = (fn(&Window) -> u32, fn(u8) -> bool);
+    let pairs: [Pair; 6] = [
+        (Window::letter, |c| c & LETTER != 0),
+        (|w| w.upper, |c| c & UPPER != 0),
+        (|w| w.lower, |c| c & LOWER != 0),
+        (|w| w.digit, |c| c & NUMBER != 0),
+        (|w| w.space, |c| c & SPACE != 0),
+        (Window::other, is_other),
+    ];
+    for byte in 0..=255u8 {
+        for at in 0..WINDOW {
+            let mut bytes = [0x80u8; WINDOW + 1];
+            bytes[at] = byte;
+            let w = window(&bytes, 0).unwrap();
+            assert_eq!(w.ascii, u32::from(byte.is_ascii()) << at, "byte {byte:#x}");
+            for (k, (select, test)) in pairs.iter().enumerate() {
+                let want = byte.is_ascii() && test(classify(char::from(byte)));
+                assert_eq!(
+                    select(&w),
+                    u32::from(want) << at,
+                    "selector {k}, byte {byte:#x} at {at}"
+                );
+            }
+        }
+    }
+}
+
+/// Long runs of one ASCII class (the scanners take them a window at a
+/// time), broken by characters of every kind, at every offset.
+#[test]
+fn fuzz_ascii_runs_across_windows() {
+    const RUNS: [&[u8]; 6] = [
+        b"abcdefghijklmnopqrstuvwxyz",
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        b"aAbBzZ",
+        b"0123456789",
+        b"  \t\n\r\x0b\x0c",
+        b"!\"#$%&()*+,-./:;<=>?@[\\]^_`{|}~'",
+    ];
+    let mut rng = Rng(0xa5c1_1f00d);
+    let mut text = String::new();
+    for _ in 0..3000 {
+        text.clear();
+        for _ in 0..1 + rng.below(6) {
+            let run = *rng.pick(&RUNS);
+            for _ in 0..rng.below(3 * WINDOW) {
+                text.push(char::from(*rng.pick(run)));
+            }
+            for _ in 0..rng.below(3) {
+                random_char(&mut rng, &mut text);
+            }
+        }
+        check_all(&text);
+    }
+}
+
+/// The SIMD window and the byte-by-byte one (other targets') agree.
+#[test]
+fn simd_and_byte_by_byte_windows_agree() {
+    let mut rng = Rng(16);
+    for _ in 0..20_000 {
+        let bytes: [u8; WINDOW] = std::array::from_fn(|_| match rng.below(3) {
+            0 => rng.below(256) as u8,
+            _ => rng.below(128) as u8,
+        });
+        assert_eq!(
+            window(&bytes, 0),
+            Some(window_byte_by_byte(&bytes)),
+            "{bytes:x?}"
+        );
     }
 }
