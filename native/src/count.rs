@@ -67,7 +67,13 @@ fn count_chunk<'a>(
         pretok.for_each_word_in(text, |w| {
             let first = first_key(row, pos);
             pos += 1;
-            map.upsert(w, |w| w, |s| s.count += 1, || Seen { count: 1, first });
+            map.upsert_within(
+                text,
+                w,
+                |w| w,
+                |s| s.count += 1,
+                || Seen { count: 1, first },
+            );
         })?;
     }
     Ok(map)

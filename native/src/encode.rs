@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::sharedcache::{Probe, SharedCache, MANY, NO_KEY};
 use crate::train::Pair;
-use crate::wordmap::{short_key, WordMap};
+use crate::wordmap::{short_key, short_key_within, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
@@ -338,12 +338,13 @@ impl Encoder {
         }
     }
 
-    /// Append the ids of `words` (at most `MANY`): the short ones are looked
-    /// up in the shared cache all at once (see `SharedCache::probe_many`).
-    fn encode_words(&self, words: &[&str], cache: &mut WordCache, out: &mut Vec<u32>) {
+    /// Append the ids of `words` (at most `MANY`, pieces of `text`): the
+    /// short ones are looked up in the shared cache all at once (see
+    /// `SharedCache::probe_many`).
+    fn encode_words(&self, text: &str, words: &[&str], cache: &mut WordCache, out: &mut Vec<u32>) {
         let mut keys = [NO_KEY; MANY];
         for (k, w) in keys.iter_mut().zip(words) {
-            *k = short_key(w.as_bytes()).unwrap_or(NO_KEY);
+            *k = short_key_within(text.as_bytes(), w.as_bytes()).unwrap_or(NO_KEY);
         }
         let mut probes = [Probe::default(); MANY];
         self.shared.probe_many(&keys[..words.len()], &mut probes);
@@ -367,7 +368,7 @@ impl Encoder {
         out: &mut Vec<u32>,
     ) -> Result<()> {
         self.pretok
-            .for_each_run::<MANY>(text, |words| self.encode_words(words, cache, out))?;
+            .for_each_run::<MANY>(text, |words| self.encode_words(text, words, cache, out))?;
         if let Some(eos) = eos {
             out.push(eos);
         }

@@ -37,6 +37,30 @@ pub fn short_key(word: &[u8]) -> Option<u128> {
     Some(u128::from(lo) | u128::from(hi | (n as u64) << 56) << 64)
 }
 
+/// `short_key` of `word`, read from `text` when the word lies inside it
+/// with 16 bytes of `text` from its start (nearly always): one load, masked
+/// to the word, and no branch on the word's length, which `short_key`
+/// mispredicts on text whose word lengths vary. Any other word (near the
+/// end of `text`, or not in it at all) gets `short_key`.
+#[inline(always)]
+pub fn short_key_within(text: &[u8], word: &[u8]) -> Option<u128> {
+    let n = word.len();
+    if n > INLINE {
+        return None;
+    }
+    // A word outside `text` starts outside it (they are separate
+    // allocations): the offset is then past its end, or wraps around.
+    let at = (word.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    match text.get(at..at + 16) {
+        Some(bytes) => {
+            let loaded = u128::from_le_bytes(bytes.try_into().unwrap());
+            let mask = (1u128 << (8 * n)) - 1;
+            Some(loaded & mask | (n as u128) << (8 * INLINE))
+        }
+        None => short_key(word),
+    }
+}
+
 fn short_word(key: u128) -> ([u8; 16], usize) {
     let buf = key.to_le_bytes();
     (buf, buf[INLINE] as usize)
@@ -93,7 +117,32 @@ impl<L: Hash + Eq + Borrow<str>, V> WordMap<L, V> {
         update: impl FnOnce(&mut V),
         make: impl FnOnce() -> V,
     ) {
-        match short_key(word.as_bytes()) {
+        self.upsert_keyed(short_key(word.as_bytes()), word, own, update, make);
+    }
+
+    /// `upsert` of a word that lies inside `text` (see `short_key_within`).
+    pub fn upsert_within<'w>(
+        &mut self,
+        text: &str,
+        word: &'w str,
+        own: impl FnOnce(&'w str) -> L,
+        update: impl FnOnce(&mut V),
+        make: impl FnOnce() -> V,
+    ) {
+        let key = short_key_within(text.as_bytes(), word.as_bytes());
+        self.upsert_keyed(key, word, own, update, make);
+    }
+
+    #[inline(always)]
+    fn upsert_keyed<'w>(
+        &mut self,
+        key: Option<u128>,
+        word: &'w str,
+        own: impl FnOnce(&'w str) -> L,
+        update: impl FnOnce(&mut V),
+        make: impl FnOnce() -> V,
+    ) {
+        match key {
             Some(k) => {
                 self.short.entry(k).and_modify(update).or_insert_with(make);
             }
@@ -161,6 +210,36 @@ mod tests {
                 u128::from_le_bytes(buf)
             });
             assert_eq!(short_key(word), expected, "length {n}");
+        }
+    }
+
+    /// Keys read from the text equal `short_key` for every word in a text
+    /// (at its start, its end, and the last 16 bytes), and for words that
+    /// are not in it.
+    #[test]
+    fn keys_within_a_text_equal_short_keys() {
+        let text = "a bc déf ghij 0123456789abcdef xyz\0\0 end";
+        let bytes = text.as_bytes();
+        for start in 0..bytes.len() {
+            for end in start..=bytes.len().min(start + 17) {
+                let word = &bytes[start..end];
+                assert_eq!(
+                    short_key_within(bytes, word),
+                    short_key(word),
+                    "{start}..{end}"
+                );
+            }
+        }
+        let elsewhere = b"abcdefghijklmnopqrstuvwxyz".to_vec();
+        for n in 0..=16 {
+            assert_eq!(
+                short_key_within(bytes, &elsewhere[..n]),
+                short_key(&elsewhere[..n])
+            );
+            assert_eq!(
+                short_key_within(&bytes[..5], &bytes[3..3 + n.min(20)]),
+                short_key(&bytes[3..3 + n.min(20)])
+            );
         }
     }
 
