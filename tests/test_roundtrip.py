@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from realtext import load_sample_texts
 
 from pipeline import _native
+from pipeline.errors import TokenmillError
 from pipeline.tokenizer import Tokenizer
 
 
@@ -41,6 +42,23 @@ def test_batch_encoding_on_the_calling_thread_equals_the_pool_on_real_text(tok):
     inline = tok.encode_arrow(docs, parallel=False)
     assert len(pooled[0]) == len(docs) and pooled[0].equals(inline[0])
     assert pooled[1].equals(inline[1])
+
+
+def test_batch_encoding_takes_every_arrow_string_type(tok):
+    docs = load_sample_texts()[:20] + ["", "x"]
+    want = tok.encode_arrow(pa.array(docs, pa.large_string()))
+    for arr in (
+        pa.array(docs, pa.string()),
+        pa.array(docs, pa.string_view()),
+        pa.array(docs, pa.string()).slice(0),
+        pa.chunked_array([pa.array(docs[:5]), pa.array(docs[5:])]),
+    ):
+        got = tok.encode_arrow(arr)
+        assert got[0].equals(want[0]) and got[1].equals(want[1]), arr.type
+    sliced = tok.encode_arrow(pa.array(docs, pa.string()).slice(3, 7))
+    assert sliced[0].to_pylist() == want[0].to_pylist()[3:10]
+    with pytest.raises(TokenmillError, match="array of strings, not of int64"):
+        tok.encode_arrow(pa.array([1, 2]))
 
 
 def test_empty_documents(tok):

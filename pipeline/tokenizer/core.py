@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.arrow import arrow_buffers, byte_view
+from pipeline.io.arrow import arrow_buffers, byte_view, large_text
 from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import atomic_path
 from pipeline.memory import gc_paused, release_memory
@@ -486,8 +486,10 @@ class Tokenizer:
     def encode_arrow(
         self, docs: pa.Array, *, eos: bool = True, parallel: bool = True
     ) -> tuple[pa.Array, pa.Array]:
-        """Encode a large_string array: (ids as list<uint16|uint32>, n_tokens
-        uint32), on the native thread pool (`parallel`) or on the calling thread."""
+        """Encode an array of strings (string, large_string or string_view;
+        chunked or not): (ids as list<uint16|uint32>, n_tokens uint32), on the
+        native thread pool (`parallel`) or on the calling thread."""
+        docs = _text_array(docs)
         n = len(docs)
         id_type, list_type = self.id_type, self.ids_type
         try:
@@ -810,3 +812,14 @@ def _fixed_width_buffer(arr: pa.Array) -> memoryview:
         arr = arr.combine_chunks()
     width = arr.type.byte_width
     return byte_view(arr.buffers()[1][arr.offset * width : (arr.offset + len(arr)) * width])
+
+
+def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Documents as one large_string array, the form the native core reads;
+    an array of anything but strings is refused rather than cast."""
+    if isinstance(docs, pa.ChunkedArray):
+        docs = docs.combine_chunks()
+    t = docs.type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        raise TokenmillError(f"encode_arrow takes an array of strings, not of {t}")
+    return large_text(docs)
