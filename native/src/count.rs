@@ -55,28 +55,27 @@ impl CountTable {
     }
 }
 
-fn count_chunk<'a>(
+/// Count the words of `texts` (rows from `first_row` on) into `map`; `own`
+/// makes the key of a new long word.
+fn count_into<'a, L: std::hash::Hash + Eq + std::borrow::Borrow<str>>(
+    map: &mut WordMap<L, Seen>,
+    own: impl Fn(&'a str) -> L,
     pretok: &PreTokenizer,
     texts: &[&'a str],
     first_row: u64,
-) -> Result<WordMap<&'a str, Seen>> {
-    let mut map: WordMap<&'a str, Seen> = WordMap::default();
+) -> Result<()> {
     for (i, &text) in texts.iter().enumerate() {
         let row = first_row + i as u64;
         let mut pos = 0u64;
         pretok.for_each_word_in(text, |w| {
             let first = first_key(row, pos);
             pos += 1;
-            map.upsert_within(
-                text,
-                w,
-                |w| w,
-                |s| s.count += 1,
-                || Seen { count: 1, first },
-            );
+            // `min`: batches may come in any order, the first key stays the least.
+            let seen = Seen { count: 1, first };
+            map.upsert_within(text, w, &own, |s| s.absorb(seen), || seen);
         })?;
     }
-    Ok(map)
+    Ok(())
 }
 
 impl Counter {
@@ -105,9 +104,9 @@ impl Counter {
             _ => texts.to_vec(),
         };
         if !parallel {
-            let map = count_chunk(pretok, &texts, first_row)?;
-            self.words.absorb(map, Box::from, Seen::absorb);
-            return Ok(());
+            // Straight into the shard's map: a map per batch would be grown
+            // from empty, then folded in word by word.
+            return count_into(&mut self.words, Box::from, pretok, &texts, first_row);
         }
         let chunk = texts
             .len()
@@ -116,7 +115,17 @@ impl Counter {
         let maps: Vec<WordMap<&str, Seen>> = texts
             .par_chunks(chunk)
             .enumerate()
-            .map(|(ci, part)| count_chunk(pretok, part, first_row + (ci * chunk) as u64))
+            .map(|(ci, part)| {
+                let mut map = WordMap::default();
+                count_into(
+                    &mut map,
+                    |w| w,
+                    pretok,
+                    part,
+                    first_row + (ci * chunk) as u64,
+                )?;
+                Ok(map)
+            })
             .collect::<Result<_>>()?;
         for map in maps {
             self.words.absorb(map, Box::from, Seen::absorb);
@@ -168,5 +177,36 @@ mod tests {
             t.firsts,
             [first_key(0, 0), first_key(0, 1), first_key(1, 1)]
         );
+    }
+
+    /// One batch or several, in order or not, on the pool or on this thread:
+    /// the same table (long words included).
+    #[test]
+    fn batching_and_order_do_not_change_the_table() {
+        let pt = PreTokenizer::for_pattern("cl100k").unwrap();
+        let texts: Vec<String> = (0..60)
+            .map(|i| {
+                format!(
+                    "w{} common x{} a_word_longer_than_fifteen_bytes{}",
+                    i % 7,
+                    i,
+                    i % 3
+                )
+            })
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let table = |batches: &[(usize, usize)], parallel: bool| {
+            let mut c = Counter::default();
+            for &(lo, hi) in batches {
+                c.add(&pt, &texts[lo..hi], lo as u64, parallel).unwrap();
+            }
+            let t = c.finish();
+            (t.offsets, t.data, t.counts, t.firsts)
+        };
+        let whole = table(&[(0, 60)], false);
+        assert_eq!(table(&[(0, 60)], true), whole);
+        assert_eq!(table(&[(0, 20), (20, 45), (45, 60)], false), whole);
+        assert_eq!(table(&[(45, 60), (0, 20), (20, 45)], false), whole);
+        assert_eq!(table(&[(20, 45), (45, 60), (0, 20)], true), whole);
     }
 }
