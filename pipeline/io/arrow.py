@@ -8,6 +8,11 @@ import pyarrow as pa
 from pipeline import _native
 
 
+def is_text(t: pa.DataType) -> bool:
+    """Whether `t` is one of Arrow's string types (string, large_string, string_view)."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
 def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
     """(offsets, data, start, length) of a large_string/large_binary array,
     the form in which the native core takes documents without copying."""

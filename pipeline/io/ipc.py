@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
+from pipeline.io.arrow import is_text
 from pipeline.io.storage import AnyPath, is_remote, open_read
 
 # The file format starts with these bytes; a stream starts with a message length.
@@ -86,7 +87,7 @@ def check_buffers(arr: pa.Array) -> None:
     Text is checked as bytes: invalid UTF-8 is a bad document, for the readers
     to name row by row, not a bad file."""
     t = arr.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if is_text(t):
         binary = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}
         arr.view(binary.get(t, pa.binary_view())).validate(full=True)
     elif pa.types.is_struct(t):

@@ -47,7 +47,7 @@ import pyarrow.json as pj
 
 from pipeline.errors import StoreError, TokenmillError, one_line
 from pipeline.io import ipc
-from pipeline.io.arrow import large_text, valid_utf8
+from pipeline.io.arrow import is_text, large_text, valid_utf8
 from pipeline.io.storage import (
     AnyPath,
     is_remote,
@@ -240,14 +240,14 @@ def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: On
     bad = dict(raw.bad)
     if pa.types.is_string(arr.type):
         arr = large_text(arr)  # once, here: the UTF-8 check takes 64-bit offsets too
-    if _is_text(arr.type) and not valid_utf8(arr):
+    if is_text(arr.type) and not valid_utf8(arr):
         try:
             arr.validate(full=True)  # UTF-8, which not every reader checks
         except pa.ArrowInvalid:
             arr = _as_binary(arr)
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
         arr, bad = _decode_utf8(arr, bad)
-    elif not _is_text(arr.type):
+    elif not is_text(arr.type):
         raise TokenmillError(f"{path}: column {column!r} holds {arr.type}, not text")
     arr = large_text(arr)
     if arr.null_count > len(bad):
@@ -290,10 +290,6 @@ def _as_binary(arr: pa.Array) -> pa.Array:
     if pa.types.is_large_string(arr.type):
         return arr.view(pa.large_binary())
     return arr.view(pa.binary_view()).cast(pa.large_binary())
-
-
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def _decode_utf8(arr: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[int, str]]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from pipeline import _native
 from pipeline.errors import TokenmillError
-from pipeline.io.arrow import arrow_buffers, byte_view, large_text
+from pipeline.io.arrow import arrow_buffers, byte_view, is_text, large_text
 from pipeline.io.files import parse_json, read_bytes
 from pipeline.io.writers import atomic_path
 from pipeline.memory import gc_paused, release_memory
@@ -819,7 +819,6 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
     an array of anything but strings is refused rather than cast."""
     if isinstance(docs, pa.ChunkedArray):
         docs = docs.combine_chunks()
-    t = docs.type
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
-        raise TokenmillError(f"encode_arrow takes an array of strings, not of {t}")
+    if not is_text(docs.type):
+        raise TokenmillError(f"encode_arrow takes an array of strings, not of {docs.type}")
     return large_text(docs)
