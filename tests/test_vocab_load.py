@@ -24,7 +24,7 @@ from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.formats import export, load_any, prefetch
 from pipeline.formats import tiktoken as tiktoken_format
-from pipeline.tokenizer import Tokenizer
+from pipeline.tokenizer import Tokenizer, vocab
 
 # file, pattern preset, number of ranks (all dense: 0 to n-1)
 REAL = {
@@ -310,6 +310,59 @@ def test_native_tables_write_the_file_json_dumps_writes(name):
     tok = loaded(name)
     assert "_table" in vars(tok)  # held by the native core
     assert tok._file_bytes == _file_json(tok)
+
+
+@pytest.mark.parametrize("mode", ["byte", "char"])
+def test_trained_tokenizers_write_the_file_json_dumps_writes(mode):
+    """A trained tokenizer's merges are written by the native core."""
+    text = ["the quick brown fox jumps over the lazy dog, naïve café"] * 20
+    tok = Tokenizer.train(text, vocab_size=400, mode=mode, special_tokens=["<pad>"])
+    assert len(tok.merges) > 20
+    assert tok._file_bytes == _file_json(tok)
+    assert Tokenizer.from_dict(json.loads(tok._file_bytes)).merges == tok.merges
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)), max_size=40))
+def test_merges_json_is_json_dumps(merges):
+    assert _native.merges_json(merges) == json.dumps(merges, separators=(",", ":")).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12), st.sets(st.integers(0, 20), max_size=4), st.booleans(), st.data())
+def test_merges_check_keeps_the_reference_rule(base, specials, laid_out, data):
+    """The native check passes merges exactly when the reference
+    (`vocab.merge_fault`) finds no fault: ids below the merge's own, none
+    special, none repeated; with given ids for the merges too."""
+    n = data.draw(st.integers(0, 20))
+    # Mostly below the merge's own id, sometimes at or past it.
+    merges = [
+        data.draw(st.tuples(st.integers(0, base + k + 3), st.integers(0, base + k + 3)))
+        for k in range(n)
+    ]
+    made = sorted(set(range(base, base + 2 * n)) - specials)[:n]
+    made_ids = made if laid_out else None
+    fine = vocab.merge_fault(merges, base, made_ids, specials) is None
+    assert _native.merges_valid(merges, base, made_ids, sorted(specials)) == fine
+
+
+def test_merges_check_takes_the_given_ids():
+    """With special ids among the merges' (an extended tokenizer), merge k's
+    own id is the one given, not base + k: merge 1 may join id 2 here."""
+    merges = [(0, 0), (0, 2)]
+    assert vocab.merge_fault(merges, 1, [2, 3], {1}) is None
+    assert _native.merges_valid(merges, 1, [2, 3], [1])
+    assert vocab.merge_fault(merges, 1, None, {1}) is not None
+    assert not _native.merges_valid(merges, 1, None, [1])
+
+
+@pytest.mark.parametrize(
+    "merges", [[(1, True)], [(1.0, 2)], [[0, 1]], ((0, 1),), [(0, 2**40)], [(0, -1)], [(0,)]]
+)
+def test_merges_the_core_does_not_take_go_to_the_reference(merges):
+    """Bools, floats, lists, a tuple of merges, ids beyond 32 bits: the core
+    says no, and the reference then names the fault (or finds none)."""
+    assert not _native.merges_valid(merges, 256, None, [])
 
 
 any_tokens = st.binary(min_size=2, max_size=5)

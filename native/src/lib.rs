@@ -423,6 +423,52 @@ fn id_pairs(merges: &Bound<'_, PyList>) -> Result<Vec<(u32, u32)>, Error> {
         .collect()
 }
 
+/// Whether `merges` keep the rules a tokenizer file's merges must (see
+/// `vocab::merges_valid`); False too for anything but a list of 2-tuples of
+/// exact ints: the Python reference then checks.
+#[pyfunction]
+fn merges_valid(
+    py: Python<'_>,
+    merges: &Bound<'_, PyAny>,
+    base: u32,
+    made: &Bound<'_, PyAny>,
+    specials: &Bound<'_, PyAny>,
+) -> bool {
+    // Tuples only, as a Tokenizer holds them: the reference would fail on
+    // a list (unhashable) rather than pass it.
+    let Ok(merges) = merges.cast::<PyList>() else {
+        return false;
+    };
+    if !merges.iter().all(|m| m.is_exact_instance_of::<PyTuple>()) {
+        return false;
+    }
+    let Ok(pairs) = id_pairs(merges) else {
+        return false;
+    };
+    let made: Option<Vec<u32>> = if made.is_none() {
+        None
+    } else {
+        match made.extract() {
+            Ok(m) => Some(m),
+            Err(_) => return false,
+        }
+    };
+    let Ok(specials) = specials.extract::<Vec<u32>>() else {
+        return false;
+    };
+    py.detach(|| vocab::merges_valid(&pairs, base, made.as_deref(), &specials))
+}
+
+/// `[[a,b],...]`: `merges` as `json.dumps` with compact separators writes
+/// them (NativeError for anything but pairs of ids).
+#[pyfunction]
+fn merges_json<'py>(py: Python<'py>, merges: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyBytes>> {
+    let pairs = id_pairs(merges)?;
+    let mut out = String::new();
+    py.detach(|| vocab_json::write_merges(&mut out, &pairs));
+    Ok(PyBytes::new(py, out.as_bytes()))
+}
+
 /// The tokens of a .tiktoken file's bytes, as a list indexed by rank (None
 /// where no line has the rank). Canonical files only: NativeError for
 /// anything else, which the Python reader then reads (or names the fault of).
@@ -895,6 +941,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_tiktoken, m)?)?;
     m.add_function(wrap_pyfunction!(derive_merges, m)?)?;
     m.add_function(wrap_pyfunction!(table_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(merges_valid, m)?)?;
+    m.add_function(wrap_pyfunction!(merges_json, m)?)?;
     m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;

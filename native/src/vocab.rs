@@ -14,6 +14,35 @@ use base64::Engine;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+/// Whether merge k, `(a, b)`, makes its id (`made[k]`, or `base + k` when
+/// `made` is None) from ids below that, neither of them special, and no
+/// merge repeats another: the rule `pipeline.tokenizer.vocab`'s
+/// `MergeNumbering.check` holds a loaded file to. That loop stays the
+/// reference, run only when this says no, to name the merge at fault.
+pub fn merges_valid(
+    merges: &[(u32, u32)],
+    base: u32,
+    made: Option<&[u32]>,
+    specials: &[u32],
+) -> bool {
+    if made.is_some_and(|m| m.len() != merges.len()) {
+        return false;
+    }
+    let specials: FxHashSet<u32> = specials.iter().copied().collect();
+    let mut seen = FxHashSet::default();
+    seen.reserve(merges.len());
+    merges.iter().enumerate().all(|(k, &(a, b))| {
+        let limit = match made {
+            Some(made) => u64::from(made[k]),
+            None => u64::from(base) + k as u64,
+        };
+        u64::from(a.max(b)) < limit
+            && !specials.contains(&a)
+            && !specials.contains(&b)
+            && seen.insert((a, b))
+    })
+}
+
 /// The bytes of each id (None: a special token's id, or a gap).
 pub type ByteTable = Vec<Option<Vec<u8>>>;
 

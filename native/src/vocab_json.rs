@@ -298,15 +298,25 @@ pub fn write_tables(tokens: &ByteTable, merges: &[(u32, u32)]) -> String {
             }
         }
     }
-    out.push_str("],\"merges\":[");
+    out.push_str("],\"merges\":");
+    write_merges(&mut out, merges);
+    out
+}
+
+/// `[[a,b],...]`, as `json.dumps(..., separators=(",", ":"))` writes a list
+/// of id pairs: a trained tokenizer's file is its header and this.
+pub fn write_merges(out: &mut String, merges: &[(u32, u32)]) {
+    use std::fmt::Write;
+    out.reserve(merges.len() * 14 + 2);
+    out.push('[');
     for (k, (a, b)) in merges.iter().enumerate() {
         if k > 0 {
             out.push(',');
         }
-        out.push_str(&format!("[{a},{b}]"));
+        // Writing to a String cannot fail.
+        let _ = write!(out, "[{a},{b}]");
     }
     out.push(']');
-    out
 }
 
 #[cfg(test)]
