@@ -340,7 +340,9 @@ def test_merges_check_keeps_the_reference_rule(base, specials, laid_out, data):
         data.draw(st.tuples(st.integers(0, base + k + 3), st.integers(0, base + k + 3)))
         for k in range(n)
     ]
-    made = sorted(set(range(base, base + 2 * n)) - specials)[:n]
+    # The first n ids from the base that are not special: merge k makes made[k].
+    made = sorted(set(range(base, base + n + len(specials))) - specials)[:n]
+    assert len(made) == n
     made_ids = made if laid_out else None
     fine = vocab.merge_fault(merges, base, made_ids, specials) is None
     assert _native.merges_valid(merges, base, made_ids, sorted(specials)) == fine
