@@ -49,7 +49,7 @@ def test_strided_buffers_are_refused_not_misread(which):
     offsets, data, start, n = arrow_buffers(DOCS)
     args = {"offsets": offsets, "data": data}
     args[which] = strided(bytes(args[which]))
-    encoder = _native.Encoder.byte("cl100k", [])
+    encoder = _native.Encoder.byte("cl100k", [], [])
     calls = [
         lambda: _native.char_alphabet(args["offsets"], args["data"], start, n),
         lambda: encoder.encode_batch(args["offsets"], args["data"], start, n),
@@ -71,7 +71,7 @@ def test_strided_counts_are_refused():
 
 def test_contiguous_copies_of_the_same_buffers_work():
     offsets, data, start, n = arrow_buffers(DOCS)
-    encoder = _native.Encoder.byte("cl100k", [])
+    encoder = _native.Encoder.byte("cl100k", [], [])
     ids, lens = encoder.encode_batch(
         memoryview(bytes(offsets)), memoryview(bytes(data)), start, n, None, True
     )
@@ -91,12 +91,14 @@ def test_constructors_are_typed_per_mode():
     with pytest.raises(TypeError):
         _native.Counter("byte", "cl100k", False)
     with pytest.raises(TypeError):  # options are keywords
-        _native.Encoder.char([], ["a", "</w>"], 1, 2)
-    char = _native.Encoder.char([(0, 1, 3)], ["a", "</w>"], end_of_word=1, unk=2)
+        _native.Encoder.char([], [], ["a", "</w>"], 1, 2)
+    char = _native.Encoder.char([(0, 1)], [3], ["a", "</w>"], end_of_word=1, unk=2)
     assert char.encode("a b") == [3, 2, 1]
-    assert _native.Encoder.byte("gpt2", [(104, 105, 256)]).encode("hi") == [256]
+    assert _native.Encoder.byte("gpt2", [(104, 105)], [256]).encode("hi") == [256]
     with pytest.raises(_native.NativeError, match="byte_ids has 3 entries, not 256"):
-        _native.Encoder.byte("cl100k", [], byte_ids=[0, 1, 2])
+        _native.Encoder.byte("cl100k", [], [], byte_ids=[0, 1, 2])
+    with pytest.raises(_native.NativeError, match="2 merges but 1 merge ids"):
+        _native.Encoder.byte("gpt2", [(104, 105), (256, 105)], [256])
 
 
 def test_a_finished_counter_says_so():

@@ -207,6 +207,6 @@ def test_a_custom_pattern_that_exhausts_the_regex_engine_fails_loudly():
     text = "a" * 40 + "c"
     with pytest.raises(ValueError, match="pattern"):
         _native.pretokenize(text, pattern)
-    encoder = _native.Encoder.byte(pattern, [])
+    encoder = _native.Encoder.byte(pattern, [], [])
     with pytest.raises(ValueError, match="pattern"):
         encoder.encode(text)

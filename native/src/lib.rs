@@ -712,19 +712,31 @@ struct Encoder {
     inner: CoreEncoder,
 }
 
-/// A merge as the Python side gives it: (left id, right id, id it makes).
-type MergeTriple = (u32, u32, u32);
+/// Merges as the Python side holds them, (left, right) pairs in rank order,
+/// with the id each makes: one list of `((left, right), id)`.
+fn ranked_merges(
+    merges: &Bound<'_, PyList>,
+    merge_ids: Vec<u32>,
+) -> Result<Vec<(train::Pair, u32)>, Error> {
+    let pairs = id_pairs(merges)?;
+    if pairs.len() != merge_ids.len() {
+        return Err(Error::Vocabulary(format!(
+            "{} merges but {} merge ids",
+            pairs.len(),
+            merge_ids.len()
+        )));
+    }
+    Ok(pairs.into_iter().zip(merge_ids).collect())
+}
 
 impl Encoder {
     fn new(
         splitter: Splitter,
         alphabet: Alphabet,
-        merges: Vec<MergeTriple>,
+        merges: Vec<(train::Pair, u32)>,
         whole_words: Option<Vec<(Vec<u8>, u32)>>,
     ) -> PyResult<Self> {
         let pretok = splitter.build()?;
-        let merges: Vec<((u32, u32), u32)> =
-            merges.into_iter().map(|(a, b, id)| ((a, b), id)).collect();
         let whole_words =
             whole_words.map(|w| whole_word_map(w.iter().map(|(b, id)| (&b[..], *id))));
         Ok(Encoder {
@@ -735,14 +747,16 @@ impl Encoder {
 
 #[pymethods]
 impl Encoder {
-    /// Byte mode. `pattern`: a preset name or a regex; `merges`: (left, right,
-    /// new id) in rank order; `byte_ids`: each byte's id (default: the byte
-    /// value); `whole_words`: tokens (bytes, id) a whole word maps to directly.
+    /// Byte mode. `pattern`: a preset name or a regex; `merges`: (left,
+    /// right) pairs in rank order, making `merge_ids`; `byte_ids`: each
+    /// byte's id (default: the byte value); `whole_words`: tokens (bytes, id)
+    /// a whole word maps to directly.
     #[staticmethod]
-    #[pyo3(signature = (pattern, merges, *, byte_ids=None, whole_words=None))]
+    #[pyo3(signature = (pattern, merges, merge_ids, *, byte_ids=None, whole_words=None))]
     fn byte(
         pattern: &str,
-        merges: Vec<MergeTriple>,
+        merges: &Bound<'_, PyList>,
+        merge_ids: Vec<u32>,
         byte_ids: Option<Vec<u32>>,
         whole_words: Option<Vec<(Vec<u8>, u32)>>,
     ) -> PyResult<Self> {
@@ -755,6 +769,7 @@ impl Encoder {
                 Alphabet::Bytes { ids: Box::new(ids) }
             }
         };
+        let merges = ranked_merges(merges, merge_ids)?;
         Encoder::new(Splitter::Byte { pattern }, alphabet, merges, whole_words)
     }
 
@@ -774,15 +789,7 @@ impl Encoder {
         byte_ids: Vec<u32>,
         whole_words: bool,
     ) -> PyResult<Self> {
-        let pairs = id_pairs(merges)?;
-        if pairs.len() != merge_ids.len() {
-            return Err(Error::Vocabulary(format!(
-                "{} merges but {} merge ids",
-                pairs.len(),
-                merge_ids.len()
-            ))
-            .into());
-        }
+        let merges = ranked_merges(merges, merge_ids)?;
         let ids: [u32; 256] = byte_ids.try_into().map_err(|v: Vec<u32>| {
             Error::Vocabulary(format!("byte_ids has {} entries, not 256", v.len()))
         })?;
@@ -795,7 +802,6 @@ impl Encoder {
         } else {
             None
         };
-        let merges: Vec<((u32, u32), u32)> = pairs.into_iter().zip(merge_ids).collect();
         Ok(Encoder {
             inner: CoreEncoder::new(
                 Splitter::Byte { pattern }.build()?,
@@ -849,11 +855,13 @@ impl Encoder {
 
     /// Char mode. `alphabet`: the base tokens (characters and the end-of-word
     /// marker at id `end_of_word`), ids in list order; characters outside it
-    /// become `unk`; `merges` as for `byte`; words split at whitespace.
+    /// become `unk`; `merges` and `merge_ids` as for `byte`; words split at
+    /// whitespace.
     #[staticmethod]
-    #[pyo3(signature = (merges, alphabet, *, end_of_word, unk, lowercase=false))]
+    #[pyo3(signature = (merges, merge_ids, alphabet, *, end_of_word, unk, lowercase=false))]
     fn char(
-        merges: Vec<MergeTriple>,
+        merges: &Bound<'_, PyList>,
+        merge_ids: Vec<u32>,
         alphabet: Vec<String>,
         end_of_word: u32,
         unk: u32,
@@ -875,6 +883,7 @@ impl Encoder {
             end_of_word,
             unk,
         };
+        let merges = ranked_merges(merges, merge_ids)?;
         Encoder::new(Splitter::Char { lowercase }, alphabet, merges, None)
     }
 

@@ -423,10 +423,8 @@ class Tokenizer:
             return encoder
         if len(self.merges) != len(self.merge_ids):
             raise ValueError("merges and merge_ids differ in length")
-        # Transposed and zipped in C: a comprehension takes tens of ms on 200k merges.
-        lefts, rights = zip(*self.merges, strict=True) if self.merges else ((), ())
-        merges = list(zip(lefts, rights, self.merge_ids, strict=True))
-        return self._mode.encoder(self, merges)
+        # The core pairs merges with their ids: zipping 32k triples here took ~4 ms.
+        return self._mode.encoder(self, list(self.merges), list(self.merge_ids))
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:

@@ -91,8 +91,8 @@ class Mode:
     def check_pattern(self, tok: Tokenizer) -> None:
         """Compile a custom pattern, no more (errors as TokenmillError)."""
 
-    def encoder(self, tok: Tokenizer, merges: list[tuple[int, int, int]]) -> _native.Encoder:
-        """The native encoder of `tok`; `merges` are (left, right, new id)."""
+    def encoder(self, tok: Tokenizer, merges: list, merge_ids: list[int]) -> _native.Encoder:
+        """The native encoder of `tok`; `merges` (left, right) pairs making `merge_ids`."""
         raise NotImplementedError
 
     def file_fields(self, tok: Tokenizer) -> dict:
@@ -139,7 +139,7 @@ class ByteMode(Mode):
             except _native.NativeError as e:
                 raise TokenmillError(f"malformed tokenizer ({e})") from None
 
-    def encoder(self, tok: Tokenizer, merges: list[tuple[int, int, int]]) -> _native.Encoder:
+    def encoder(self, tok: Tokenizer, merges: list, merge_ids: list[int]) -> _native.Encoder:
         whole_words = None
         if tok.whole_words:
             whole_words = [(v, i) for i, v in enumerate(tok.byte_vocab) if v is not None]
@@ -147,6 +147,7 @@ class ByteMode(Mode):
             return _native.Encoder.byte(
                 tok.pattern,
                 merges,
+                merge_ids,
                 byte_ids=tok.custom_byte_ids,
                 whole_words=whole_words,
             )
@@ -206,7 +207,7 @@ class CharMode(Mode):
         if UNK not in tok.special_tokens:
             raise TokenmillError(f"char mode needs the special token {UNK}")
 
-    def encoder(self, tok: Tokenizer, merges: list[tuple[int, int, int]]) -> _native.Encoder:
+    def encoder(self, tok: Tokenizer, merges: list, merge_ids: list[int]) -> _native.Encoder:
         alphabet, ids = tok.alphabet, tok.alphabet_ids
         if ids is not None:
             # The core takes the alphabet by id; "" (no character) at the other ids.
@@ -215,6 +216,7 @@ class CharMode(Mode):
                 alphabet[i] = c
         return _native.Encoder.char(
             merges,
+            merge_ids,
             alphabet,
             end_of_word=alphabet.index(END_OF_WORD),
             unk=tok.special_id(UNK),
