@@ -17,7 +17,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// Whether merge k, `(a, b)`, makes its id (`made[k]`, or `base + k` when
 /// `made` is None) from ids below that, neither of them special, and no
 /// merge repeats another: the rule `pipeline.tokenizer.vocab`'s
-/// `MergeNumbering.check` holds a loaded file to. That loop stays the
+/// `OwnNumbering.check` holds a loaded file to. Its `merge_fault` stays the
 /// reference, run only when this says no, to name the merge at fault.
 pub fn merges_valid(
     merges: &[(u32, u32)],

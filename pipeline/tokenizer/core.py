@@ -423,8 +423,9 @@ class Tokenizer:
             return encoder
         if len(self.merges) != len(self.merge_ids):
             raise ValueError("merges and merge_ids differ in length")
-        # The core pairs merges with their ids: zipping 32k triples here took ~4 ms.
-        return self._mode.encoder(self, list(self.merges), list(self.merge_ids))
+        # The core pairs merges with their ids: zipping 32k triples here took
+        # ~4 ms. It takes merges as a list (a Tokenizer may hold a tuple).
+        return self._mode.encoder(self, list(self.merges), self.merge_ids)
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
