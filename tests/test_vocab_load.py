@@ -79,11 +79,10 @@ def test_loaded_tables_are_the_python_methods_tables(name):
     tok = loaded(name)
     _, pattern, n = REAL[name]
     assert tok.merges == tiktoken_format.reference_merges(ranks_of(name))
-    numbering = tok._numbering
-    index = numbering.index()
-    assert tok.merge_ids == numbering.merge_ids(index)
-    assert tok.custom_byte_ids == numbering.byte_ids(index)
-    assert numbering.native_tables() == (numbering.byte_ids(index), numbering.merge_ids(index))
+    listed = tok._numbering.listed  # the core's table as Python lists, read by Python
+    assert tok.merge_ids == listed.merge_ids(listed.index)
+    assert tok.custom_byte_ids == listed.byte_ids(listed.index)
+    assert listed.native_tables() == (tok.custom_byte_ids, tok.merge_ids)
     assert tok.special_map == tiktoken_format.KNOWN_SPECIALS[(pattern, n)]
 
 
@@ -225,8 +224,7 @@ def test_table_ids_match_the_python_methods(ranks, pairs):
     table = tiktoken_format._table(ranks)
     numbering = ImportedNumbering(table, pairs, [], [])
     try:
-        index = numbering.index()
-        want = (numbering.byte_ids(index), numbering.merge_ids(index))
+        want = (numbering.byte_ids(numbering.index), numbering.merge_ids(numbering.index))
     except TokenmillError:
         want = None
     assert numbering.native_tables() == want
@@ -507,6 +505,8 @@ def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_pat
         direct.merge_ids(),
         direct.byte_ids(),
     )
+    # The file's tables, written on the prefetch thread and kept: the same text.
+    assert table.file_tables() == table.file_tables() == direct.file_tables()
     assert prefetch.take(data, "gpt2") == (None, None)  # taken once
     prefetch.start(path, "gpt2")
     assert prefetch.take(data, "cl100k")[1] is None  # another pattern: no encoder
@@ -518,6 +518,7 @@ def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_pat
     assert prefetch.take(data, "gpt2") == (None, None)  # the loader took it
     docs = texts()[:50]
     assert fetched.encode_batch(docs) == plain.encode_batch(docs)
+    assert fetched._file_bytes == plain._file_bytes  # so the same sha256
 
     prefetch.start(path, "gpt2")
     shorter = b"".join(data.splitlines(keepends=True)[:300])

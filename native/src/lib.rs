@@ -22,6 +22,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
+use std::sync::OnceLock;
 
 pyo3::create_exception!(
     _native,
@@ -614,6 +615,18 @@ fn bytes_list<'py>(py: Python<'py>, table: &[Option<Vec<u8>>]) -> PyResult<Bound
 #[pyclass(frozen)]
 struct Vocabulary {
     inner: vocab::Imported,
+    /// `file_tables`' text, written once: the loader's thread writes it
+    /// beside the encoder build, and the tokenizer's hash then takes it.
+    file_text: OnceLock<String>,
+}
+
+impl Vocabulary {
+    fn new(inner: vocab::Imported) -> Self {
+        Vocabulary {
+            inner,
+            file_text: OnceLock::new(),
+        }
+    }
 }
 
 #[pymethods]
@@ -625,7 +638,7 @@ impl Vocabulary {
     fn from_tiktoken(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<Self> {
         let data = bytes_of(&data, "data")?;
         let inner = py.detach(|| pool::install(|| vocab::Imported::from_tiktoken(data)))?;
-        Ok(Vocabulary { inner })
+        Ok(Vocabulary::new(inner))
     }
 
     /// The ids the table spans: its largest id + 1.
@@ -667,9 +680,13 @@ impl Vocabulary {
     }
 
     /// `"vocab":[...],"merges":[...]` of the tokenmill file, UTF-8, as
-    /// Python's json.dumps writes them there.
+    /// Python's json.dumps writes them there. Written on the first call
+    /// (a caller meanwhile waits for it) and kept.
     fn file_tables<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let text = py.detach(|| vocab_json::write_tables(&self.inner.tokens, &self.inner.merges));
+        let text = py.detach(|| {
+            self.file_text
+                .get_or_init(|| vocab_json::write_tables(&self.inner.tokens, &self.inner.merges))
+        });
         PyBytes::new(py, text.as_bytes())
     }
 }
@@ -696,7 +713,7 @@ impl ModelJson {
     /// for any fault (the Python reader then names it).
     fn vocabulary(&self, py: Python<'_>, special_ids: Vec<u32>) -> PyResult<Vocabulary> {
         let inner = py.detach(|| pool::install(|| self.inner.imported(&special_ids)))?;
-        Ok(Vocabulary { inner })
+        Ok(Vocabulary::new(inner))
     }
 }
 

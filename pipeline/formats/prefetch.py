@@ -4,8 +4,9 @@ modules import.
 A `tokenmill encode` process spends its first ~0.15 s importing PyArrow and
 numpy, on one core; parsing a 200k-token ranks file and deriving its merges
 (`_native.Vocabulary.from_tiktoken`, ~0.1 s), then building the encoder
-(`_native.Encoder.from_vocabulary`, ~0.04 s), need neither, and run without
-the GIL. `start(path, pattern)`, called as soon as a command knows its
+(`_native.Encoder.from_vocabulary`, ~0.04 s) and writing the tables the
+tokenizer's sha256 is taken of (`file_tables`), need neither, and run
+without the GIL. `start(path, pattern)`, called as soon as a command knows its
 tokenizer file, reads the file and begins that work on a thread;
 `tiktoken.load` then `take`s the table, which it uses only when the bytes it
 read itself are the very bytes the table was built from, and the encoder
@@ -38,12 +39,22 @@ class _Pending:
     def build(self) -> None:
         try:
             self.table = _native.Vocabulary.from_tiktoken(self.data)
+        except _native.NativeError:
+            return  # not canonical: the loader says why
+        # The tokenizer's sha256 needs the file's tables as JSON (~15 ms for
+        # 200k tokens), which the table keeps once written: written beside
+        # the encoder build, on the core the imports leave free at the end.
+        tables = threading.Thread(target=self.table.file_tables, name="tokenmill-file-tables")
+        tables.start()
+        try:
             if self.pattern is not None:
                 self.encoder = _native.Encoder.from_vocabulary(
                     self.pattern, self.table, whole_words=True
                 )
         except _native.NativeError:
-            pass  # not canonical, or a pattern the core refuses: the loader says why
+            pass  # a pattern the core refuses: the loader says why
+        finally:
+            tables.join()
 
 
 _pending: _Pending | None = None

@@ -325,11 +325,15 @@ class Tokenizer:
         tables = self._native_tables
         if tables is not None:
             return tables[1]
-        return self._numbering.merge_ids(self._vocab_index)
+        return self._numbering.merge_ids(self._index)
 
     @cached_property
     def _vocab_index(self) -> dict[bytes, int]:
         return self._numbering.index()
+
+    def _index(self) -> dict[bytes, int]:
+        """The numbering's bytes -> id, built on first use (see vocab.Index)."""
+        return self._vocab_index
 
     @cached_property
     def _native_tables(self) -> tuple[list[int], list[int]] | None:
@@ -352,7 +356,7 @@ class Tokenizer:
         tables = self._native_tables
         if tables is not None:
             return tables[0]
-        return self._numbering.byte_ids(self._vocab_index)
+        return self._numbering.byte_ids(self._index)
 
     @property
     def byte_ids(self) -> list[int]:
@@ -402,7 +406,8 @@ class Tokenizer:
         self._mode.check_fields(self)
         self._numbering.check(self._mode, self)
         self.custom_byte_ids  # noqa: B018  (raises when a byte is missing)
-        self.merge_ids  # noqa: B018  (raises when a merge yields no token)
+        if not self._numbering.core_made_merge_ids:
+            self.merge_ids  # noqa: B018  (raises when a merge yields no token)
         return self
 
     def merge_pairs(self) -> list[tuple]:

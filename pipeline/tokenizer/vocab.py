@@ -13,7 +13,7 @@ Two numberings, behind one interface:
 
 >>> from pipeline.tokenizer.modes import BYTE
 >>> own = OwnNumbering(base_size=256, merges=[(104, 105)], special_tokens=["<|endoftext|>"])
->>> own.size, own.merge_ids(own.index()), own.special_id(0)
+>>> own.size, own.merge_ids(own.index), own.special_id(0)
 (258, [256], 257)
 >>> own.values(BYTE.base_values([]), BYTE.special_value, {"<|endoftext|>": 257})[256:]
 [b'hi', b'<|endoftext|>']
@@ -29,11 +29,18 @@ from pipeline.tokenizer.bytelevel import to_byte_level
 from pipeline.tokenizer.ids import MAX_VOCAB_SIZE, check_id, id_limit, show
 from pipeline.tokenizer.modes import Mode, Tokenizer
 
+# Gives bytes -> id of an explicit table: called only by the numberings that
+# read it, as building it makes a dict entry per token.
+Index = Callable[[], dict[bytes, int]]
+
 
 class OwnNumbering:
     """tokenmill's numbering: base tokens, one per merge, then specials."""
 
     __slots__ = ("alphabet_ids", "base_size", "merges", "special_ids", "special_tokens")
+    # Whether the native core made the merge ids with the table, so that
+    # validating need not build them: here they follow from the merges.
+    core_made_merge_ids = False
 
     def __init__(
         self,
@@ -117,13 +124,13 @@ class OwnNumbering:
         """Bytes -> id of an explicit table: none here (ids follow from merges)."""
         return {}
 
-    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
+    def merge_ids(self, index: Index) -> list[int]:
         """The id each merge yields, in rank order."""
         if self._laid_out():
             return self._free_ids()
         return list(range(self.base_size, self.base_size + len(self.merges)))
 
-    def byte_ids(self, index: dict[bytes, int]) -> list[int] | None:
+    def byte_ids(self, index: Index) -> list[int] | None:
         """The id of each byte where it is not the byte's value: None here."""
         return None
 
@@ -166,7 +173,7 @@ class OwnNumbering:
             raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
         # Merge k makes its id (base + k, or the k-th id no special token has)
         # from ids made before it, none of them a special token.
-        made_ids = self.merge_ids({}) if self._check_special_layout() else None
+        made_ids = self.merge_ids(self.index) if self._check_special_layout() else None
         specials = set(self.special_ids or ())
         # The native core checks 32k merges in a millisecond, merge_fault in
         # ten (a tenth of loading a tokenizer): it runs to name the fault.
@@ -206,6 +213,7 @@ class ImportedNumbering:
     special token."""
 
     __slots__ = ("merges", "special_ids", "special_tokens", "vocab")
+    core_made_merge_ids = False  # building them checks each merge makes a token
 
     def __init__(
         self,
@@ -257,15 +265,15 @@ class ImportedNumbering:
                 index[v] = i
         return index
 
-    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
-        vocab, n = self.vocab, len(self.vocab)
+    def merge_ids(self, index: Index) -> list[int]:
+        vocab, n, id_of = self.vocab, len(self.vocab), index()
         ids = []
         for k, (a, b) in enumerate(self.merges):
             if type(a) is not int or type(b) is not int:
                 raise TokenmillError(f"merge {k} ({show(a)}, {show(b)}): ids are integers")
             left = vocab[a] if 0 <= a < n else None
             right = vocab[b] if 0 <= b < n else None
-            merged = index.get(left + right) if left and right else None
+            merged = id_of.get(left + right) if left and right else None
             if merged is None:
                 raise TokenmillError(
                     f"merge {k} ({a}, {b}) does not join two tokens into a token of the vocabulary"
@@ -305,14 +313,15 @@ class ImportedNumbering:
         except _native.NativeError:
             return None
 
-    def byte_ids(self, index: dict[bytes, int]) -> list[int]:
-        missing = [b for b in range(256) if bytes([b]) not in index]
+    def byte_ids(self, index: Index) -> list[int]:
+        id_of = index()
+        missing = [b for b in range(256) if bytes([b]) not in id_of]
         if missing:
             raise TokenmillError(
                 f"the vocabulary has no token for byte 0x{missing[0]:02x} "
                 f"({len(missing)} bytes missing)"
             )
-        return [index[bytes([b])] for b in range(256)]
+        return [id_of[bytes([b])] for b in range(256)]
 
     def check(self, mode: Mode, tok: Tokenizer) -> None:
         """Byte mode, ids in proportion to the tokens, specials at ids of their
@@ -342,6 +351,7 @@ class NativeNumbering:
     so that loading a 200k-token vocabulary to encode makes none of them."""
 
     __slots__ = ("_listed", "lists", "special_ids", "special_tokens", "table")
+    core_made_merge_ids = True
 
     def __init__(
         self,
@@ -393,18 +403,18 @@ class NativeNumbering:
     def index(self) -> dict[bytes, int]:
         return self.listed.index()
 
-    def merge_ids(self, index: dict[bytes, int]) -> list[int]:
+    def merge_ids(self, index: Index) -> list[int]:
         return self.table.merge_ids()
 
-    def byte_ids(self, index: dict[bytes, int]) -> list[int]:
+    def byte_ids(self, index: Index) -> list[int]:
         ids = self.table.byte_ids()
         return self.listed.byte_ids(index) if ids is None else ids  # the first names the byte
 
     def native_tables(self) -> tuple[list[int], list[int]] | None:
-        """(byte_ids, merge_ids), which the core made with the table; None
-        when a byte has no token (`byte_ids` then names it)."""
-        ids = self.table.byte_ids()
-        return None if ids is None else (ids, self.table.merge_ids())
+        """None: `byte_ids` and `merge_ids` read the table, each when asked.
+        A 200k-token table's merge ids as Python ints take ~5 ms, and neither
+        checking nor encoding needs them (the core made them with the table)."""
+        return None
 
     def encoder(self, tok: Tokenizer) -> _native.Encoder:
         return _native.Encoder.from_vocabulary(tok.pattern, self.table, whole_words=tok.whole_words)
