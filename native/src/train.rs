@@ -57,32 +57,127 @@ impl PairStats {
     }
 }
 
+/// A value per token id, with the ids given one since the table was last
+/// drained: every pair a merge of (a, b) into `new` changes is (x, a),
+/// (b, x), (x, new) or (new, x), so its other token x names it, and a
+/// change indexes an array instead of hashing into a map.
+#[derive(Default)]
+struct ById<T> {
+    values: Vec<T>,
+    touched: Vec<u32>,
+}
+
+impl<T: Copy + Default + PartialEq> ById<T> {
+    /// Room for ids below `n` (the tokens made so far, the new one included).
+    fn fit(&mut self, n: usize) {
+        if self.values.len() < n {
+            self.values.resize(n, T::default());
+        }
+    }
+
+    #[inline(always)]
+    fn at(&mut self, id: u32) -> &mut T {
+        let v = &mut self.values[id as usize];
+        if *v == T::default() {
+            self.touched.push(id);
+        }
+        v
+    }
+
+    /// The ids given a value, each with it, leaving the table empty (an id
+    /// listed twice, its value having stayed the default, gives it twice).
+    fn drain(&mut self) -> impl Iterator<Item = (u32, T)> + '_ {
+        let values = &mut self.values;
+        self.touched
+            .drain(..)
+            .map(move |id| (id, std::mem::take(&mut values[id as usize])))
+    }
+}
+
 /// What merging one pair did to the pair statistics of a run of words.
 /// Gathered locally, so the big statistics map is touched once per distinct
 /// pair instead of once per occurrence.
 #[derive(Default)]
 struct Delta {
-    /// Weighted occurrences lost by pairs that existed before the merge.
-    lost: FxHashMap<Pair, i64>,
+    /// Weighted occurrences lost by (x, a), by x, and by (b, x), by x,
+    /// (a, b) being the merged pair: pairs that existed before the merge.
+    lost_before: ById<i64>,
+    lost_after: ById<i64>,
     /// Pairs the merge created, with where each was first created (word,
-    /// position): every one holds the new token, so none existed before, and
-    /// its first creation is its first occurrence.
-    created: FxHashMap<Pair, (PairStats, (u32, u32))>,
+    /// position), in the order they were first met: every one holds the new
+    /// token, so none existed before, and its first creation is its first
+    /// occurrence. `made_before` finds (x, new) by x, `made_after` (new, x)
+    /// by x: its index in `created`, plus one.
+    created: Vec<(Pair, PairStats, (u32, u32))>,
+    made_before: ById<u32>,
+    made_after: ById<u32>,
 }
 
 impl Delta {
-    /// Fold in the delta of the run of words that follows this one's.
-    fn append(&mut self, other: Delta) {
-        for (p, d) in other.lost {
-            *self.lost.entry(p).or_default() += d;
+    /// Room for the ids of `n_tokens` tokens.
+    fn fit(&mut self, n_tokens: usize) {
+        self.lost_before.fit(n_tokens);
+        self.lost_after.fit(n_tokens);
+        self.made_before.fit(n_tokens);
+        self.made_after.fit(n_tokens);
+    }
+
+    /// `pair`, which holds `op`'s left token second or its right token
+    /// first, lost `weight` occurrences.
+    #[inline(always)]
+    fn lose(&mut self, op: &MergeOp, pair: Pair, weight: i64) {
+        let lost = if pair.1 == op.pair.0 {
+            self.lost_before.at(pair.0)
+        } else {
+            self.lost_after.at(pair.1)
+        };
+        *lost += weight;
+    }
+
+    /// `pair`'s entry in `created` (it holds the new token), made with
+    /// first occurrence `first` if it has none.
+    #[inline(always)]
+    fn made(&mut self, op: &MergeOp, pair: Pair, first: (u32, u32)) -> &mut PairStats {
+        let Delta {
+            created,
+            made_before,
+            made_after,
+            ..
+        } = self;
+        let slot = if pair.1 == op.new_id {
+            made_before.at(pair.0)
+        } else {
+            made_after.at(pair.1)
+        };
+        if *slot == 0 {
+            created.push((pair, PairStats::default(), first));
+            *slot = created.len() as u32;
         }
-        for (p, (st, first)) in other.created {
-            match self.created.entry(p) {
-                Entry::Occupied(mut e) => e.get_mut().0.append(st),
-                Entry::Vacant(e) => {
-                    e.insert((st, first));
-                }
-            }
+        &mut created[*slot as usize - 1].1
+    }
+
+    /// The lost occurrences, each with its pair.
+    fn drain_lost(&mut self, op: &MergeOp) -> impl Iterator<Item = (Pair, i64)> + '_ {
+        let (a, b) = op.pair;
+        let before = self.lost_before.drain().map(move |(x, d)| ((x, a), d));
+        before.chain(self.lost_after.drain().map(move |(x, d)| ((b, x), d)))
+    }
+
+    /// The created pairs, in the order first met, leaving none.
+    fn drain_created(&mut self) -> std::vec::Drain<'_, (Pair, PairStats, (u32, u32))> {
+        self.made_before.drain().for_each(drop);
+        self.made_after.drain().for_each(drop);
+        self.created.drain(..)
+    }
+
+    /// Fold in the delta of the run of words that follows this one's,
+    /// leaving `other` empty.
+    fn append(&mut self, op: &MergeOp, other: &mut Delta) {
+        for (pair, d) in other.drain_lost(op) {
+            self.lose(op, pair, d);
+        }
+        for (pair, st, first) in other.drain_created() {
+            self.made(op, pair, first).append(st);
         }
     }
 }
@@ -90,9 +185,6 @@ impl Delta {
 /// Merges that touch at least this many words are split over the thread pool;
 /// below that, waking the other threads costs more than it saves.
 const PARALLEL_MIN_WORDS: usize = 2048;
-
-/// Entries `apply_merge`'s scratch maps may keep capacity for between merges.
-const SCRATCH_CAPACITY: usize = 1024;
 
 /// The most merges `Trainer::train` reserves room for up front (a few
 /// hundred MB of tables); beyond that they grow as merges are made.
@@ -246,8 +338,8 @@ pub struct Trainer {
     token_len: Vec<u32>,
     stats: FxHashMap<Pair, PairStats>,
     queue: Queue,
-    /// `apply_merge`'s buffers, kept so small merges allocate nothing.
-    scratch: Delta,
+    /// `apply_merge`'s deltas, kept so merges allocate nothing.
+    scratch: Vec<Delta>,
 }
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
@@ -294,7 +386,7 @@ impl Trainer {
             token_len,
             stats,
             queue,
-            scratch: Delta::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -412,14 +504,19 @@ impl Trainer {
             new_id,
             token_len: &self.token_len,
         };
-        let mut delta = if words.len() < PARALLEL_MIN_WORDS {
-            let mut delta = std::mem::take(&mut self.scratch);
+        let mut deltas = if words.len() < PARALLEL_MIN_WORDS {
+            let mut delta = self.scratch.pop().unwrap_or_default();
+            delta.fit(self.token_len.len());
             merge_run(&mut self.words.buf, 0, &words, op, &mut delta);
-            delta
+            vec![delta]
         } else {
-            merge_parallel(&mut self.words, &words, op)
+            merge_parallel(&mut self.words, &words, op, &mut self.scratch)
         };
-        for (p, d) in delta.lost.drain() {
+        let (delta, rest) = deltas.split_first_mut().expect("a delta per run");
+        for other in rest {
+            delta.append(&op, other);
+        }
+        for (p, d) in delta.drain_lost(&op) {
             if let Entry::Occupied(mut e) = self.stats.entry(p) {
                 e.get_mut().count -= d;
                 // A pair that has lost every occurrence can never come back:
@@ -429,7 +526,7 @@ impl Trainer {
                 }
             }
         }
-        for (p, (st, first)) in delta.created.drain() {
+        for (p, st, first) in delta.drain_created() {
             let count = st.count;
             // A pair made in one word (half of all pairs made) can never be
             // in another: a pair is made only when the newer of its tokens
@@ -440,20 +537,22 @@ impl Trainer {
             if st.words.len() > 1 {
                 self.stats.insert(p, st);
             }
-            self.push(p, count, first);
+            self.queue
+                .push((count, Reverse(first.0), Reverse(first.1), Reverse(p)));
         }
-        // Draining a map walks its whole capacity: keep the scratch maps small,
-        // or one big merge would slow every small one after it.
-        if delta.lost.capacity() > SCRATCH_CAPACITY || delta.created.capacity() > SCRATCH_CAPACITY {
-            delta = Delta::default();
-        }
-        self.scratch = delta;
+        self.scratch.append(&mut deltas);
     }
 }
 
 /// `apply_merge`'s word loop over the thread pool: each task merges a run of
 /// consecutive words, whose symbols are one disjoint slice of the buffer.
-fn merge_parallel(table: &mut Words, words: &[u32], op: MergeOp) -> Delta {
+/// Each run gets a delta from `scratch` (the deltas are returned in run order).
+fn merge_parallel(
+    table: &mut Words,
+    words: &[u32],
+    op: MergeOp,
+    scratch: &mut Vec<Delta>,
+) -> Vec<Delta> {
     let size = words
         .len()
         .div_ceil(rayon::current_num_threads() * 4)
@@ -469,20 +568,20 @@ fn merge_parallel(table: &mut Words, words: &[u32], op: MergeOp) -> Delta {
         runs.push((region, lo, run));
     }
     runs.reverse();
-    let deltas: Vec<Delta> = runs
-        .into_par_iter()
-        .map(|(region, base, run)| {
-            let mut delta = Delta::default();
-            merge_run(region, base, run, op, &mut delta);
+    let deltas: Vec<Delta> = (0..runs.len())
+        .map(|_| {
+            let mut delta = scratch.pop().unwrap_or_default();
+            delta.fit(op.token_len.len());
             delta
         })
         .collect();
-    let mut deltas = deltas.into_iter();
-    let mut total = deltas.next().unwrap_or_default();
-    for delta in deltas {
-        total.append(delta);
-    }
-    total
+    runs.into_par_iter()
+        .zip(deltas)
+        .map(|((region, base, run), mut delta)| {
+            merge_run(region, base, run, op, &mut delta);
+            delta
+        })
+        .collect()
 }
 
 /// One merge: the pair, the id of the token it makes, and every token's
@@ -497,7 +596,6 @@ struct MergeOp<'a> {
 /// Merge `op.pair` in each of `words` (ascending), whose symbols lie in
 /// `region` from buffer offset `base` on, recording the changes in `delta`.
 fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta: &mut Delta) {
-    let Delta { lost, created } = delta;
     // Word lists are sparse in memory: fetch ahead, or every word is a cache
     // miss. The first words are fetched together up front, which is what
     // most merges (a few words each) wait on.
@@ -519,13 +617,11 @@ fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta:
                 return;
             }
             if d > 0 {
-                let (st, _) = created
-                    .entry(p)
-                    .or_insert_with(|| (PairStats::default(), (w, at)));
+                let st = delta.made(&op, p, (w, at));
                 st.count += weight;
                 st.note_word(w);
             } else {
-                *lost.entry(p).or_default() += weight;
+                delta.lose(&op, p, weight);
             }
         });
         head[0] = new_len as u32;
