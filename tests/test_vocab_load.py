@@ -487,6 +487,97 @@ def test_tokenizer_json_edge_cases_load_as_python_reads_them(tmp_path, model):
     _loads_alike(path)
 
 
+def _prefetched(path):
+    """`path` loaded after `encode`'s early start on it (formats/prefetch.py)."""
+    prefetch.start(path)
+    try:
+        return load_any(path)
+    finally:
+        prefetch.discard()
+
+
+def _grown_tokenizer() -> Tokenizer:
+    """An extended tokenizer: its special token keeps its base id among the merges."""
+    import pyarrow as pa
+
+    from pipeline.tokenizer.core import word_table
+    from pipeline.tokenizer.extend import extend
+
+    base = Tokenizer.train(["the cat sat on the mat"] * 10, vocab_size=270)
+    table = word_table(
+        [pa.array(["der Hund und die Katze"] * 10, pa.large_string())], "byte", base.pattern, False
+    )
+    return extend(base, table["word"], table["count"], vocab_size=280).tokenizer
+
+
+def test_a_prefetched_tokenmill_file_loads_as_the_file_does(tmp_path):
+    """`encode` reads a tokenmill file's merges in the core while its modules
+    import, and builds the encoder of a plain byte-mode file from them: the
+    tokenizer is the one the file loads as, and the encoder is taken only by
+    a tokenizer numbered and split as it was built for."""
+    docs = texts()[:40] + ["naïve café 日本語 " * 30, "x" * 400]
+    sample = [t[:2000] for t in texts()[:300]]
+    byte = Tokenizer.train(sample, vocab_size=600, special_tokens=["<|endoftext|>"])
+    regex = r"\w+|\s+|[^\w\s]+"
+    cases = {
+        "byte": (byte, True),
+        "whole_words": (Tokenizer.from_dict(byte.to_dict() | {"whole_words": True}), False),
+        "char": (Tokenizer.train(sample, vocab_size=500, mode="char"), False),
+        "grown": (_grown_tokenizer(), False),
+        "o200k": (Tokenizer.train(sample, vocab_size=400, pattern="o200k"), True),
+        "regex": (
+            Tokenizer.from_dict(byte.to_dict() | {"pattern": regex, "pattern_regex": regex}),
+            True,
+        ),
+    }
+    for name, (tok, plain) in cases.items():
+        path = tmp_path / f"{name}.json"
+        tok.save(path)
+        direct, early = load_any(path), _prefetched(path)
+        assert "_encoder" not in vars(direct)  # built on first use
+        assert ("_encoder" in vars(early)) == plain, name
+        assert early.to_dict() == direct.to_dict() == tok.to_dict(), name
+        assert early.sha256 == direct.sha256 == tok.sha256, name
+        assert early.encode_batch(docs) == direct.encode_batch(docs), name
+
+    # The file changed after the early read: it loads as it now is.
+    path = tmp_path / "byte.json"
+    prefetch.start(path)
+    cases["char"][0].save(path)
+    assert load_any(path).to_dict() == cases["char"][0].to_dict()
+    prefetch.discard()
+
+    # Files the core does not take load through Python, faults named as before.
+    d = byte.to_dict()
+    for merges in ([[256.0, 97]] + d["merges"][1:], [[-1, 97]], [[97, 98, 99]], [[2**32, 97]]):
+        path.write_text(json.dumps(d | {"merges": merges}))
+        with pytest.raises(TokenmillError) as direct_error:
+            load_any(path)
+        with pytest.raises(TokenmillError) as early_error:
+            _prefetched(path)
+        assert str(early_error.value) == str(direct_error.value)
+    # A key twice (json.loads keeps the last; the core refuses the file).
+    path.write_text(
+        json.dumps(d | {"merges": [[97, 98]]})[:-1] + ', "merges": ' + json.dumps(d["merges"]) + "}"
+    )
+    assert _prefetched(path).to_dict() == load_any(path).to_dict() == byte.to_dict()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)), max_size=30),
+    st.dictionaries(st.text(max_size=5), st.integers() | st.text() | st.none(), max_size=4),
+)
+def test_file_merges_read_what_json_reads(merges, others):
+    """The core's reading of a file's merges: json's, as tuples, and the rest
+    of the file parses to the file with its merges empty."""
+    d = {k: v for k, v in others.items() if k != "merges"} | {"merges": [list(m) for m in merges]}
+    data = json.dumps(d, ensure_ascii=False).encode()
+    read, rest = _native.FileMerges.split(data)
+    assert read.pairs() == merges
+    assert json.loads(rest) == d | {"merges": []}
+
+
 def test_a_prefetched_table_is_used_only_for_the_bytes_it_was_built_from(tmp_path):
     """`encode` starts building a .tiktoken file's table and encoder while its
     modules import (formats/prefetch.py): the loader takes the table only when

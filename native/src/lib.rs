@@ -691,6 +691,29 @@ impl Vocabulary {
     }
 }
 
+/// A tokenmill file's merges, read by the core (`vocab_json::split_merges`).
+#[pyclass(frozen)]
+struct FileMerges {
+    pairs: Vec<train::Pair>,
+}
+
+#[pymethods]
+impl FileMerges {
+    /// (the merges, the file's bytes with `[]` in their place: the rest,
+    /// for Python to read). NativeError for a file the core does not take.
+    #[staticmethod]
+    fn split<'py>(py: Python<'py>, data: PyBuffer<u8>) -> PyResult<(Self, Bound<'py, PyBytes>)> {
+        let data = bytes_of(&data, "data")?;
+        let (pairs, rest) = py.detach(|| vocab_json::split_merges(data))?;
+        Ok((FileMerges { pairs }, PyBytes::new(py, &rest)))
+    }
+
+    /// The merges, (left, right) in rank order.
+    fn pairs(&self) -> Vec<train::Pair> {
+        self.pairs.clone()
+    }
+}
+
 /// The model vocab and merges of a tokenizer.json, read by the core.
 #[pyclass(frozen)]
 struct ModelJson {
@@ -788,6 +811,30 @@ impl Encoder {
         };
         let merges = ranked_merges(merges, merge_ids)?;
         Encoder::new(Splitter::Byte { pattern }, alphabet, merges, whole_words)
+    }
+
+    /// Byte mode over the merges of a file the core read, merge k making id
+    /// `first_id + k`, each byte its own id, no whole-word lookup: what
+    /// `byte` builds from that file's merges as Python holds them, built
+    /// without the GIL (so while other modules import).
+    #[staticmethod]
+    fn file_merges(
+        py: Python<'_>,
+        pattern: &str,
+        merges: &Bound<'_, FileMerges>,
+        first_id: u32,
+    ) -> PyResult<Self> {
+        let pairs = &merges.get().pairs;
+        let top = u64::from(first_id) + pairs.len() as u64;
+        if top > u64::from(u32::MAX) + 1 {
+            return Err(Error::Vocabulary(format!("{top} ids do not fit 32 bits")).into());
+        }
+        let pretok = Splitter::Byte { pattern }.build()?;
+        let inner = py.detach(|| {
+            let ranked: Vec<(train::Pair, u32)> = (pairs.iter().copied()).zip(first_id..).collect();
+            CoreEncoder::new(pretok, Alphabet::identity_bytes(), &ranked, None)
+        });
+        Ok(Encoder { inner })
     }
 
     /// Byte mode with an explicit table (an imported vocabulary), taken as
@@ -974,5 +1021,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Encoder>()?;
     m.add_class::<Vocabulary>()?;
     m.add_class::<ModelJson>()?;
+    m.add_class::<FileMerges>()?;
     Ok(())
 }

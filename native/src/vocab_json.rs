@@ -9,6 +9,7 @@
 //! file itself, naming the fault.
 
 use crate::error::{Error, Result};
+use crate::train::Pair;
 use crate::vocab::{self, ByteTable, Imported};
 use rustc_hash::FxHashSet;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -102,6 +103,31 @@ pub fn split_model(data: &[u8]) -> Result<(Model, Vec<u8>)> {
     }
     rest.extend_from_slice(&data[at..]);
     Ok((model, rest))
+}
+
+/// A tokenmill file's merges, the one big key of the file.
+#[derive(Deserialize)]
+struct OwnFile<'a> {
+    #[serde(borrow)]
+    merges: &'a RawValue,
+}
+
+/// (a tokenmill file's `merges`, the file with `[]` in their place). An
+/// error for a file that is not UTF-8 JSON with a list `merges` of
+/// [left, right] pairs of ids that u32 holds, or that names a key twice
+/// (the Python reader then reads it, and names any fault).
+pub fn split_merges(data: &[u8]) -> Result<(Vec<Pair>, Vec<u8>)> {
+    let fault = |what: &str| Error::Vocabulary(format!("tokenizer file: {what}"));
+    let text = std::str::from_utf8(data).map_err(|_| fault("not UTF-8"))?;
+    let doc: OwnFile = serde_json::from_str(text).map_err(|e| fault(&e.to_string()))?;
+    let merges: Vec<Pair> =
+        serde_json::from_str(doc.merges.get()).map_err(|e| fault(&e.to_string()))?;
+    let at = span(text, doc.merges);
+    let mut rest = Vec::with_capacity(data.len() - at.len() + 2);
+    rest.extend_from_slice(&data[..at.start]);
+    rest.extend_from_slice(b"[]");
+    rest.extend_from_slice(&data[at.end..]);
+    Ok((merges, rest))
 }
 
 /// Where a raw value borrowed from `text` lies in it.
@@ -322,6 +348,32 @@ pub fn write_merges(out: &mut String, merges: &[(u32, u32)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splits_the_merges_out_of_a_tokenmill_file() {
+        let data = br#"{"format": "tokenmill", "merges": [[97, 98], [256, 99]], "x": [1]}"#;
+        let (merges, rest) = split_merges(data).unwrap();
+        assert_eq!(merges, vec![(97, 98), (256, 99)]);
+        let rest = std::str::from_utf8(&rest).unwrap();
+        assert_eq!(rest, r#"{"format": "tokenmill", "merges": [], "x": [1]}"#);
+        for bad in [
+            &br#"{"merges": [[97, 98]], "merges": []}"#[..],
+            br#"{"merges": [[97.0, 98]]}"#,
+            br#"{"merges": [[true, 98]]}"#,
+            br#"{"merges": [[-1, 98]]}"#,
+            br#"{"merges": [[4294967296, 98]]}"#,
+            br#"{"merges": [[97, 98, 99]]}"#,
+            br#"{"merges": [[97]]}"#,
+            br#"{"vocab": []}"#,
+            br#"[[97, 98]]"#,
+        ] {
+            assert!(
+                split_merges(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     #[test]
     fn splits_the_model_out_of_the_file() {

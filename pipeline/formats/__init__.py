@@ -32,8 +32,9 @@ FORMATS = ("hf", "tiktoken", "transformers")
 def detect(path: Path) -> tuple[str, object, bytes]:
     """(format, parsed JSON or None, the file's bytes) of a tokenizer file. A
     tokenizer.json's is an `hf.Parsed`: its model's vocab and merges read by
-    the native core, the rest by Python."""
-    from pipeline.formats import hf
+    the native core, the rest by Python; a tokenmill file that `encode`
+    began reading early is a `prefetch.FileRead`."""
+    from pipeline.formats import hf, prefetch
     from pipeline.io.files import parse_json, read_bytes
     from pipeline.io.storage import location
     from pipeline.tokenizer import FORMAT
@@ -43,6 +44,9 @@ def detect(path: Path) -> tuple[str, object, bytes]:
         return "tiktoken", None, b""
     head = read_bytes(path, "tokenizer")
     if head.lstrip()[:1] == b"{":
+        read = prefetch.take_file(head)
+        if read is not None and read.rest.get("format") == FORMAT:
+            return "tokenmill", read, head
         parsed = hf.parse(head, path)
         if parsed is not None:
             return "hf", parsed, head
@@ -87,7 +91,7 @@ def load_any(
 
 
 def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
-    from pipeline.formats import hf, tiktoken
+    from pipeline.formats import hf, prefetch, tiktoken
     from pipeline.tokenizer import Tokenizer
 
     kind, d, data = detect(path)
@@ -104,6 +108,8 @@ def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None
         if isinstance(d, hf.Parsed):
             return hf.from_dict(d.rest, str(path), d)
         return hf.from_dict(d, str(path))
+    if isinstance(d, prefetch.FileRead):
+        return Tokenizer.from_file(d.rest, data, str(path), merges=d.merges, encoder=d.encoder)
     return Tokenizer.from_file(d, data, str(path))
 
 

@@ -622,11 +622,15 @@ class Tokenizer:
             tmp.write_bytes(self._file_bytes)
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "tokenizer") -> Tokenizer:
+    def from_dict(
+        cls, d: dict, source: str = "tokenizer", merges: list[tuple[int, int]] | None = None
+    ) -> Tokenizer:
         """A Tokenizer from a parsed tokenmill tokenizer file, checked: every
         field of the expected type, ids integers that uint32 holds, merges that
         join tokens made before them, special-token ids where the numbering puts
-        them. TokenmillError naming `source` otherwise."""
+        them. TokenmillError naming `source` otherwise. `merges`: the file's
+        merges as (left, right) pairs of ints, read by the native core, whose
+        place `d` holds empty."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise TokenmillError(f"{source}: not a tokenmill tokenizer file")
 
@@ -668,7 +672,8 @@ class Tokenizer:
             for k, m in enumerate(raw_merges):
                 if not isinstance(m, list) or len(m) != 2:
                     raise malformed(f"merge {k} is {show(m)}, not a [left, right] pair of ids")
-        merges = list(map(tuple, raw_merges))
+        if merges is None:
+            merges = list(map(tuple, raw_merges))
         alphabet = field_of("alphabet", list, [])
         vocab = None
         if d.get("vocab") is not None:
@@ -728,9 +733,31 @@ class Tokenizer:
             return cls.from_file(parse_json(data, path), data, str(path))
 
     @classmethod
-    def from_file(cls, d: dict, data: bytes, source: str) -> Tokenizer:
-        """From a tokenizer file's parsed JSON `d` and its bytes `data`."""
-        tok = cls.from_dict(d, source)
+    def from_file(
+        cls,
+        d: dict,
+        data: bytes,
+        source: str,
+        *,
+        merges: list[tuple[int, int]] | None = None,
+        encoder: _native.Encoder | None = None,
+    ) -> Tokenizer:
+        """From a tokenizer file's parsed JSON `d` and its bytes `data`. Or
+        from the file as the native core read it (`formats/prefetch.py`):
+        `merges` its merges, whose place `d` holds empty, and `encoder` one
+        the core built from them for `d`'s pattern (merge k making id
+        256 + k, bytes their own ids, no whole-word lookup), taken when the
+        tokenizer is so."""
+        tok = cls.from_dict(d, source, merges=merges)
+        if (
+            encoder is not None
+            and merges is not None
+            and tok.mode == "byte"
+            and not tok.whole_words
+            and tok.custom_byte_ids is None
+            and tok.merge_ids == list(range(256, 256 + len(tok.merges)))
+        ):
+            tok.__dict__["_encoder"] = encoder
         # The file's own hash: re-serializing 32k merges just to hash them
         # would hold up every encode run (a file save() wrote hashes the same).
         tok.__dict__["sha256"] = hashlib.sha256(data).hexdigest()
