@@ -81,23 +81,18 @@ class _Ranks(_Pending):
 class FileRead:
     """A tokenmill JSON file as the core read it: the file with `[]` for its
     merges, parsed (`rest`); the merges as (left, right) tuples; and, for a
-    byte-mode file, an encoder of those merges for `pattern`, merge k
-    making id 256 + k, bytes their own ids and no whole-word lookup
+    byte-mode file, an encoder of those merges for the file's pattern,
+    merge k making id 256 + k, bytes their own ids and no whole-word lookup
     (`Tokenizer.from_file` uses it only for a tokenizer numbered so)."""
 
-    __slots__ = ("encoder", "merges", "pattern", "rest")
+    __slots__ = ("encoder", "merges", "rest")
 
     def __init__(
-        self,
-        rest: dict,
-        merges: list[tuple[int, int]],
-        encoder: _native.Encoder | None,
-        pattern: object,
+        self, rest: dict, merges: list[tuple[int, int]], encoder: _native.Encoder | None
     ) -> None:
         self.rest = rest
         self.merges = merges
         self.encoder = encoder
-        self.pattern = pattern
 
 
 class _File(_Pending):
@@ -120,7 +115,7 @@ class _File(_Pending):
                 encoder = _native.Encoder.file_merges(pattern, merges, 256)
             except _native.NativeError:
                 pass  # a pattern the core refuses: the loader says why
-        self.read = FileRead(d, merges.pairs(), encoder, pattern)
+        self.read = FileRead(d, merges.pairs(), encoder)
 
 
 _pending: _Pending | None = None
