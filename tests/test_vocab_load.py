@@ -556,6 +556,10 @@ def test_a_prefetched_tokenmill_file_loads_as_the_file_does(tmp_path):
         with pytest.raises(TokenmillError) as early_error:
             _prefetched(path)
         assert str(early_error.value) == str(direct_error.value)
+    # A file that does not name its format first is not read early.
+    path.write_text(json.dumps({"note": "x" * 100} | d))
+    late = _prefetched(path)
+    assert "_encoder" not in vars(late) and late.to_dict() == byte.to_dict()
     # A key twice (json.loads keeps the last; the core refuses the file).
     path.write_text(
         json.dumps(d | {"merges": [[97, 98]]})[:-1] + ', "merges": ' + json.dumps(d["merges"]) + "}"

@@ -118,6 +118,11 @@ class _File(_Pending):
         self.read = FileRead(d, merges.pairs(), encoder)
 
 
+# A file tokenmill saves names its format first: a JSON file without it in
+# its first bytes is not read early (a tokenmill file written otherwise
+# loads as before, only without the head start).
+_HEAD = 64
+
 _pending: _Pending | None = None
 _lock = threading.Lock()
 
@@ -139,8 +144,10 @@ def start(path: str | os.PathLike, pattern: str | None = None) -> None:
     if name.endswith(".tiktoken"):
         preset = None if pattern is None else regex.preset_name(pattern) or pattern
         pending: _Pending = _Ranks(data, preset)
-    else:
+    elif b'"tokenmill"' in data[:_HEAD]:
         pending = _File(data)
+    else:
+        return  # another tool's JSON (a tokenizer.json: its loader reads it in the core)
     pending.thread.start()
     with _lock:
         _pending = pending
