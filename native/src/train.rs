@@ -220,6 +220,11 @@ impl Queue {
         }
     }
 
+    /// Queue `pair` with its count and first occurrence (word, position).
+    fn push_pair(&mut self, pair: Pair, count: i64, (w, pos): (u32, u32)) {
+        self.push((count, Reverse(w), Reverse(pos), Reverse(pair)));
+    }
+
     fn push(&mut self, entry: HeapEntry) {
         let b = bucket(entry.0);
         if b >= self.floor {
@@ -390,11 +395,6 @@ impl Trainer {
         }
     }
 
-    fn push(&mut self, pair: Pair, count: i64, (w, pos): (u32, u32)) {
-        self.queue
-            .push((count, Reverse(w), Reverse(pos), Reverse(pair)));
-    }
-
     /// The first (word, position) holding `pair`, dropping stale word entries.
     fn first_occurrence(&mut self, pair: Pair) -> Option<(u32, u32)> {
         let stats = self.stats.get_mut(&pair)?;
@@ -432,19 +432,19 @@ impl Trainer {
                     if (live, first) == (count, pos) {
                         return Some((pair, w));
                     }
-                    self.push(pair, live, (w, first));
+                    self.queue.push_pair(pair, live, (w, first));
                     continue;
                 }
             };
             if live != count {
                 // The old first occurrence is still a bound (it only moves
                 // right), so skip the word scan until the entry is on top again.
-                self.push(pair, live, (w, pos));
+                self.queue.push_pair(pair, live, (w, pos));
                 continue;
             }
             match self.first_occurrence(pair) {
                 Some(first) if first == (w, pos) => return Some((pair, w)),
-                Some(first) => self.push(pair, live, first),
+                Some(first) => self.queue.push_pair(pair, live, first),
                 None => {}
             }
         }
@@ -537,8 +537,7 @@ impl Trainer {
             if st.words.len() > 1 {
                 self.stats.insert(p, st);
             }
-            self.queue
-                .push((count, Reverse(first.0), Reverse(first.1), Reverse(p)));
+            self.queue.push_pair(p, count, first);
         }
         self.scratch.append(&mut deltas);
     }
