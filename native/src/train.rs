@@ -94,6 +94,21 @@ impl<T: Copy + Default + PartialEq> ById<T> {
     }
 }
 
+/// A pair a merge created, while the merge runs. Its words are noted in
+/// `Delta::noted` and given their list at the end, at its exact size: a list
+/// grown word by word would reallocate on the way, and the allocator was a
+/// tenth of training's time.
+struct Created {
+    pair: Pair,
+    count: i64,
+    /// Its first creation (word, position): the first occurrence of a pair
+    /// that did not exist before.
+    first: (u32, u32),
+    /// How many words it was made in, and the last of them.
+    n_words: u32,
+    last_word: u32,
+}
+
 /// What merging one pair did to the pair statistics of a run of words.
 /// Gathered locally, so the big statistics map is touched once per distinct
 /// pair instead of once per occurrence.
@@ -103,14 +118,18 @@ struct Delta {
     /// (a, b) being the merged pair: pairs that existed before the merge.
     lost_before: ById<i64>,
     lost_after: ById<i64>,
-    /// Pairs the merge created, with where each was first created (word,
-    /// position), in the order they were first met: every one holds the new
-    /// token, so none existed before, and its first creation is its first
-    /// occurrence. `made_before` finds (x, new) by x, `made_after` (new, x)
-    /// by x: its index in `created`, plus one.
-    created: Vec<(Pair, PairStats, (u32, u32))>,
+    /// Pairs the merge created, in the order they were first met: every one
+    /// holds the new token, so none existed before, and its first creation
+    /// is its first occurrence. `made_before` finds (x, new) by x,
+    /// `made_after` (new, x) by x: its index in `created`, plus one.
+    created: Vec<Created>,
     made_before: ById<u32>,
     made_after: ById<u32>,
+    /// (index in `created`, word) for each word a created pair was made in,
+    /// in word order.
+    noted: Vec<(u32, u32)>,
+    /// `drain_created`'s statistics, kept so merges allocate nothing.
+    finished: Vec<PairStats>,
 }
 
 impl Delta {
@@ -134,26 +153,40 @@ impl Delta {
         *lost += weight;
     }
 
-    /// `pair`'s entry in `created` (it holds the new token), made with
+    /// The index in `created` of `pair` (it holds the new token), made with
     /// first occurrence `first` if it has none.
     #[inline(always)]
-    fn made(&mut self, op: &MergeOp, pair: Pair, first: (u32, u32)) -> &mut PairStats {
-        let Delta {
-            created,
-            made_before,
-            made_after,
-            ..
-        } = self;
+    fn created_at(&mut self, op: &MergeOp, pair: Pair, first: (u32, u32)) -> usize {
         let slot = if pair.1 == op.new_id {
-            made_before.at(pair.0)
+            self.made_before.at(pair.0)
         } else {
-            made_after.at(pair.1)
+            self.made_after.at(pair.1)
         };
         if *slot == 0 {
-            created.push((pair, PairStats::default(), first));
-            *slot = created.len() as u32;
+            self.created.push(Created {
+                pair,
+                count: 0,
+                first,
+                n_words: 0,
+                last_word: u32::MAX,
+            });
+            *slot = self.created.len() as u32;
         }
-        &mut created[*slot as usize - 1].1
+        *slot as usize - 1
+    }
+
+    /// `pair` was made `weight` more times, in word `w` at position `at`
+    /// (words come in ascending order).
+    #[inline(always)]
+    fn made(&mut self, op: &MergeOp, pair: Pair, w: u32, at: u32, weight: i64) {
+        let i = self.created_at(op, pair, (w, at));
+        let c = &mut self.created[i];
+        c.count += weight;
+        if c.last_word != w {
+            c.last_word = w;
+            c.n_words += 1;
+            self.noted.push((i as u32, w));
+        }
     }
 
     /// The lost occurrences, each with its pair.
@@ -163,11 +196,22 @@ impl Delta {
         before.chain(self.lost_after.drain().map(move |(x, d)| ((b, x), d)))
     }
 
-    /// The created pairs, in the order first met, leaving none.
-    fn drain_created(&mut self) -> std::vec::Drain<'_, (Pair, PairStats, (u32, u32))> {
+    /// The created pairs, in the order first met, each with its statistics
+    /// and first occurrence, leaving none.
+    fn drain_created(&mut self) -> impl Iterator<Item = (Pair, PairStats, (u32, u32))> + '_ {
         self.made_before.drain().for_each(drop);
         self.made_after.drain().for_each(drop);
-        self.created.drain(..)
+        let stats = &mut self.finished;
+        stats.extend(self.created.iter().map(|c| PairStats {
+            count: c.count,
+            words: SmallVec::with_capacity(c.n_words as usize),
+        }));
+        for (i, w) in self.noted.drain(..) {
+            stats[i as usize].words.push(w);
+        }
+        (self.created.drain(..))
+            .zip(stats.drain(..))
+            .map(|(c, st)| (c.pair, st, c.first))
     }
 
     /// Fold in the delta of the run of words that follows this one's,
@@ -176,9 +220,20 @@ impl Delta {
         for (pair, d) in other.drain_lost(op) {
             self.lose(op, pair, d);
         }
-        for (pair, st, first) in other.drain_created() {
-            self.made(op, pair, first).append(st);
+        other.made_before.drain().for_each(drop);
+        other.made_after.drain().for_each(drop);
+        let mut index = Vec::with_capacity(other.created.len());
+        for c in other.created.drain(..) {
+            let i = self.created_at(op, c.pair, c.first);
+            let mine = &mut self.created[i];
+            mine.count += c.count;
+            // The runs' words are disjoint: no word is counted twice.
+            mine.n_words += c.n_words;
+            index.push(i as u32);
         }
+        let noted = other.noted.drain(..);
+        self.noted
+            .extend(noted.map(|(i, w)| (index[i as usize], w)));
     }
 }
 
@@ -343,8 +398,10 @@ pub struct Trainer {
     token_len: Vec<u32>,
     stats: FxHashMap<Pair, PairStats>,
     queue: Queue,
-    /// `apply_merge`'s deltas, kept so merges allocate nothing.
+    /// `apply_merge`'s deltas, kept so merges allocate nothing, and the
+    /// list it gathers a merge's deltas in, one per run of words.
     scratch: Vec<Delta>,
+    runs: Vec<Delta>,
 }
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
@@ -392,6 +449,7 @@ impl Trainer {
             stats,
             queue,
             scratch: Vec::new(),
+            runs: Vec::new(),
         }
     }
 
@@ -504,14 +562,20 @@ impl Trainer {
             new_id,
             token_len: &self.token_len,
         };
-        let mut deltas = if words.len() < PARALLEL_MIN_WORDS {
+        let mut deltas = std::mem::take(&mut self.runs);
+        if words.len() < PARALLEL_MIN_WORDS {
             let mut delta = self.scratch.pop().unwrap_or_default();
             delta.fit(self.token_len.len());
             merge_run(&mut self.words.buf, 0, &words, op, &mut delta);
-            vec![delta]
+            deltas.push(delta);
         } else {
-            merge_parallel(&mut self.words, &words, op, &mut self.scratch)
-        };
+            deltas.extend(merge_parallel(
+                &mut self.words,
+                &words,
+                op,
+                &mut self.scratch,
+            ));
+        }
         let (delta, rest) = deltas.split_first_mut().expect("a delta per run");
         for other in rest {
             delta.append(&op, other);
@@ -540,6 +604,7 @@ impl Trainer {
             self.queue.push_pair(p, count, first);
         }
         self.scratch.append(&mut deltas);
+        self.runs = deltas;
     }
 }
 
@@ -616,9 +681,7 @@ fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta:
                 return;
             }
             if d > 0 {
-                let st = delta.made(&op, p, (w, at));
-                st.count += weight;
-                st.note_word(w);
+                delta.made(&op, p, w, at, weight);
             } else {
                 delta.lose(&op, p, weight);
             }
