@@ -98,9 +98,14 @@ def run_merge(
     reused = reusable_file(counts_file, key, force)
     if not reused:
         with atomic_path(counts_file) as tmp:
-            # LZ4: the table is written once and read once, right away, by train.
+            # Uncompressed, without statistics: the table is written once and
+            # read once, right away, by train; LZ4 and statistics cost a fifth
+            # of the merge (6 of 30 ms on the multilingual slice) to halve a
+            # file that lives only between two stages.
             try:
-                merged_counts(files, min_count).sink_parquet(tmp, compression="lz4")
+                merged_counts(files, min_count).sink_parquet(
+                    tmp, compression="uncompressed", statistics=False
+                )
             except pl.exceptions.PolarsError as e:
                 raise TokenmillError(
                     f"{counts_file}: cannot merge the count tables ({e})"
