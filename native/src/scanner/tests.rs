@@ -1,8 +1,8 @@
 //! Differential tests against `fancy-regex` running the exact tiktoken patterns.
 
 use super::classes::{
-    classify, is_other, window, window_byte_by_byte, Window, LETTER, LOWER, NUMBER, SPACE, UPPER,
-    WINDOW,
+    class_at, classify, is_other, window, window_byte_by_byte, Window, LETTER, LOWER, NUMBER,
+    SPACE, UPPER, WINDOW,
 };
 use super::{pieces, Preset};
 use fancy_regex::Regex;
@@ -44,13 +44,20 @@ fn all_chars() -> impl Iterator<Item = char> {
     (0..=0x10ffff).filter_map(char::from_u32)
 }
 
-/// The classification table agrees with the regex crate's (via fancy-regex)
-/// on every scalar value, for every class the patterns use.
+/// The classes the scanners read (`class_at`: ASCII's table, the Basic
+/// Multilingual Plane's table, the category lookup beyond it) agree with the
+/// regex crate's (via fancy-regex) on every scalar value, for every class
+/// the patterns use; and with `classify`, which the other tests use.
 #[test]
 fn classes_match_regex_crate_exhaustively() {
     let chars: Vec<char> = all_chars().collect();
-    let ours: Vec<u8> = chars.iter().map(|&c| classify(c)).collect();
     let text: String = chars.iter().collect();
+    let ours: Vec<u8> = (text.char_indices())
+        .map(|(i, _)| class_at(text.as_bytes(), i).0)
+        .collect();
+    for (&c, &class) in chars.iter().zip(&ours) {
+        assert_eq!(class, classify(c), "U+{:04X}", c as u32);
+    }
     let offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
     let index_of = |offset: usize| offsets.partition_point(|&o| o < offset);
     let classes = [
