@@ -79,8 +79,9 @@ fn classify_non_ascii(c: char) -> u8 {
     }
 }
 
-/// Class of any character (used by the tests; the scanners use [`class_at`]).
-#[cfg(test)]
+/// Class of any character: what the table of the Basic Multilingual Plane
+/// is built from, and what the tests check against (the scanners use
+/// [`class_at`]).
 pub fn classify(c: char) -> u8 {
     if c.is_ascii() {
         ASCII[c as usize]
@@ -110,15 +111,7 @@ pub fn class_at(b: &[u8], i: usize) -> (u8, usize) {
 /// which valid UTF-8 never holds, are 0.
 static BMP: LazyLock<Box<[u8]>> = LazyLock::new(|| {
     (0..0x10000u32)
-        .map(|cp| {
-            char::from_u32(cp).map_or(0, |c| {
-                if c.is_ascii() {
-                    ASCII[cp as usize]
-                } else {
-                    classify_non_ascii(c)
-                }
-            })
-        })
+        .map(|cp| char::from_u32(cp).map_or(0, classify))
         .collect()
 });
 
