@@ -196,11 +196,17 @@ impl Delta {
         before.chain(self.lost_after.drain().map(move |(x, d)| ((b, x), d)))
     }
 
+    /// Empty `made_before` and `made_after`, which find created pairs by
+    /// index while a merge runs, once `created` is being taken.
+    fn forget_made(&mut self) {
+        self.made_before.drain().for_each(drop);
+        self.made_after.drain().for_each(drop);
+    }
+
     /// The created pairs, in the order first met, each with its statistics
     /// and first occurrence, leaving none.
     fn drain_created(&mut self) -> impl Iterator<Item = (Pair, PairStats, (u32, u32))> + '_ {
-        self.made_before.drain().for_each(drop);
-        self.made_after.drain().for_each(drop);
+        self.forget_made();
         let stats = &mut self.finished;
         stats.extend(self.created.iter().map(|c| PairStats {
             count: c.count,
@@ -220,8 +226,7 @@ impl Delta {
         for (pair, d) in other.drain_lost(op) {
             self.lose(op, pair, d);
         }
-        other.made_before.drain().for_each(drop);
-        other.made_after.drain().for_each(drop);
+        other.forget_made();
         let mut index = Vec::with_capacity(other.created.len());
         for c in other.created.drain(..) {
             let i = self.created_at(op, c.pair, c.first);
