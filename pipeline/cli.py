@@ -403,6 +403,7 @@ def main():
     (s3://bucket/prefix with 'tokenmill[cloud]', or any fsspec filesystem).
     `tokenmill run DATA OUT` does everything.
     """
+    memory.bound_retained_memory()
 
 
 @main.command()

@@ -31,13 +31,14 @@ from typing import TypeVar
 from pipeline import _native
 from pipeline.errors import TokenmillError
 from pipeline.faults import checkpoint
-from pipeline.memory import release_memory
+from pipeline.memory import bound_retained_memory, release_memory
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def _init_process(threads: int) -> None:
+    bound_retained_memory()
     _native.set_threads(threads)
 
 

@@ -20,6 +20,16 @@ def release_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
+def bound_retained_memory() -> None:
+    """For tokenmill's own processes (the CLI, its worker processes), which run
+    stage after stage: glibc returns freed memory as it goes instead of
+    keeping tens of MB per thread for the next stage (pool.rs says how much).
+    A program that only imports tokenmill keeps its own allocator settings."""
+    from pipeline import _native
+
+    _native.bound_retained_memory()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Build many objects that form no cycles (a parsed tokenizer file, its

@@ -129,6 +129,12 @@ fn set_threads(threads: usize) {
     pool::set_threads(threads)
 }
 
+/// Have this process return freed memory as it goes (glibc's tunables).
+#[pyfunction]
+fn bound_retained_memory() {
+    pool::bound_retained_memory()
+}
+
 /// Return memory freed by the hot loops to the operating system.
 #[pyfunction]
 fn release_memory(py: Python<'_>) {
@@ -1008,6 +1014,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(valid_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(bound_retained_memory, m)?)?;
     m.add_function(wrap_pyfunction!(char_alphabet, m)?)?;
     m.add_function(wrap_pyfunction!(train_merges, m)?)?;
     m.add_function(wrap_pyfunction!(train_segmented, m)?)?;
