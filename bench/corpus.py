@@ -53,10 +53,12 @@ def read_texts(shards: list[Path]) -> list[str]:
 
 
 def corpus_stats(shards: list[Path]) -> dict:
-    """Documents and UTF-8 text bytes: the denominator of every MB/s."""
-    documents = n_bytes = 0
+    """Documents and UTF-8 text bytes (the denominator of every MB/s), and the
+    largest document's bytes."""
+    documents = n_bytes = largest = 0
     for shard in shards:
-        column = pq.read_table(shard, columns=[TEXT]).column(TEXT)
-        documents += len(column)
-        n_bytes += pc.sum(pc.binary_length(column)).as_py() or 0
-    return {"shards": len(shards), "documents": documents, "bytes": n_bytes}
+        lengths = pc.binary_length(pq.read_table(shard, columns=[TEXT]).column(TEXT))
+        documents += len(lengths)
+        n_bytes += pc.sum(lengths).as_py() or 0
+        largest = max(largest, pc.max(lengths).as_py() or 0)
+    return {"shards": len(shards), "documents": documents, "bytes": n_bytes, "largest": largest}

@@ -40,28 +40,26 @@ def big_repeat(ctx) -> int:
 
 
 @cache
-def shard_sizes(corpus: Path) -> list[tuple[Path, int, int]]:
-    """(shard, text bytes, documents) of each shard of `corpus`, in reading order."""
-    found = []
-    for shard in parquet_shards(corpus):
-        stats = corpus_stats([shard])
-        found.append((shard, stats["bytes"], stats["documents"]))
-    return found
+def shard_sizes(corpus: Path) -> list[tuple[Path, dict]]:
+    """(shard, its corpus_stats) of each shard of `corpus`, in reading order."""
+    return [(shard, corpus_stats([shard])) for shard in parquet_shards(corpus)]
 
 
 def prefix(ctx, shards: int) -> tuple[Path, dict]:
     """The first `shards` shards of the large corpus, linked into the scratch
-    folder, and their stats."""
+    folder, and their stats; `largest`: the two largest of the shards' largest
+    documents (two workers encode two shards at once)."""
     chosen = shard_sizes(ctx.big)[:shards]
     folder = ctx.tmp / f"big-{shards}"
     if not folder.exists():
         folder.mkdir()
-        for shard, _, _ in chosen:
+        for shard, _ in chosen:
             (folder / shard.name).symlink_to(shard.resolve())
     stats = {
         "shards": len(chosen),
-        "documents": sum(d for _, _, d in chosen),
-        "bytes": sum(b for _, b, _ in chosen),
+        "documents": sum(s["documents"] for _, s in chosen),
+        "bytes": sum(s["bytes"] for _, s in chosen),
+        "largest": sorted((s["largest"] for _, s in chosen), reverse=True)[:2],
     }
     return folder, stats
 
@@ -107,7 +105,7 @@ def slice_training(ctx) -> tuple[list, list, dict]:
 
 
 def memory(ctx) -> tuple[list, list, dict]:
-    sizes = [b for _, b, _ in shard_sizes(ctx.big)]
+    sizes = [s["bytes"] for _, s in shard_sizes(ctx.big)]
     cumulative = [sum(sizes[: k + 1]) for k in range(len(sizes))]
     k = 1 + min(range(len(sizes)), key=lambda i: abs(cumulative[i] - MEMORY_BYTES))
     folder, stats = prefix(ctx, k)
@@ -198,13 +196,17 @@ def sizes(ctx) -> tuple[list, list, dict]:
         rows.append(ctx.row("size", label, own_process(m), n_bytes=stats["bytes"]))
         lines.append(
             f"{stats['bytes'] / MB:.0f} MB: {stage_times(m.result['stages'])}, "
-            f"{m.result['words']} distinct pre-tokens"
+            f"{m.result['words']} distinct pre-tokens, the shards' largest documents "
+            + ", ".join(f"{b / MB:.1f}" for b in stats["largest"])
+            + " MB (top two)"
         )
         extra.append({"bytes": stats["bytes"], "shards": stats["shards"], **m.result})
     notes = [
         f"size rows: `tokenmill run --vocab-size {BIG_VOCAB + 1}` on prefixes of the C corpus's "
         f"shards ({ctx.big}; every shard samples the whole kernel tree), best of "
-        f"{big_repeat(ctx)} rounds. By stage: " + "; ".join(lines) + ".",
+        f"{big_repeat(ctx)} rounds. By stage: " + "; ".join(lines) + ". Encode's peak "
+        "follows the largest documents: each is one row of ids, which PyArrow writes "
+        "with several times their size in buffers, two shards at a time.",
         growth_note(rows),
     ]
     return rows, notes, {"sizes": extra}
