@@ -23,8 +23,9 @@ def release_memory() -> None:
 def bound_retained_memory() -> None:
     """For tokenmill's own processes (the CLI, its worker processes), which run
     stage after stage: glibc returns freed memory as it goes instead of
-    keeping tens of MB per thread for the next stage (pool.rs says how much).
-    A program that only imports tokenmill keeps its own allocator settings."""
+    keeping tens of MB under the next stage's peak (pool.rs says how much).
+    A program that only imports tokenmill, or a Ray worker that may run other
+    work, keeps its own allocator settings."""
     from pipeline import _native
 
     _native.bound_retained_memory()
