@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
+import random
+import string
 from functools import cache
 
 import pytest
@@ -105,6 +107,30 @@ def test_imported_real_vocabularies_give_tiktokens_ids(name):
     assert not bad, f"{name}: {len(bad)} of {len(docs)} documents differ, first {bad[0]}"
     for text in docs[::50]:
         assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_long_words_give_tiktokens_ids(name):
+    """Words of more than 48 base symbols take the encoder's other merge loop
+    (a linked list and a queue per rank): runs of one letter, of random
+    letters, of four letters, of CJK characters, of an accented letter."""
+    tiktoken = pytest.importorskip("tiktoken")
+    path, pattern, _ = REAL[name]
+    enc = tiktoken.Encoding(
+        name=name,
+        pat_str=_native.preset_regex(pattern),
+        mergeable_ranks=tiktoken_format.read_ranks(path),
+        special_tokens={},
+    )
+    rng = random.Random(7)
+    docs = [
+        "a" * 4001,
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(3000)),
+        "".join(rng.choice("ACGT") for _ in range(3000)),
+        "".join(chr(rng.randrange(0x4E00, 0x9FA0)) for _ in range(1200)),
+        "é" * 1500 + " " + "ж" * 49,
+    ]
+    assert loaded(name).encode_batch(docs) == enc.encode_ordinary_batch(docs)
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
