@@ -49,6 +49,19 @@ def loaded(name: str) -> Tokenizer:
 
 
 @cache
+def tiktoken_encoding(name: str):
+    """tiktoken's Encoding of the same file, pattern and special tokens."""
+    tiktoken = pytest.importorskip("tiktoken")
+    path, pattern, n = REAL[name]
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=_native.preset_regex(pattern),
+        mergeable_ranks=tiktoken_format.read_ranks(path),
+        special_tokens=tiktoken_format.KNOWN_SPECIALS[(pattern, n)],
+    )
+
+
+@cache
 def texts() -> list[str]:
     return [text for _, text in iter_sample_documents()]
 
@@ -90,15 +103,8 @@ def test_loaded_tables_are_the_python_methods_tables(name):
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_imported_real_vocabularies_give_tiktokens_ids(name):
-    tiktoken = pytest.importorskip("tiktoken")
-    path, pattern, n = REAL[name]
     tok = loaded(name)
-    enc = tiktoken.Encoding(
-        name=name,
-        pat_str=_native.preset_regex(pattern),
-        mergeable_ranks=tiktoken_format.read_ranks(path),
-        special_tokens=tiktoken_format.KNOWN_SPECIALS[(pattern, n)],
-    )
+    enc = tiktoken_encoding(name)
     assert tok.vocab_size == enc.n_vocab and tok.eos_id == enc.eot_token
     docs = texts()
     want = enc.encode_ordinary_batch(docs)
@@ -114,14 +120,7 @@ def test_long_words_give_tiktokens_ids(name):
     """Words of more than 48 base symbols take the encoder's other merge loop
     (a linked list and a queue per rank): runs of one letter, of random
     letters, of four letters, of CJK characters, of an accented letter."""
-    tiktoken = pytest.importorskip("tiktoken")
-    path, pattern, _ = REAL[name]
-    enc = tiktoken.Encoding(
-        name=name,
-        pat_str=_native.preset_regex(pattern),
-        mergeable_ranks=tiktoken_format.read_ranks(path),
-        special_tokens={},
-    )
+    enc = tiktoken_encoding(name)
     rng = random.Random(7)
     docs = [
         "a" * 4001,
