@@ -46,10 +46,10 @@ def did_work(*summaries: dict) -> None:
 
 def train_tokenmill(p: dict) -> dict:
     """count + merge + train through the stage functions `tokenmill run` uses."""
-    from pipeline.config import Config
-    from pipeline.stages.count import run_count
-    from pipeline.stages.merge import run_merge
-    from pipeline.stages.train import run_train
+    from tokenmill.config import Config
+    from tokenmill.stages.count import run_count
+    from tokenmill.stages.merge import run_merge
+    from tokenmill.stages.train import run_train
 
     tmp = Path(p["tmp"])
     # tokenmill's --vocab-size also counts <|endoftext|>: one more for the same merges.
@@ -99,8 +99,8 @@ def train_tokenizers(p: dict) -> dict:
 
 
 def encode_tokenmill(p: dict) -> dict:
-    from pipeline.config import Config
-    from pipeline.stages.encode import run_encode
+    from tokenmill.config import Config
+    from tokenmill.stages.encode import run_encode
 
     config = Config(workers=p["workers"], eos=False)
     fresh(p["tokens"])
@@ -133,8 +133,8 @@ def encode_tokenizers(p: dict) -> dict:
 
 
 def count_tokenmill(p: dict) -> dict:
-    from pipeline.config import Config
-    from pipeline.stages.count import run_count
+    from tokenmill.config import Config
+    from tokenmill.stages.count import run_count
 
     config = Config(pattern="cl100k", workers=p["workers"])
     fresh(p["counts"])
@@ -196,8 +196,8 @@ def gpt2_match(p: dict) -> dict:
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from pipeline import _native
-    from pipeline.formats import load_any
+    from tokenmill import _native
+    from tokenmill.formats import load_any
 
     tok = load_any(GPT2_RANKS, pattern="gpt2")
     enc = tiktoken.Encoding(
@@ -218,7 +218,7 @@ def long_words(p: dict) -> dict:
     """Encoding time of 10 MB documents with no pre-token boundary to speak of."""
     import random
 
-    from pipeline.tokenizer import Tokenizer
+    from tokenmill.tokenizer import Tokenizer
 
     tok = Tokenizer.load(p["tokenizer"])
     rng = random.Random(0)

@@ -64,7 +64,7 @@ class Tally:
 
 
 def compare(corpus: Path, tokens_dir: Path, tokenizer_file: Path) -> dict:
-    from pipeline.tokenizer import Tokenizer
+    from tokenmill.tokenizer import Tokenizer
 
     enc = tiktoken_encoding(tokenizer_file)
     hf = hf_tokenizer(tokenizer_file)

@@ -55,10 +55,10 @@ def _git(*args: str) -> str:
 
 def tokenmill_build() -> dict[str, str]:
     """The git commit and the native library's hash: others may rebuild it mid-run."""
-    import pipeline
+    import tokenmill
 
     # The library this interpreter imports, which PYTHONPATH may take from elsewhere.
-    native = sorted(Path(pipeline.__file__).parent.glob("_native*.so"))
+    native = sorted(Path(tokenmill.__file__).parent.glob("_native*.so"))
     digest = hashlib.sha256(native[0].read_bytes()).hexdigest()[:12] if native else "missing"
     try:
         commit = _git("rev-parse", "--short", "HEAD")

@@ -20,7 +20,7 @@ from exactness import differences
 from report import Row
 from vocab import CL100K, REAL, write_tiktoken
 
-from pipeline import _native
+from tokenmill import _native
 
 FLOOR_VOCAB = "o200k_base"  # the headline vocabulary
 TARGETS = {"fastokens": 1.5, "tiktoken": 6.0}  # peer wall ÷ tokenmill wall, at least

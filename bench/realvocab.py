@@ -57,9 +57,9 @@ def compiled_package() -> None:
     (~50 ms) that no installed tokenmill compiles. Untimed; a no-op once done."""
     import compileall
 
-    import pipeline
+    import tokenmill
 
-    compileall.compile_dir(Path(pipeline.__file__).parent, quiet=1)
+    compileall.compile_dir(Path(tokenmill.__file__).parent, quiet=1)
 
 
 def process_tokenmill(p: dict) -> dict:
@@ -87,7 +87,7 @@ def process_peer(p: dict) -> dict:
 
 def load_tokenmill(p: dict) -> dict:
     """Ready to encode: the first encode builds the native encoder."""
-    from pipeline.formats import load_any
+    from tokenmill.formats import load_any
 
     start = time.perf_counter()
     load_any(Path(p["ranks"]), pattern=p["preset"]).encode("a")
@@ -148,7 +148,7 @@ def floor_io(p: dict) -> dict:
     for shard in parquet_shards(corpus):
         pq.ParquetFile(shard).read(columns=[TEXT], use_threads=False)
         table = tables[shard.relative_to(corpus).as_posix()]
-        # The writer settings of pipeline/stages/encode.py.
+        # The writer settings of pipeline/tokenmill/stages/encode.py.
         pq.write_table(
             table,
             out / shard.name,
@@ -163,7 +163,7 @@ def floor_pretokenize(p: dict) -> dict:
     """tokenmill's native pre-tokenizer over every document, text already in
     memory; each piece comes back as a Python str, which costs more than the
     split itself (floor_counter does without)."""
-    from pipeline import _native
+    from tokenmill import _native
 
     texts = [t for s in parquet_shards(p["corpus"]) for t in shard_texts(s)]
     _native.pretokenize("a", p["preset"])  # compile the regex before the timer
@@ -179,8 +179,8 @@ def floor_counter(p: dict) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline import _native
-    from pipeline.io.arrow import arrow_buffers
+    from tokenmill import _native
+    from tokenmill.io.arrow import arrow_buffers
 
     arrays = [
         pq.read_table(s, columns=[TEXT])[TEXT].cast(pa.large_string()).combine_chunks()
@@ -196,9 +196,9 @@ def floor_counter(p: dict) -> dict:
 
 def floor_encode(p: dict) -> dict:
     """tokenmill's encode stage with one worker, the vocabulary loaded beforehand."""
-    from pipeline.config import Config
-    from pipeline.formats import load_any
-    from pipeline.stages.encode import run_encode
+    from tokenmill.config import Config
+    from tokenmill.formats import load_any
+    from tokenmill.stages.encode import run_encode
 
     one_core()
     tok = load_any(Path(p["ranks"]), pattern=p["preset"])

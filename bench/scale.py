@@ -70,7 +70,7 @@ def hwm():
         if line.startswith("VmHWM:"):
             open(os.environ["SCALE_HWM_FILE"], "w").write(line.split()[1])
 atexit.register(hwm)
-from pipeline.entry import main
+from tokenmill.entry import main
 sys.argv[0] = "tokenmill"
 main()
 """
@@ -272,7 +272,7 @@ def measure(corpus: Path, shards: list[str], work: Path) -> dict:
 
 
 def output(shard: str) -> str:
-    from pipeline.io.inputs import output_name
+    from tokenmill.io.inputs import output_name
 
     return output_name(shard)
 

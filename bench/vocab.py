@@ -7,8 +7,8 @@ import base64
 from functools import cache
 from pathlib import Path
 
-from pipeline import _native
-from pipeline.tokenizer import Tokenizer
+from tokenmill import _native
+from tokenmill.tokenizer import Tokenizer
 
 VOCABULARIES = Path(__file__).resolve().parents[1] / "vocabularies"
 # OpenAI's r50k_base.tiktoken, the GPT-2 ranks (vocabularies/README.md: source, sha256).

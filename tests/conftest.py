@@ -7,6 +7,7 @@ import gzip
 import json
 import lzma
 import random
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
+from tokenmill.cli import main
+
+# The shared helpers (runs, realtext, textbook, s3) are imported by name from every layer.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 WORDS = (
     "the cat sat on a mat while dog runs eats drinks barks meows wolf "
@@ -80,6 +84,16 @@ def one_line(docs: list[str]) -> list[str]:
     return [" ".join(d.split()) for d in docs]
 
 
+def assert_one_line_error(result, *needles: str) -> None:
+    assert result.exit_code != 0
+    # Earlier lines may be summaries of stages that finished; the error is one line.
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: "), result.output
+    assert sum(line.startswith("Error") for line in lines) == 1, result.output
+    for needle in needles:
+        assert needle in lines[-1], lines[-1]
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """A folder with one shard in each input format."""
@@ -108,7 +122,7 @@ def cli():
 
 @pytest.fixture(scope="session")
 def s3():
-    """A local S3 server for the whole session (tests/s3.py); each test takes
+    """A local S3 server for the whole session (tests/helpers/s3.py); each test takes
     its own prefix with `s3.url()`."""
     from s3 import s3_server
 

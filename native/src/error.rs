@@ -1,6 +1,6 @@
 //! The core's errors: one typed enum for everything user input can get wrong.
 //! The Python bindings map every variant to the one exception
-//! `pipeline._native.NativeError` (a ValueError); nothing user input can
+//! `tokenmill._native.NativeError` (a ValueError); nothing user input can
 //! reach panics.
 
 /// What went wrong, by kind; the message is the user-facing text.

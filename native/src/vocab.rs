@@ -16,7 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Whether merge k, `(a, b)`, makes its id (`made[k]`, or `base + k` when
 /// `made` is None) from ids below that, neither of them special, and no
-/// merge repeats another: the rule `pipeline.tokenizer.vocab`'s
+/// merge repeats another: the rule `tokenmill.tokenizer.vocab`'s
 /// `OwnNumbering.check` holds a loaded file to. Its `merge_fault` stays the
 /// reference, run only when this says no, to name the merge at fault.
 pub fn merges_valid(
@@ -47,7 +47,7 @@ pub fn merges_valid(
 pub type ByteTable = Vec<Option<Vec<u8>>>;
 
 /// Ids must lie below this for a vocabulary of `n_tokens` tokens: as
-/// `pipeline.tokenizer.ids.id_limit` (unused ids no more than tokens + 1024).
+/// `tokenmill.tokenizer.ids.id_limit` (unused ids no more than tokens + 1024).
 pub fn id_limit(n_tokens: usize) -> u64 {
     (2 * n_tokens as u64 + 1024).min(u32::MAX as u64)
 }

@@ -1,3 +1,0 @@
-from pipeline.entry import main
-
-main()

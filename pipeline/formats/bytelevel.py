@@ -1,6 +1,0 @@
-"""GPT-2's byte-to-unicode alphabet; it lives in `pipeline.tokenizer.bytelevel`
-(the tokenizer file format uses it too), re-exported here for the formats."""
-
-from pipeline.tokenizer.bytelevel import byte_to_char, from_byte_level, to_byte_level
-
-__all__ = ["byte_to_char", "from_byte_level", "to_byte_level"]

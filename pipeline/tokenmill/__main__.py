@@ -1,0 +1,3 @@
+from tokenmill.entry import main
+
+main()

@@ -1,0 +1,898 @@
+"""The `tokenmill` command: one subcommand per stage, plus `run` for all."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from tokenmill import memory
+from tokenmill.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
+from tokenmill.errors import TokenmillError, one_line
+from tokenmill.formats import FORMATS
+from tokenmill.stages.results import RunResult, ShardStageResult, StageResult
+from tokenmill.tokenizer import MODES, PATTERNS
+
+
+class Location(click.ParamType):
+    """A local path, or a URL (s3://bucket/prefix, any fsspec filesystem): io/storage.py."""
+
+    name = "path"
+
+    def convert(self, value, param, ctx):
+        from tokenmill.io.storage import location
+
+        try:
+            return location(value)
+        except TokenmillError as e:
+            self.fail(str(e), param, ctx)
+
+
+EXISTING = Location()
+VERIFY_FAILED = 3  # exit status of `verify` when something differs
+
+
+# Options shared by several commands, each defined once with one meaning.
+
+
+def pattern_option(default: str | None):
+    """--pattern: the pre-tokenization pattern, a preset or a regex, wherever it
+    appears. Training (count, train, run) takes a preset; reading a .tiktoken file
+    (encode, decode, export, run --tokenizer) takes either."""
+    return click.option(
+        "--pattern",
+        default=default,
+        show_default=default is not None,
+        metavar="PRESET|REGEX",
+        help=f"Byte mode's pre-tokenization pattern: a preset ({', '.join(PATTERNS)}, "
+        "tiktoken's, per encoding) or a regex. Training takes a preset; for a .tiktoken "
+        "file it defaults to the JSON beside the file.",
+    )
+
+
+def special_token_option(f):
+    """--special-token, repeatable: NAME to reserve in training, NAME=ID to read a
+    .tiktoken file. `run` takes NAME, or NAME=ID with --tokenizer."""
+    return click.option(
+        "--special-token",
+        "special_tokens",
+        multiple=True,
+        metavar="NAME[=ID]",
+        help="A special token (repeatable). Training: NAME, e.g. '<|pad|>'; ids follow the "
+        "merges: <|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then "
+        "these in the order given. Reading a .tiktoken file: NAME=ID; default: the JSON "
+        "beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, o200k), "
+        "else none.",
+    )(f)
+
+
+def force_option(f):
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Redo every output, even those a rerun would keep (unchanged input and "
+        "options); run: also replace the outputs of another DATA in OUT.",
+    )(f)
+
+
+def workers_option(f):
+    return click.option(
+        "--workers",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Parallel shard tasks (0: one per core).",
+    )(f)
+
+
+def text_column_option(f):
+    return click.option(
+        "--text-column",
+        default="text",
+        show_default=True,
+        help="Parquet column / JSON field holding the document text; a dotted path "
+        "(meta.content) names a field of a struct / nested object.",
+    )(f)
+
+
+def txt_unit_option(f):
+    return click.option(
+        "--txt-unit",
+        type=click.Choice(TXT_UNITS),
+        default="line",
+        show_default=True,
+        help="What one document of a .txt file is: a non-blank line; a paragraph (lines "
+        "up to a blank line); or the whole file (books, source code).",
+    )(f)
+
+
+def val_fraction_option(f):
+    return click.option(
+        "--val-fraction",
+        type=click.FloatRange(min=0, max=1, max_open=True),
+        default=0.0,
+        show_default=True,
+        metavar="F",
+        help="Send this share of the documents to validation, decided by a hash of shard "
+        "and row (the same split whatever the workers): a split column in the token "
+        "shards, and train.bin / val.bin with --format bin.",
+    )(f)
+
+
+def min_count_option(f):
+    return click.option(
+        "--min-count",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Drop words seen fewer times than this before training.",
+    )(f)
+
+
+def bos_option(f):
+    return click.option(
+        "--bos/--no-bos",
+        default=False,
+        show_default=True,
+        help="Packed sequences: put <|bos|> before each document (train reserves it as a "
+        "special token; the tokenizer must have it).",
+    )(f)
+
+
+def tokenizer_option(help_text: str, required: bool = False):
+    """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
+    return click.option(
+        "--tokenizer",
+        "tokenizer_file",
+        type=EXISTING,
+        required=required,
+        default=None,
+        help=help_text,
+    )
+
+
+def mode_options(f):
+    f = click.option(
+        "--lowercase", is_flag=True, help="char mode: lowercase text before splitting."
+    )(f)
+    f = pattern_option("cl100k")(f)
+    f = click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default="byte",
+        show_default=True,
+        help="byte: byte-level BPE (GPT-2 style, lossless); "
+        "char: classic BPE on whitespace-split words with </w>.",
+    )(f)
+    return f
+
+
+def input_options(f):
+    f = force_option(f)
+    f = click.option(
+        "--on-error",
+        type=click.Choice(ON_ERROR),
+        default="fail",
+        show_default=True,
+        help="fail: stop at the first bad input, naming file and row; skip: skip the bad "
+        "document (or unreadable file), carry on, and list every skip at the end and in "
+        "the manifest.",
+    )(f)
+    f = click.option(
+        "--ray-address",
+        default=None,
+        help="--executor ray: address of an existing Ray cluster (default: RAY_ADDRESS, "
+        "else start a local Ray with --workers CPUs, on 127.0.0.1 only).",
+    )(f)
+    f = click.option(
+        "--executor",
+        type=click.Choice(EXECUTORS),
+        default="threads",
+        show_default=True,
+        help="Run shard tasks on threads of this process, in worker processes, or as Ray "
+        "tasks (pip install 'tokenmill[ray]').",
+    )(f)
+    f = click.option(
+        "--glob",
+        default="**/*",
+        show_default=True,
+        help="Which files under DATA are inputs, e.g. '*.parquet' (only known formats are read).",
+    )(f)
+    f = workers_option(f)
+    f = txt_unit_option(f)
+    f = text_column_option(f)
+    return f
+
+
+def vocab_option(f):
+    return click.option(
+        "--vocab-size",
+        type=click.IntRange(min=1),
+        default=32768,
+        show_default=True,
+        help="Total vocabulary: base tokens + merges + special tokens.",
+    )(f)
+
+
+def eos_option(f):
+    return click.option(
+        "--eos/--no-eos",
+        default=True,
+        show_default=True,
+        help="Append <|endoftext|> after each document.",
+    )(f)
+
+
+def output_format_options(f):
+    """--pack, --bos, --format and --val-fraction: pretraining-ready outputs besides
+    the token shards."""
+    f = val_fraction_option(f)
+    f = click.option(
+        "--format",
+        type=click.Choice(OUTPUT_FORMATS),
+        default="parquet",
+        show_default=True,
+        help="bin: also write each token shard as a flat array of uint16 (uint32 above "
+        "65536 ids) in OUT/bin/<shard>.bin, with document offsets in <shard>.idx.npy.",
+    )(f)
+    f = bos_option(f)
+    return click.option(
+        "--pack",
+        type=click.IntRange(min=0),
+        default=0,
+        metavar="SEQ_LEN",
+        help="Also write OUT/packed/: the documents, each ending in <|endoftext|>, "
+        "concatenated in order and cut into rows of exactly SEQ_LEN ids (the remainder of "
+        "a shard starts the next shard's first row; only the very last row may be shorter).",
+    )(f)
+
+
+def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
+    """--special-token NAME=ID, repeatable (reading a .tiktoken file)."""
+    if not values:
+        return None
+    specials = {}
+    for value in values:
+        name, sep, number = value.rpartition("=")
+        if not sep or not name or not number.isdigit():
+            raise click.BadParameter(f"{value!r} is not NAME=ID", ctx, param)
+        specials[name] = int(number)
+    return specials
+
+
+def load_options(pattern: str | None, special_tokens: tuple[str, ...]) -> dict:
+    """--pattern and --special-token NAME=ID as `load_any` takes them."""
+    ctx = click.get_current_context()
+    param = next(p for p in ctx.command.params if p.name == "special_tokens")
+    return {"pattern": pattern, "special_tokens": parse_special_tokens(ctx, param, special_tokens)}
+
+
+def tokenizer_options(help_text: str, required: bool = True):
+    """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
+
+    def decorate(f):
+        f = special_token_option(f)
+        f = pattern_option(None)(f)
+        return tokenizer_option(help_text, required)(f)
+
+    return decorate
+
+
+def output_folder_options(f):
+    """Options of the commands that look back at a `run` output folder."""
+    f = click.option(
+        "--source-column",
+        default="source",
+        show_default=True,
+        help="Column or JSON field naming each document's source; documents without one "
+        "count under their shard. '' counts per shard only.",
+    )(f)
+    f = tokenizer_option(
+        "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256)."
+    )(f)
+    return click.option(
+        "--data",
+        type=EXISTING,
+        default=None,
+        help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+    )(f)
+
+
+def max_sources_option(f):
+    return click.option(
+        "--max-sources",
+        type=click.IntRange(min=0),
+        default=20,
+        show_default=True,
+        help="Show this many sources and shards, largest first (0: all).",
+    )(f)
+
+
+def user_errors(f):
+    """Print a user-caused error, or one the system gave (disk full, read-only
+    folder, name too long), on one line and exit non-zero."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TokenmillError as e:
+            raise click.ClickException(str(e)) from None
+        except OSError as e:
+            raise click.ClickException(os_error_line(e)) from None
+        except RecursionError:
+            raise click.ClickException("input nested too deeply to read") from None
+        except MemoryError:
+            raise click.ClickException("out of memory") from None
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:
+            # An object store's refusal that no stage put in words (io/storage.py).
+            from tokenmill.io.storage import is_store_error
+
+            if not is_store_error(e):
+                raise
+            raise click.ClickException(one_line(e)) from None
+
+    return wrapper
+
+
+def os_error_line(e: OSError) -> str:
+    """An OSError as one line naming the file: `OUT/tokens/a.parquet: No space left on device`."""
+    what = e.strerror or one_line(e)
+    if e.filename is not None:
+        return f"{e.filename}: {what}"
+    return what
+
+
+@contextlib.contextmanager
+def output_folder(data: Path | None, folder: Path, option: str):
+    """A stage's own output folder, locked for the command (one run per folder),
+    never holding DATA, and rid of the temporaries of killed runs."""
+    from tokenmill.io.inputs import check_overlap
+    from tokenmill.io.lock import output_lock
+    from tokenmill.io.storage import location
+    from tokenmill.io.writers import remove_temporaries
+
+    if data is not None:
+        check_overlap(location(data), location(folder), option)
+    with output_lock(folder) as lock:
+        lock.record(data)
+        if lock.note:
+            click.echo(lock.note, err=True)
+        remove_temporaries(folder)
+        yield
+
+
+def echo_summary(result: StageResult) -> None:
+    """One line per finished stage: what it did, how much, how fast."""
+    click.echo(result.describe(), err=True)
+
+
+def echo_not_read(result: ShardStageResult) -> None:
+    """One line on the files under DATA that are not inputs, and why."""
+    from tokenmill.io.inputs import not_read_line
+
+    if line := not_read_line(len(result.shards), result.not_read):
+        click.echo(line, err=True)
+
+
+def echo_skips(result: ShardStageResult | RunResult) -> None:
+    """Every skipped document or file, one line each, after the summary."""
+    for skip in result.skipped:
+        n = skip.get("documents", 0)
+        count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
+        click.echo(f"skipped: {skip['shard']}: {skip['reason']}{count}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tokenmill")
+def main():
+    """tokenmill: turn text corpora into token-ID Parquet shards with BPE.
+
+    Inputs are a file or a folder of shards (*.parquet, *.arrow, *.feather; *.jsonl,
+    *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz), or a folder saved by
+    Hugging Face datasets, read in sorted path order. DATA and OUT may be URLs
+    (s3://bucket/prefix with 'tokenmill[cloud]', or any fsspec filesystem).
+    `tokenmill run DATA OUT` does everything.
+    """
+    memory.bound_retained_memory()
+
+
+@main.command()
+@click.argument("data", type=EXISTING)
+@click.argument("counts_dir", type=EXISTING)
+@mode_options
+@input_options
+@user_errors
+def count(data, counts_dir, **options):
+    """Pre-tokenize every shard of DATA and write one word-frequency table per
+    shard into COUNTS_DIR (columns word, count, first)."""
+    from tokenmill.stages.count import run_count
+
+    config = Config(**options)
+    with output_folder(data, counts_dir, "COUNTS_DIR"):
+        summary = run_count(data, counts_dir, config)
+    echo_not_read(summary)
+    echo_summary(summary)
+    echo_skips(summary)
+
+
+@main.command()
+@click.argument("counts_dir", type=EXISTING)
+@click.argument("counts_file", type=EXISTING)
+@min_count_option
+@force_option
+@user_errors
+def merge(counts_dir, counts_file, min_count, force):
+    """Sum the per-shard tables of COUNTS_DIR into COUNTS_FILE, in first-occurrence
+    order (lazy and streaming: the tables need not fit in memory)."""
+    from tokenmill.stages.merge import run_merge
+
+    echo_summary(run_merge(counts_dir, counts_file, min_count, force=force))
+
+
+def extend_option(f):
+    f = click.option(
+        "--extend-alphabet",
+        is_flag=True,
+        help="With --extend, char mode: characters the base never saw get ids after the "
+        "base's (else they are <unk>).",
+    )(f)
+    return click.option(
+        "--extend",
+        "extend",
+        type=EXISTING,
+        default=None,
+        help="Grow this tokenizer (tokenmill's, a byte-level tokenizer.json, or a .tiktoken "
+        "with --pattern): every id kept, new merges learned on the corpus after its own; "
+        "--vocab-size is the total. Mode and pattern are the base's.",
+    )(f)
+
+
+def extend_pattern(ctx, options: dict) -> str | None:
+    """--pattern given with --extend: how to read a .tiktoken base (None: from
+    the JSON beside it; other formats carry their own)."""
+    if ctx.get_parameter_source("pattern") is ParameterSource.COMMANDLINE:
+        return options["pattern"]
+    return None
+
+
+@main.command()
+@click.argument("counts_file", type=EXISTING)
+@click.argument("tokenizer_file", type=EXISTING)
+@mode_options
+@vocab_option
+@special_token_option
+@force_option
+@extend_option
+@click.pass_context
+@user_errors
+def train(ctx, counts_file, tokenizer_file, **options):
+    """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
+    as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count
+    (with --extend: the base's)."""
+    from tokenmill.stages.train import load_base, run_train
+
+    if options["extend"] is not None:
+        options["extend"] = str(options["extend"])
+    base, config = load_base(Config(**options), extend_pattern(ctx, options))
+    echo_summary(run_train(counts_file, tokenizer_file, config, base))
+
+
+@main.command()
+@click.argument("data", type=EXISTING)
+@click.argument("tokens_dir", type=EXISTING)
+@tokenizer_options(
+    "Tokenizer file: tokenmill's (from `tokenmill train`), a Hugging Face tokenizer.json "
+    "(byte-level BPE) or a .tiktoken ranks file."
+)
+@input_options
+@eos_option
+@user_errors
+def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options):
+    """Encode every shard of DATA into a token-ID Parquet shard in TOKENS_DIR
+    (columns row, ids, n_tokens)."""
+    from tokenmill.formats import load_any, prefetch
+
+    prefetch.start(tokenizer_file, pattern)  # while the stage's modules import
+    try:
+        with memory.start_up():
+            from tokenmill.stages.encode import run_encode
+
+            config = Config(**options)
+            tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+    finally:
+        prefetch.discard()
+    with output_folder(data, tokens_dir, "TOKENS_DIR"):
+        summary = run_encode(data, tokens_dir, tok, config)
+    echo_not_read(summary)
+    echo_summary(summary)
+    echo_skips(summary)
+
+
+@main.command()
+@click.argument("data", type=EXISTING, required=False)
+@click.argument("out", type=EXISTING, required=False)
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A job file (TOML: inputs, output and any of these options, with _ for -); "
+    "options given here override it.",
+)
+@tokenizer_option("Encode only, with this existing tokenizer (any format `encode` reads).")
+@click.option(
+    "--count-only",
+    is_flag=True,
+    help="Count and merge only (new shards counted, old counts kept, merged again).",
+)
+@mode_options
+@input_options
+@vocab_option
+@min_count_option
+@eos_option
+@special_token_option
+@output_format_options
+@extend_option
+@click.pass_context
+@user_errors
+def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
+    """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
+    tokenizer.json, tokens/ and manifest.json.
+
+    Rerunning keeps every finished output whose input and options are
+    unchanged and redoes the rest, so an interrupted run resumes."""
+    from tokenmill.jobs import resolve_job
+    from tokenmill.stages.run import run_all
+
+    if options.get("extend") is not None:
+        options["extend"] = str(options["extend"])
+    given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
+    job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
+    load_options = {}
+    if job.tokenizer is not None:
+        # An existing tokenizer: --pattern and --special-token NAME=ID tell how
+        # to read a .tiktoken file, as for `encode`.
+        if job.load_pattern is not None:
+            load_options["pattern"] = job.load_pattern
+        if job.config.special_tokens:
+            load_options["special_tokens"] = parse_special_tokens(
+                ctx, None, job.config.special_tokens
+            )
+    summary = run_all(
+        job.data,
+        job.out,
+        job.config,
+        on_stage=echo_summary,
+        steps=job.steps,
+        tokenizer=job.tokenizer,
+        load_options=load_options,
+        on_note=lambda line: click.echo(line, err=True),
+        extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
+    )
+    echo_summary(summary)
+    echo_skips(summary)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@user_errors
+def verify(out):
+    """Re-hash the inputs and outputs of OUT against OUT/manifest.json and say
+    what differs. Exit status 0 if nothing does, 3 if something does."""
+    from tokenmill.stages.manifest import verify as verify_folder
+
+    checked, differences = verify_folder(out)
+    for line in differences:
+        click.echo(f"verify: {line}", err=True)
+    if differences:
+        click.echo(f"verify: {len(differences)} of {checked} files differ", err=True)
+        sys.exit(VERIFY_FAILED)
+    click.echo(f"verify: {checked} files match the manifest", err=True)
+
+
+@main.command()
+@tokenizer_options(
+    "Tokenizer file (any format `encode` reads). With --shard, default: the tokenizer.json "
+    "of the `run` output folder holding the shard; either way it must be the one the shard "
+    "was encoded with (its sha256 is in the shard's metadata).",
+    required=False,
+)
+@click.option("--shard", type=EXISTING, help="A token shard written by encode.")
+@click.option("--row", type=int, help="With --shard: the row (document) to decode.")
+@click.argument("ids", nargs=-1, type=int)
+@user_errors
+def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
+    """Print the text of token IDS, or of the document at row ROW of its input
+    shard (the token --shard's `row` column: a skipped document leaves a gap).
+    The text is written exactly, as UTF-8, with no newline added; for --shard,
+    without the <|endoftext|> encode appended, so that it equals the document."""
+    from tokenmill.formats import load_any
+    from tokenmill.io.files import parquet_json_metadata
+    from tokenmill.io.metadata import STATE
+    from tokenmill.stages.tokens import open_token_shard, read_row, shard_tokenizer
+    from tokenmill.tokenizer import ENDOFTEXT
+
+    options = load_options(pattern, special_tokens)
+    if shard is not None:
+        if row is None:
+            raise TokenmillError("--shard needs --row")
+        token_shard = open_token_shard(shard)
+        tok = shard_tokenizer(token_shard, tokenizer_file, **options)
+        ids = read_row(token_shard, row)
+        # Encode appends <|endoftext|> unless the shard records --no-eos; ordinary
+        # encoding of the text never yields a special token's id.
+        state = parquet_json_metadata(token_shard.path, STATE)
+        key = state.get("key") if isinstance(state, dict) else None
+        eos = key.get("eos", True) if isinstance(key, dict) else True
+        if eos and ids and ENDOFTEXT in tok.special_tokens and ids[-1] == tok.eos_id:
+            ids = ids[:-1]
+    elif tokenizer_file is None:
+        raise TokenmillError("give --tokenizer (or --shard and --row)")
+    else:
+        tok = load_any(tokenizer_file, **options)
+    click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
+
+
+@main.command()
+@tokenizer_options("Tokenizer file (any format `encode` reads).")
+@click.option(
+    "--pieces",
+    is_flag=True,
+    help="Show each token's text instead of the ids: on a terminal the text with each "
+    "token on a background of its own colour, else one token a line (id, then its text "
+    "as a JSON string).",
+)
+@click.argument("text", required=False)
+@user_errors
+def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
+    """Print the token ids of TEXT (or of standard input when TEXT is - or
+    missing), for quick checks of a tokenizer."""
+    from tokenmill.formats import load_any
+
+    tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+    if text is None or text == "-":
+        text = click.get_text_stream("stdin", encoding="utf-8", errors="strict").read()
+    ids = tok.encode(text)
+    if not pieces:
+        click.echo(" ".join(map(str, ids)))
+        return
+    texts = token_texts(tok, ids)
+    if sys.stdout.isatty():
+        for k, piece in enumerate(texts):
+            click.echo(click.style(piece, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
+        click.echo()
+        click.echo(f"{len(ids)} tokens", err=True)
+    else:
+        for i, piece in zip(ids, texts, strict=True):
+            click.echo(f"{i}\t{json.dumps(piece, ensure_ascii=False)}")
+
+
+PIECE_COLOURS = ("bright_blue", "bright_green", "bright_magenta", "bright_yellow", "bright_cyan")
+
+
+def token_texts(tok, ids: list[int]) -> list[str]:
+    """Each token's text; the bytes of a token holding part of a character show
+    as `<0xe6>`, so the pieces of a split character stay visible."""
+    values = tok.token_values
+    return [
+        v if isinstance(v, str) else v.decode("utf-8", errors=HEX_BYTES)
+        for v in (values[i] for i in ids)
+    ]
+
+
+def _hex_bytes(e: UnicodeDecodeError) -> tuple[str, int]:
+    return "".join(f"<0x{b:02x}>" for b in e.object[e.start : e.end]), e.end
+
+
+HEX_BYTES = "tokenmill-hex-bytes"
+codecs.register_error(HEX_BYTES, _hex_bytes)
+
+
+@main.command()
+@click.argument("tokens_dir", type=EXISTING)
+@click.argument("packed_dir", type=EXISTING)
+@click.option(
+    "--seq-len",
+    type=click.IntRange(min=1, max=2**32 - 1),
+    required=True,
+    help="Ids per row; only the very last row of the last shard may be shorter.",
+)
+@bos_option
+@tokenizer_option(
+    "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
+)
+@val_fraction_option
+@user_errors
+def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction):
+    """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
+    PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
+    documents). Documents are concatenated in input order, each ending with
+    <|endoftext|>; what is left after a shard's last full row starts the next
+    shard's first row. With --val-fraction, train and validation documents are
+    packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
+    from tokenmill.stages.pack import run_pack
+
+    with output_folder(tokens_dir, packed_dir, "PACKED_DIR"):
+        summary = run_pack(
+            tokens_dir,
+            packed_dir,
+            seq_len,
+            bos=bos,
+            tokenizer=tokenizer_file,
+            val_fraction=val_fraction,
+        )
+    echo_summary(summary)
+
+
+@main.command("bin")
+@click.argument("tokens_dir", type=EXISTING)
+@click.argument("bin_dir", type=EXISTING)
+@workers_option
+@val_fraction_option
+@user_errors
+def bin_command(tokens_dir, bin_dir, workers, val_fraction):
+    """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
+    nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
+    <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
+    shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
+    from tokenmill.config import check_workers, default_workers
+    from tokenmill.stages.binfmt import run_bin
+
+    workers = check_workers(workers or default_workers(), "threads")
+    with output_folder(tokens_dir, bin_dir, "BIN_DIR"):
+        summary = run_bin(tokens_dir, bin_dir, workers=workers, val_fraction=val_fraction)
+    echo_summary(summary)
+
+
+@main.command()
+@click.argument("tokenizer_file", type=EXISTING)
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    required=True,
+    help="hf: a Hugging Face tokenizer.json (tokenizers, transformers); tiktoken: a "
+    ".tiktoken ranks file OUT plus OUT.json with the pattern and special tokens "
+    "(byte mode only); transformers: a folder OUT that AutoTokenizer.from_pretrained "
+    "loads (tokenizer.json, tokenizer_config.json, special_tokens_map.json; eos_token "
+    "<|endoftext|>, bos_token <|bos|> when the tokenizer has it); OUT must be new, "
+    "empty or an earlier such export, which is replaced.",
+)
+@pattern_option(None)
+@special_token_option
+@user_errors
+def export(tokenizer_file, out, fmt, pattern, special_tokens):
+    """Write TOKENIZER_FILE (any format `encode` reads) as OUT in another tool's
+    format, giving exactly the same ids."""
+    from tokenmill.formats import export as export_tokenizer
+    from tokenmill.formats import load_any
+
+    tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
+    for path in export_tokenizer(tok, out, fmt):
+        click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@output_folder_options
+@max_sources_option
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@user_errors
+def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
+    """Print what the tokenizer did to the corpus of a `run` output folder OUT: per
+    source and per shard documents, bytes, tokens and bytes per token (bytes / tokens
+    that are not special); vocabulary utilization; the most frequent tokens as text;
+    the ids never used."""
+    import json
+
+    from tokenmill.stages.stats import format_stats, run_stats
+
+    result = run_stats(
+        out, data=data, tokenizer=tokenizer_file, source_column=source_column or None
+    )
+    s = result.stats
+    click.echo(
+        json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources)
+    )
+    echo_summary(result)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@output_folder_options
+@click.option(
+    "--samples",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Sample documents shown token by token (the first long one of each shard).",
+)
+@user_errors
+def report(out, data, tokenizer_file, source_column, samples):
+    """Write OUT/report.html: a self-contained page (no network needed) with bytes per
+    token per shard and per source, the token length distribution, merge frequency
+    against merge rank, and sample documents colour-coded token by token."""
+    from tokenmill.stages.report import run_report
+
+    echo_summary(
+        run_report(
+            out,
+            data=data,
+            tokenizer=tokenizer_file,
+            source_column=source_column or None,
+            samples=samples,
+        )
+    )
+
+
+def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        sizes = [int(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: want sizes separated by commas") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{value!r}: want positive sizes separated by commas")
+    return sizes
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--vocab-sizes",
+    callback=parse_sizes,
+    metavar="N,N,...",
+    help="Vocabulary sizes up to the trained one. Default: the powers of two below the "
+    "trained size, and the trained size.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Encode this many documents (the same ones every time: fixed by a hash of shard "
+    "and row), not all.",
+)
+@click.option(
+    "--data",
+    type=EXISTING,
+    default=None,
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+)
+@click.option(
+    "--source-column",
+    default="source",
+    show_default=True,
+    help="Column or JSON field naming each document's source; documents without one "
+    "count under their shard. '' counts per shard only.",
+)
+@max_sources_option
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@user_errors
+def sweep(out, vocab_sizes, sample, data, source_column, max_sources, as_json):
+    """Bytes per token per source and overall for smaller vocabularies of OUT's
+    tokenizer: training to a smaller size learns exactly the first merges, so each
+    size is OUT's merges cut to it, nothing trained again. Writes OUT/sweep.json,
+    which `report` plots."""
+    import json
+
+    from tokenmill.stages.sweep import format_sweep, run_sweep
+
+    result = run_sweep(
+        out, sizes=vocab_sizes, sample=sample, data=data, source_column=source_column or None
+    )
+    d = result.to_json()
+    click.echo(
+        json.dumps(d, indent=2, ensure_ascii=False) if as_json else format_sweep(d, max_sources)
+    )
+    echo_summary(result)

@@ -1,0 +1,135 @@
+"""The options every stage shares, resolved once and recorded in the manifest."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from tokenmill.errors import TokenmillError
+from tokenmill.tokenizer.ids import BOS, MAX_VOCAB_SIZE
+from tokenmill.tokenizer.options import check_options, training_special_tokens
+
+ON_ERROR = ("fail", "skip")
+EXECUTORS = ("threads", "processes", "ray")  # see pipeline/tokenmill/executors.py
+OUTPUT_FORMATS = ("parquet", "bin")
+TXT_UNITS = ("line", "paragraph", "file")  # what one document of a .txt shard is
+MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
+MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
+WORKERS_PER_CORE = 8  # more threads than this per core only add switching
+MAX_RAY_WORKERS = 100_000
+
+
+def default_workers() -> int:
+    """--workers 0: one per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_workers(workers: int, executor: str) -> int:
+    """`workers` if it is sane for `executor`: threads and processes at most
+    WORKERS_PER_CORE per core of this machine (each worker is a thread or a
+    process, and all start at once); Ray tasks spread over a cluster."""
+    limit = MAX_RAY_WORKERS if executor == "ray" else WORKERS_PER_CORE * default_workers()
+    if not 0 <= workers <= limit:
+        raise TokenmillError(
+            f"--workers {workers} is out of range: 0 (one per core) to {limit}"
+            + ("" if executor == "ray" else f" ({WORKERS_PER_CORE} per core on this machine)")
+        )
+    return workers
+
+
+@dataclass(frozen=True)
+class Config:
+    mode: str = "byte"
+    pattern: str = "cl100k"
+    lowercase: bool = False
+    text_column: str = "text"  # a dotted path (meta.content) names a nested field
+    txt_unit: str = "line"  # .txt documents: one per line, per blank-line paragraph, per file
+    glob: str = "**/*"  # which files under DATA are inputs
+    vocab_size: int = 32768
+    min_count: int = 1
+    eos: bool = True
+    workers: int = 0  # 0: one per core
+    executor: str = "threads"
+    ray_address: str | None = None  # --executor ray: an existing cluster; None: a local Ray
+    on_error: str = "fail"  # fail: stop at the first bad input; skip: skip it and list it
+    force: bool = False  # redo every output, even those a rerun could keep
+    # train: extra special tokens; ids after the merges and <|endoftext|> (see
+    # tokenizer.training_special_tokens)
+    special_tokens: tuple[str, ...] = ()
+    pack: int = 0  # > 0: also write sequences of exactly this many ids (stages/pack.py)
+    bos: bool = False  # pack: put <|bos|> before each document (train reserves it)
+    format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
+    # > 0: this share of documents goes to validation, by a hash of shard and row
+    val_fraction: float = 0.0
+    # train: grow this tokenizer (any file formats.load_any reads) instead of
+    # starting from the base vocabulary; mode, pattern and lowercase are its own
+    extend: str | None = None
+    # --extend, char mode: characters the base never saw get ids (else <unk>)
+    extend_alphabet: bool = False
+
+    def __post_init__(self) -> None:
+        check_options(self.mode, self.pattern)
+        if self.on_error not in ON_ERROR:
+            raise TokenmillError(
+                f"--on-error must be one of {', '.join(ON_ERROR)}, not {self.on_error!r}"
+            )
+        if self.executor not in EXECUTORS:
+            raise TokenmillError(
+                f"--executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}"
+            )
+        object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
+        check_workers(self.workers, self.executor)
+        if not 1 <= self.vocab_size <= MAX_VOCAB:
+            raise TokenmillError(
+                f"--vocab-size {self.vocab_size} is out of range: 1 to {MAX_VOCAB} (ids are uint32)"
+            )
+        if not 1 <= self.min_count < 2**63:
+            raise TokenmillError(f"--min-count must be at least 1, not {self.min_count}")
+        specials = len(self.train_special_tokens)
+        # Byte mode's base is known up front, so a hopeless size fails before any work.
+        # (With --extend the mode and the base are the base tokenizer's: `extend` checks.)
+        if self.mode == "byte" and not self.extend and self.vocab_size < 256 + specials:
+            raise TokenmillError(
+                f"--vocab-size {self.vocab_size} is below the base vocabulary: 256 byte tokens "
+                f"+ {specials} special token{'s' if specials > 1 else ''}"
+            )
+        if self.format not in OUTPUT_FORMATS:
+            raise TokenmillError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}")
+        if self.txt_unit not in TXT_UNITS:
+            raise TokenmillError(
+                f"--txt-unit must be one of {', '.join(TXT_UNITS)}, not {self.txt_unit!r}"
+            )
+        if not 0 <= self.val_fraction < 1:
+            raise TokenmillError(
+                f"--val-fraction {self.val_fraction} is out of range: 0 (no split) to below 1"
+            )
+        if self.extend_alphabet and not self.extend:
+            raise TokenmillError("--extend-alphabet goes with --extend (a char-mode base)")
+        if not 0 <= self.pack <= MAX_SEQ_LEN:
+            raise TokenmillError(
+                f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
+            )
+
+    @property
+    def train_special_tokens(self) -> list[str]:
+        """The special tokens `train` reserves, in id order (see training_special_tokens)."""
+        extra = list(self.special_tokens)
+        if self.bos and BOS not in extra:
+            extra.append(BOS)
+        return training_special_tokens(self.mode, extra)
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or default_workers()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if d["extend"] is None:
+            del d["extend"]  # manifests of runs that extend nothing stay as they were
+        if not d["extend_alphabet"]:
+            del d["extend_alphabet"]
+        d["workers"] = self.n_workers
+        d["special_tokens"] = list(self.special_tokens)
+        return d

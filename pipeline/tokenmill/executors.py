@@ -1,0 +1,261 @@
+"""Running independent per-shard tasks. Results come back in task order,
+whatever the timing, so outputs never depend on scheduling.
+
+`threads` (the default) runs tasks on threads of this process: the native
+core releases the GIL and PyArrow does its I/O without it, so shards overlap
+their reading, encoding and writing. With at least as many shards as
+workers, each task counts or encodes on its own thread; with fewer, a
+shard's batches are split over the native thread pool, whose size is also
+`--workers`. Either way `--workers 1` uses one core and `--workers N` about
+N. Given task sizes, the largest tasks start first. `processes` runs each task in a
+worker process (spawned, so no thread state is forked). `ray` runs each task
+as a Ray task (one CPU each) on an existing cluster (`ray_address`) or on a
+local Ray started with `workers` CPUs; the tasks' inputs and outputs must be
+on storage every node sees (object storage, s3://..., or a shared
+filesystem): each task reads its shard and writes its output itself, and
+only its small summary comes back to the driver. A task whose node is lost
+is run again elsewhere (RAY_RETRIES), which is safe because outputs appear
+whole or not at all and the results are collected in task order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from tokenmill import _native
+from tokenmill.errors import TokenmillError
+from tokenmill.faults import checkpoint
+from tokenmill.memory import bound_retained_memory, release_memory
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _init_process(threads: int) -> None:
+    bound_retained_memory()
+    _native.set_threads(threads)
+
+
+def run_tasks(
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    *,
+    workers: int,
+    desc: str,
+    executor: str = "threads",
+    ray_address: str | None = None,
+    size: Callable[[T], int] | None = None,
+) -> list[R]:
+    """Apply `fn` to every task with `workers` cores, showing progress.
+    Given `size` (a task's expected work), the largest tasks start first, so
+    the run does not end waiting on one big task while other cores idle."""
+    _native.set_threads(workers)
+    parallel = max(1, min(workers, len(tasks)))
+    bar = progress_bar(len(tasks), desc)
+
+    def done(n: int) -> None:
+        bar.update()
+        checkpoint(desc, n)
+
+    def largest_first() -> list[int]:
+        order = list(range(len(tasks)))
+        if size is not None:
+            order.sort(key=lambda i: -size(tasks[i]))
+        return order
+
+    try:
+        if executor == "ray":
+            return _run_ray(fn, tasks, largest_first(), workers, ray_address, done, desc)
+        if parallel == 1:
+            results = []
+            for task in tasks:
+                results.append(fn(task))
+                done(len(results))
+            return results
+        with _pool(executor, parallel, workers) as pool:
+            futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
+            # Collected in task order: the error raised is the first task's.
+            results = []
+            for i in range(len(tasks)):
+                results.append(futures[i].result())
+                done(len(results))
+            return results
+    finally:
+        bar.close()
+        release_memory()
+
+
+class _NoBar:
+    def update(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str):
+    """tqdm's bar of `total` shards, which tqdm (disable=None) shows only when
+    stderr is a terminal. Decided here first, so that a run without a terminal
+    (a script, a job, the benchmark) does not import tqdm: ~15 ms of start-up."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is not None and not isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="shard", disable=None, leave=False)
+
+
+def _pool(executor: str, parallel: int, workers: int) -> Executor:
+    if executor == "threads":
+        return ThreadPoolExecutor(parallel, thread_name_prefix="tokenmill-task")
+    if executor == "processes":
+        # Imported here: only this executor needs them (a few ms of start-up).
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(
+            parallel,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_process,
+            initargs=(max(1, workers // parallel),),
+        )
+    raise ValueError(f"unknown executor {executor!r}")
+
+
+# Retries of a task whose worker process or node died (a system failure);
+# an exception raised by the task itself is never retried: reading or
+# writing the same objects again fails the same way.
+RAY_RETRIES = 3
+# With "0", Ray's servers listen on 127.0.0.1 only (see _init_ray).
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+# Tasks each Ray worker process has started, per stage: tests pause the N-th
+# (tokenmill.faults, stage "count-task" or "encode-task") on one node only,
+# by setting TOKENMILL_PAUSE_AT in that node's environment.
+_started: dict[str, int] = {}
+
+
+def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[bool, object]:
+    """Run one task on a Ray worker. Tasks are idempotent (an output is
+    written whole or not at all, and a finished one is kept), so Ray may run
+    one again after its node died. A task's exception comes back as a value,
+    so the driver re-raises it as it was (one line, not a remote traceback).
+    `shared`: the task's fields held in Ray's object store (`shared_fields`)."""
+    import ray
+
+    if shared:
+        task = dataclasses.replace(task, **{k: ray.get(ref) for k, ref in shared.items()})
+    _native.set_threads(1)
+    _started[stage] = _started.get(stage, 0) + 1
+    checkpoint(f"{stage}-task", _started[stage])
+    try:
+        return True, fn(task)
+    except Exception as e:  # noqa: BLE001 - re-raised on the driver
+        return False, e
+
+
+def _init_ray(ray, workers: int, address: str | None) -> None:
+    """Join the cluster at `address` (`auto`, `ray://head:10001`, `host:port`,
+    or `local`; by default RAY_ADDRESS), or start a local Ray with `workers` CPUs.
+
+    Nothing is forwarded to the workers through a runtime_env: each node
+    reads its object store endpoint and credentials from its own environment
+    (AWS_* variables, ~/.aws, an instance role), as tokenmill does, so no
+    secret travels through the cluster's metadata (a runtime_env is stored in
+    the GCS and shown by the dashboard). To pass some anyway, give them to
+    `ray job submit --runtime-env-json`, whose env_vars every task inherits.
+
+    A local Ray listens on loopback only (it serves no other machine, and
+    Ray's ports run any code sent to them). The setting is read when Ray is
+    imported, so it holds when tokenmill is the first to import Ray, as the
+    CLI is; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 in the environment opts out."""
+    options = {"include_dashboard": False, "log_to_driver": False}
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(num_cpus=workers, **options)
+    except (ConnectionError, RuntimeError) as e:
+        where = f"Ray at {address}" if address else "a local Ray"
+        raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
+
+
+def shared_fields(tasks: Sequence[T]) -> dict[str, object]:
+    """The fields that hold one and the same object in every task (encode's
+    tokenizer, the config): Ray gets each once, through its object store, not
+    once per task through the driver (a 200k vocabulary is megabytes)."""
+    if len(tasks) < 2 or not dataclasses.is_dataclass(tasks[0]):
+        return {}
+    first = tasks[0]
+    shared = {}
+    for f in dataclasses.fields(first):
+        value = getattr(first, f.name)
+        if isinstance(value, str | int | float | bool | Path | None):
+            continue  # small, and often equal without being the same object
+        if all(getattr(t, f.name) is value for t in tasks):
+            shared[f.name] = value
+    return shared
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def _run_ray(
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    order: list[int],
+    workers: int,
+    address: str | None,
+    done: Callable[[int], None],
+    stage: str,
+) -> list[R]:
+    # As ray.init() itself does: a job's driver (`ray job submit`) is told
+    # its cluster by RAY_ADDRESS, and must join it, not start a Ray of its own.
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address and "ray" not in sys.modules:
+        os.environ.setdefault(RAY_LOOPBACK_ENV, "0")
+    try:
+        import ray
+    except ImportError:
+        raise TokenmillError("--executor ray needs Ray: pip install 'tokenmill[ray]'") from None
+    if not ray.is_initialized():
+        _init_ray(ray, workers, address)
+    # One CPU a task: a task's native core runs on one thread (_ray_call).
+    remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_call)
+    # A task is sent paths and options (the tokenizer and config once, through
+    # the object store) and sends back a summary: the shard's data is read and
+    # written by the task itself, on whichever node runs it. Submitted largest
+    # first (Ray starts them about in that order), collected in task order.
+    shared = shared_fields(tasks)
+    in_store = {k: ray.put(v) for k, v in shared.items()}
+    light = [dataclasses.replace(t, **dict.fromkeys(shared)) if shared else t for t in tasks]
+    submitted = {i: remote.remote(fn, light[i], stage, in_store) for i in order}
+    refs = [submitted[i] for i in range(len(tasks))]
+    results: list[R] = []
+    try:
+        for task, ref in zip(tasks, refs, strict=True):
+            try:
+                ok, value = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                name = getattr(task, "name", None) or f"task {len(results) + 1}"
+                raise TokenmillError(
+                    f"{stage}: {name}: Ray could not run the task (retried up to "
+                    f"{RAY_RETRIES} times): {_first_line(e)}"
+                ) from None
+            if not ok:
+                raise value
+            results.append(value)
+            done(len(results))
+        return results
+    except BaseException:
+        for ref in refs[len(results) + 1 :]:
+            ray.cancel(ref)
+        raise

@@ -1,0 +1,128 @@
+"""Tokenizer files of other tools <-> Tokenizer objects.
+
+| format         | file                                     | module               |
+| -------------- | ---------------------------------------- | -------------------- |
+| `tokenmill`    | tokenmill's own JSON                     | `tokenmill.tokenizer` |
+| `hf`           | Hugging Face tokenizer.json              | `hf`                 |
+| `tiktoken`     | .tiktoken ranks (+ `.tiktoken.json`)     | `tiktoken`           |
+| `transformers` | a folder for AutoTokenizer (export only) | `transformers`       |
+
+`load_any` tells the format from the file; `export` writes one. Both convert
+between files and Tokenizer objects only: they read or write the paths they
+are given (and a ranks file's JSON beside it, or a transformers folder's
+files), nothing else. A transformers folder is not read back: its
+tokenizer.json is, as `hf`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokenmill.errors import TokenmillError
+
+if TYPE_CHECKING:
+    from tokenmill.tokenizer import Tokenizer
+
+# The commands' options name FORMATS: importing this package loads nothing
+# else (PyArrow, the native core), so that `tokenmill --help` need not wait.
+FORMATS = ("hf", "tiktoken", "transformers")
+
+
+def detect(path: Path) -> tuple[str, object, bytes]:
+    """(format, parsed JSON or None, the file's bytes) of a tokenizer file. A
+    tokenizer.json's is an `hf.Parsed`: its model's vocab and merges read by
+    the native core, the rest by Python; a tokenmill file that `encode`
+    began reading early is a `prefetch.FileRead`."""
+    from tokenmill.formats import hf, prefetch
+    from tokenmill.io.files import parse_json, read_bytes
+    from tokenmill.io.storage import location
+    from tokenmill.tokenizer import FORMAT
+
+    path = location(path)
+    if path.name.endswith(".tiktoken"):
+        return "tiktoken", None, b""
+    head = read_bytes(path, "tokenizer")
+    if head.lstrip()[:1] == b"{":
+        read = prefetch.take_file(head)
+        if read is not None and read.rest.get("format") == FORMAT:
+            return "tokenmill", read, head
+        parsed = hf.parse(head, path)
+        if parsed is not None:
+            return "hf", parsed, head
+        d = parse_json(head, path)
+        if isinstance(d, dict):
+            if d.get("format") == FORMAT:
+                return "tokenmill", d, head
+            if "model" in d:
+                return "hf", d, head
+            if "pat_str" in d:
+                return "tiktoken-settings", d, head
+        raise TokenmillError(
+            f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
+            ".tiktoken ranks or their .tiktoken.json)"
+        )
+    first = head.split(b"\n", 1)[0].split()
+    if len(first) == 2 and first[1].isdigit():
+        return "tiktoken", None, head
+    raise TokenmillError(
+        f"{path}: not a tokenizer file (tokenmill JSON, Hugging Face tokenizer.json, "
+        ".tiktoken ranks or their .tiktoken.json)"
+    )
+
+
+def load_any(
+    path: Path,
+    *,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+) -> Tokenizer:
+    """Load a tokenizer file of any supported format.
+
+    `pattern` and `special_tokens` apply to .tiktoken ranks files only (which
+    hold neither); the other formats carry their own, and giving them is an
+    error rather than silently ignored.
+    """
+    from tokenmill.io.storage import location
+    from tokenmill.memory import gc_paused
+
+    with gc_paused():
+        return _load(location(path), pattern, special_tokens)
+
+
+def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
+    from tokenmill.formats import hf, prefetch, tiktoken
+    from tokenmill.tokenizer import Tokenizer
+
+    kind, d, data = detect(path)
+    if kind == "tiktoken-settings":
+        path, kind = path.with_name(path.name.removesuffix(".json")), "tiktoken"
+    if kind == "tiktoken":
+        return tiktoken.load(path, pattern, special_tokens)
+    if pattern is not None or special_tokens is not None:
+        raise TokenmillError(
+            f"{path}: --pattern and --special-token apply to .tiktoken files only; "
+            "this file has its own"
+        )
+    if kind == "hf":
+        if isinstance(d, hf.Parsed):
+            return hf.from_dict(d.rest, str(path), d)
+        return hf.from_dict(d, str(path))
+    if isinstance(d, prefetch.FileRead):
+        return Tokenizer.from_file(d.rest, data, str(path), merges=d.merges, encoder=d.encoder)
+    return Tokenizer.from_file(d, data, str(path))
+
+
+def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:
+    """Write `tok` as `fmt` (hf, tiktoken, transformers: `path` is a folder);
+    returns the files written."""
+    from tokenmill.formats import hf, tiktoken, transformers
+
+    if fmt == "hf":
+        hf.save(tok, path)
+        return [Path(path)]
+    if fmt == "tiktoken":
+        return tiktoken.save(tok, path)
+    if fmt == "transformers":
+        return transformers.save(tok, path)
+    raise TokenmillError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")

@@ -1,0 +1,236 @@
+"""Pre-tokenization regexes between the two engines in play.
+
+tokenmill and tiktoken run patterns with fancy-regex (Rust); Hugging Face
+tokenizers runs them with Oniguruma (Ruby syntax). The character classes the
+presets use (\\s, \\p{L}, \\p{N}, ...) mean the same in both, but a few
+constructs do not, and are rewritten so that a pattern splits text the same
+way in either engine:
+
+| construct      | fancy-regex                  | Oniguruma (Ruby syntax)              |
+| -------------- | ---------------------------- | ------------------------------------ |
+| `X{n,m}+`      | possessive: `(?>X{n,m})`     | `(?:X{n,m})+` (repeat the interval)  |
+| `$`            | end of text: `\\z`            | end of a line: `(?m:$)`              |
+| `^`            | start of text: `\\A`          | start of a line: `(?m:^)`            |
+| `{,m}`         | (not accepted)               | `{0,m}`                              |
+
+Constructs whose meaning differs and that have no simple rewrite (\\w, \\b,
+\\h, \\K, back-references, inline flags other than i, ...) raise
+TokenmillError rather than being approximated.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tokenmill.errors import TokenmillError
+from tokenmill.tokenizer.ids import PATTERNS
+
+FANCY = "fancy-regex"
+ONIG = "oniguruma"
+
+# Escapes that mean the same in both engines (the letter after the backslash).
+_SAME_ESCAPES = set("sSdDnrtfvpPxuAz\\.^$|?*+()[]{}-/'\" #&~,:;<>=!@%`_")
+_INTERVAL = re.compile(r"\{(\d*)(,?)(\d*)\}")
+_GROUP_OPENERS = ("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?>")
+_FLAG_GROUP = re.compile(r"\(\?(-?i)(:|\))")
+_NAMED_GROUP = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+def fancy_to_onig(pattern: str) -> str:
+    """A fancy-regex pattern (tokenmill's, tiktoken's) as Oniguruma reads it."""
+    return _translate(pattern, FANCY)
+
+
+def onig_to_fancy(pattern: str) -> str:
+    """An Oniguruma pattern (from a tokenizer.json) as fancy-regex reads it."""
+    return _translate(pattern, ONIG)
+
+
+def covering(pattern: str) -> str:
+    """`pattern` plus a last branch that matches each maximal run of text the
+    pattern does not match, so that finding all matches (fancy-regex, which
+    drops unmatched text) gives the pieces of Hugging Face's Split with
+    behavior "isolated" (which keeps unmatched text as pieces)."""
+    return f"(?:{pattern})|(?:(?!(?:{pattern}))(?s:.))+"
+
+
+def _unsupported(what: str, pattern: str) -> TokenmillError:
+    return TokenmillError(
+        f"pre-tokenization pattern uses {what}, which Oniguruma (Hugging Face) and "
+        f"fancy-regex (tokenmill, tiktoken) read differently: {pattern!r}"
+    )
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """Index just past the escape sequence starting at pattern[i] == '\\'."""
+    if i + 1 >= len(pattern):
+        raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {pattern!r}")
+    c = pattern[i + 1]
+    if c in "pPxu" and i + 2 < len(pattern) and pattern[i + 2] == "{":
+        close = pattern.find("}", i + 2)
+        if close < 0:
+            raise TokenmillError(f"unclosed {{ in pre-tokenization pattern {pattern!r}")
+        return close + 1
+    if c in "pP":
+        return i + 3
+    if c == "x":
+        return i + 4
+    if c == "u":
+        return i + 6
+    return i + 2
+
+
+def _check_escape(esc: str, pattern: str) -> None:
+    c = esc[1]
+    if c.isalnum() and c not in _SAME_ESCAPES:
+        raise _unsupported(f"the escape {esc}", pattern)
+    if c.isdigit():
+        raise _unsupported(f"the back-reference {esc}", pattern)
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Index just past the character class starting at pattern[i] == '['."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1  # a leading ] is a literal
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            end = _escape_end(pattern, j)
+            _check_escape(pattern[j:end], pattern)
+            j = end
+        elif c == "[":
+            if pattern.startswith("[:", j):
+                raise _unsupported("a POSIX bracket class", pattern)
+            j = _class_end(pattern, j)
+        elif c == "]":
+            return j + 1
+        else:
+            j += 1
+    raise TokenmillError(f"unclosed [ in pre-tokenization pattern {pattern!r}")
+
+
+def _translate(pattern: str, source: str) -> str:
+    out: list[str] = []
+    atom_start: int | None = None  # index in `out` of the atom a quantifier applies to
+    groups: list[int] = []  # indices in `out` of open groups
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            end = _escape_end(pattern, i)
+            esc = pattern[i:end]
+            _check_escape(esc, pattern)
+            atom_start = len(out)
+            out.append(esc)
+            i = end
+        elif c == "[":
+            end = _class_end(pattern, i)
+            atom_start = len(out)
+            out.append(pattern[i:end])
+            i = end
+        elif c == "(":
+            opener = next((o for o in _GROUP_OPENERS if pattern.startswith(o, i)), None)
+            flag = _FLAG_GROUP.match(pattern, i)
+            named = _NAMED_GROUP.match(pattern, i)
+            if opener:
+                text = opener
+            elif flag and flag.group(2) == ":":
+                text = flag.group(0)
+            elif flag:  # (?i) to the end of the enclosing group
+                out.append(flag.group(0))
+                atom_start = None
+                i = flag.end()
+                continue
+            elif named:
+                text = named.group(0)
+            elif pattern.startswith("(?", i):
+                raise _unsupported(f"the group syntax {pattern[i : i + 4]}...", pattern)
+            else:
+                text = "("
+            groups.append(len(out))
+            out.append(text)
+            atom_start = None
+            i += len(text)
+        elif c == ")":
+            if not groups:
+                raise TokenmillError(f"unbalanced ) in pre-tokenization pattern {pattern!r}")
+            out.append(")")
+            atom_start = groups.pop()
+            i += 1
+        elif c == "|":
+            out.append(c)
+            atom_start = None
+            i += 1
+        elif c in "^$":
+            if source == FANCY:
+                out.append(r"\A" if c == "^" else r"\z")
+            else:
+                out.append(f"(?m:{c})")
+            atom_start = None
+            i += 1
+        elif c in "*+?" or (c == "{" and _INTERVAL.match(pattern, i)):
+            if atom_start is None:
+                raise TokenmillError(
+                    f"quantifier {c!r} follows nothing in pre-tokenization pattern {pattern!r}"
+                )
+            if c == "{":
+                m = _INTERVAL.match(pattern, i)
+                lo, comma, hi = m.groups()
+                if not lo and not hi:
+                    raise _unsupported(f"the interval {m.group(0)}", pattern)
+                quant = f"{{{lo or 0}{comma}{hi}}}"
+                i = m.end()
+                if i < n and pattern[i] == "+":
+                    atom = out[atom_start:]
+                    if source == FANCY:  # possessive interval
+                        out[atom_start:] = ["(?>", *atom, quant, ")"]
+                    else:  # the interval, repeated
+                        out[atom_start:] = ["(?:", *atom, quant, ")", "+"]
+                    i += 1
+                    atom_start = None
+                    continue
+            else:
+                quant = c
+                i += 1
+            if i < n and pattern[i] in "?+":  # lazy or possessive: same in both engines
+                quant += pattern[i]
+                i += 1
+            out.append(quant)
+            atom_start = None
+        else:
+            atom_start = len(out)
+            out.append(c)
+            i += 1
+    if groups:
+        raise TokenmillError(f"unclosed ( in pre-tokenization pattern {pattern!r}")
+    return "".join(out)
+
+
+def literal(text: str) -> str:
+    """A pattern matching `text` literally (both engines)."""
+    return "".join("\\" + c if c in r"\.+*?()|[]{}^$#&-~" else c for c in text)
+
+
+def matches_empty(pattern: str) -> bool:
+    """Whether `pattern` matches the empty string (pieces would be lost)."""
+    from tokenmill import _native
+
+    try:
+        return _native.pretokenize("", pattern) == [""]
+    except _native.NativeError as e:
+        raise TokenmillError(str(e)) from None
+
+
+def preset_name(pattern: str) -> str | None:
+    """The preset (gpt2, cl100k, o200k) that a fancy-regex pattern is, verbatim
+    or as it comes back from Oniguruma (`onig_to_fancy(fancy_to_onig(...))`)."""
+    from tokenmill import _native
+
+    for name in PATTERNS:
+        source = _native.preset_regex(name)
+        if pattern in (name, source, onig_to_fancy(fancy_to_onig(source))):
+            return name
+    return None

@@ -1,0 +1,71 @@
+"""Arrow arrays handed to the native core without copying."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tokenmill import _native
+
+
+def is_text(t: pa.DataType) -> bool:
+    """Whether `t` is one of Arrow's string types (string, large_string, string_view)."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
+    """(offsets, data, start, length) of a large_string/large_binary array,
+    the form in which the native core takes documents without copying."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    _, offsets, data = arr.buffers()
+    return byte_view(offsets or bytes(8)), byte_view(data or b""), arr.offset, len(arr)
+
+
+def byte_view(buf: pa.Buffer | bytes) -> memoryview:
+    """An unsigned-byte view without a copy (Arrow buffers export signed bytes)."""
+    return memoryview(buf).cast("B")
+
+
+def large_text(arr: pa.Array) -> pa.Array:
+    """A string, large_string, binary or large_binary array as large_string
+    (UTF-8 not checked here). A string array's 32-bit offsets are widened
+    with numpy rather than by Arrow's cast, which would import
+    pyarrow.compute (see io/readers.py)."""
+    if arr.type == pa.large_string():
+        return arr
+    if arr.type != pa.string():
+        return arr.cast(pa.large_string())
+    validity, offsets, data = arr.buffers()
+    n = arr.offset + len(arr)
+    wide = np.frombuffer(offsets, np.int32, n + 1).astype(np.int64) if n else np.zeros(1, np.int64)
+    return pa.Array.from_buffers(
+        pa.large_string(),
+        len(arr),
+        [validity, pa.py_buffer(wide), data],
+        arr.null_count,
+        arr.offset,
+    )
+
+
+def text_bytes(docs: pa.Array) -> int:
+    """The UTF-8 bytes of a large_string array's documents (nulls count 0)."""
+    if docs.null_count:
+        import pyarrow.compute as pc
+
+        return pc.sum(pc.binary_length(docs)).as_py() or 0
+    if not len(docs):
+        return 0
+    offsets = np.frombuffer(docs.buffers()[1], np.int64, docs.offset + len(docs) + 1)
+    return int(offsets[-1] - offsets[docs.offset])
+
+
+def valid_utf8(arr: pa.Array) -> bool:
+    """Whether `arr`, a string or large_string array, is well-formed UTF-8
+    text: checked by the native core (simdutf8, ten times Arrow's full
+    validation on text of many scripts), bytes under nulls included. False
+    also for any other type, or offsets the core refuses: the caller then
+    asks Arrow, whose answer decides."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return False
+    return _native.valid_utf8(*arrow_buffers(large_text(arr)))

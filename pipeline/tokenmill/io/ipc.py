@@ -1,0 +1,98 @@
+"""Arrow IPC inputs (`.arrow`, `.feather`) in both layouts: the file format
+(a footer indexing the record batches, as `pyarrow.feather` writes) and the
+stream format (no footer, as Hugging Face `datasets` writes its `.arrow`
+files). The layout is told by the first bytes, whatever the suffix says.
+
+Only the wanted top-level field is read (IPC read options project it), one
+record batch at a time through ordinary reads rather than a memory map, so
+memory is bounded by the writer's batch size and resident memory says so.
+PyArrow does not check the buffers it reads, so each batch is validated
+before anyone touches its values: a corrupt file is an error, never a crash.
+A remote file (a UPath, io/storage.py) is read the same way from a file object
+that fetches byte ranges as they are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pyarrow as pa
+
+from tokenmill.io.arrow import is_text
+from tokenmill.io.storage import AnyPath, is_remote, open_read
+
+# The file format starts with these bytes; a stream starts with a message length.
+FILE_MAGIC = b"ARROW1"
+
+
+def is_file_format(path: AnyPath) -> bool:
+    with open_read(path) as f:
+        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+
+
+@contextmanager
+def _reader(path: AnyPath, fields: list[int] | None = None):
+    # Tasks already run one per shard in parallel: Arrow's pool would only add hand-offs.
+    options = pa.ipc.IpcReadOptions(use_threads=False, included_fields=fields)
+    if is_remote(path):
+        # One open object for the magic and the batches: each open costs a request.
+        with open_read(path) as f:
+            file_format = f.read(len(FILE_MAGIC)) == FILE_MAGIC
+            f.seek(0)
+            with pa.PythonFile(f, mode="r") as source:
+                open_ = pa.ipc.open_file if file_format else pa.ipc.open_stream
+                yield open_(source, options=options)
+        return
+    with pa.OSFile(str(path)) as f:
+        if is_file_format(path):
+            yield pa.ipc.open_file(f, options=options)
+        else:
+            yield pa.ipc.open_stream(f, options=options)
+
+
+def schema(path: AnyPath) -> pa.Schema:
+    with _reader(path) as reader:
+        return reader.schema
+
+
+def record_batches(path: AnyPath, index: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The top-level field number `index` of the file's `schema` as record
+    batches of one column and at most `batch_rows` rows, in file order."""
+    with _reader(path, [index]) as reader:
+        if isinstance(reader, pa.ipc.RecordBatchFileReader):
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        else:
+            batches = iter(reader)
+        for batch in batches:
+            check_buffers(batch.column(0))
+            for start in range(0, batch.num_rows, batch_rows):
+                yield batch.slice(start, batch_rows)
+
+
+def row_count(path: AnyPath) -> int | None:
+    """The rows of a file-format file as its footer and batch headers say; None
+    for a stream (which has no footer) or a file whose footer does not read."""
+    try:
+        if not is_file_format(path):
+            return None
+        with _reader(path) as reader:
+            return reader.count_rows()
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def check_buffers(arr: pa.Array) -> None:
+    """Raise pa.ArrowInvalid unless `arr`'s offsets and buffers are consistent.
+    Text is checked as bytes: invalid UTF-8 is a bad document, for the readers
+    to name row by row, not a bad file."""
+    t = arr.type
+    if is_text(t):
+        binary = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}
+        arr.view(binary.get(t, pa.binary_view())).validate(full=True)
+    elif pa.types.is_struct(t):
+        arr.validate()
+        for i in range(t.num_fields):
+            check_buffers(arr.field(i))
+    else:
+        arr.validate(full=True)

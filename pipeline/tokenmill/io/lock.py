@@ -1,0 +1,423 @@
+"""One run per output folder.
+
+A local folder: an exclusive flock on FOLDER/.tokenmill.lock. The lock is the
+kernel's, so it goes with the process: a killed run leaves the file but not
+the lock, and the next run takes it at once. The file holds who took it last
+(pid, host, command, start time, DATA), which names the holder when a second
+run is refused and, after a killed first run that wrote no manifest, which
+DATA the folder's outputs came from.
+
+A remote folder (a URL): object stores have no locks, so the lock is the
+object FOLDER/.tokenmill.lock, holding the same record, and a lease:
+
+- A run creates it with a conditional PUT (S3 `If-None-Match: *`): of two
+  runs starting together, exactly one creates it.
+- The holder rewrites it every `heartbeat_seconds()` (a daemon thread), each
+  time conditional on the ETag it last wrote (`If-Match`), and at the end
+  writes it once more marked released (so, as locally, it still says who
+  took it last and from which DATA).
+- A run that finds the object takes it over, conditional on the ETag it read
+  (of two takers one wins), when it is released, when it was not rewritten
+  for `stale_seconds()` (TOKENMILL_LOCK_STALE_S, default 300; the age is the
+  store's Last-Modified against the Date of its reply, so no clocks need
+  agree), or at once when its holder was a process of this machine that is
+  gone (a run killed here is resumed without waiting). Otherwise it fails at
+  once naming the holder and its last heartbeat.
+- A holder whose heartbeat finds the lock taken (it stalled for longer than
+  the stale limit) fails before removing or recording anything (`check`).
+
+Filesystems other than S3 without conditional writes get a best effort: the
+object is written, read back, and held only if it still names this run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenmill.errors import TokenmillError, one_line
+from tokenmill.io.storage import AnyPath, is_remote, is_store_error, location, resolved
+
+LOCK = ".tokenmill.lock"
+HEARTBEAT_S = 30.0
+STALE_S = 300.0
+TAKE_TRIES = 5  # rounds of create-or-take-over lost to other runs before giving up
+
+
+def stale_seconds() -> float:
+    """How long a remote lock may go without a heartbeat before its holder is
+    taken for dead (TOKENMILL_LOCK_STALE_S: small in tests)."""
+    try:
+        return max(0.0, float(os.environ.get("TOKENMILL_LOCK_STALE_S", STALE_S)))
+    except ValueError:
+        return STALE_S
+
+
+def heartbeat_seconds() -> float:
+    # Several heartbeats per stale limit: one slow or failed rewrite is no death.
+    return max(0.05, min(HEARTBEAT_S, stale_seconds() / 5))
+
+
+def last_holder(folder: AnyPath) -> dict:
+    """What the lock file says of the run that took it last ({} if nothing)."""
+    folder = location(folder)
+    try:
+        holder = json.loads((folder / LOCK).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def holder_record(data: AnyPath | None) -> dict:
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": sys.argv,
+        "data": resolved(location(data)) if data is not None else None,
+    }
+
+
+def describe_holder(holder: dict) -> str:
+    who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+    if holder.get("started"):
+        who += f", started {holder['started']}"
+    return who
+
+
+def in_use(folder: AnyPath, holder: dict, extra: str = "") -> TokenmillError:
+    return TokenmillError(
+        f"{folder}: in use by another tokenmill run ({describe_holder(holder)}{extra}); "
+        "wait for it to end"
+    )
+
+
+@dataclass
+class HeldLock:
+    fd: int
+    folder: Path
+    previous: dict  # what the lock file said of the run that took it last
+    note: str | None = None  # what the user should know of how the lock was taken
+
+    def record(self, data: AnyPath | None) -> None:
+        """Name this run in the lock file, once it is sure to write to the folder
+        (a refused run leaves the previous holder's record)."""
+        record = holder_record(data)
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
+        except OSError as e:
+            raise TokenmillError(f"{self.folder / LOCK}: cannot write ({e.strerror})") from None
+
+    def check(self) -> None:
+        """Fail if the lock is no longer this run's (a flock cannot be lost)."""
+
+
+@contextmanager
+def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
+    """Hold FOLDER's lock for the block; refuse at once, naming the holder, if
+    another process holds it."""
+    folder = location(folder)
+    if is_remote(folder):
+        with remote_lock(folder) as lock:
+            yield lock
+        return
+    if folder.exists() and not folder.is_dir():
+        raise TokenmillError(f"{folder}: exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise TokenmillError(f"{folder}: cannot create the output folder ({e.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise in_use(folder, last_holder(folder)) from None
+        yield HeldLock(fd, folder, last_holder(folder))
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# ---- remote folders: a lease on an object (see the module's docstring) ----
+
+
+class Lost(Exception):
+    """A conditional write found the lock object changed by someone else."""
+
+
+def machine_id() -> str | None:
+    """This machine and pid namespace (Linux): where a recorded pid means a
+    process that can be looked up here. None elsewhere."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot), or None if there is
+    none: with the pid, it names one process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None  # field 22 of proc(5)
+
+
+def holder_gone(holder: dict) -> bool:
+    """Whether the holder was a process of this machine that no longer runs."""
+    machine = machine_id()
+    pid = holder.get("pid")
+    if machine is None or holder.get("machine") != machine or not isinstance(pid, int):
+        return False
+    return process_start(pid) != holder.get("process_start")
+
+
+def precondition_failed(e: BaseException) -> bool:
+    """Whether a store error is a conditional write that lost (412, or S3's 409
+    for two conditional writes at once)."""
+    if isinstance(e, FileExistsError):
+        return True
+    while e is not None:
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
+                409,
+                412,
+            )
+        e = e.__cause__ or e.__context__
+    return False
+
+
+@dataclass
+class RemoteLock:
+    folder: AnyPath
+    previous: dict
+    note: str | None = None
+    record_: dict = field(default_factory=dict)
+    etag: str | None = None
+    lost: dict | None = None  # the record that replaced ours, once the lock is lost
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    @property
+    def path(self) -> AnyPath:
+        return self.folder / LOCK
+
+    def record(self, data: AnyPath | None) -> None:
+        """Name this run's DATA in the lock object."""
+        self.record_["data"] = resolved(location(data)) if data is not None else None
+        try:
+            self._rewrite()
+        except Lost:
+            self.check()
+
+    def check(self) -> None:
+        """Fail if another run has taken the lock over (this one stalled past the
+        stale limit): it must not remove or record anything in the folder."""
+        if self.lost is not None:
+            raise TokenmillError(
+                f"{self.folder}: the lock was taken over by another tokenmill run "
+                f"({describe_holder(self.lost)}) while this one went {stale_seconds():.0f} s "
+                "without a heartbeat; stopping"
+            )
+
+    def _body(self, **extra) -> bytes:
+        beat = {"heartbeat": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
+        return (json.dumps({**self.record_, **beat}) + "\n").encode()
+
+    def _rewrite(self, **extra) -> None:
+        with self._mutex:
+            if self.lost is not None:
+                raise Lost
+            try:
+                self.etag = _put(self.path, self._body(**extra), etag=self.etag)
+            except Lost:
+                self.lost = last_holder(self.folder)
+                raise
+
+    def _beat(self) -> None:
+        while not self._stop.wait(heartbeat_seconds()):
+            try:
+                self._rewrite()
+            except Lost:
+                return
+            except Exception:  # noqa: BLE001, S112 (a failed beat is retried; the limit spans several)
+                continue
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="tokenmill-lock", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        # Kept, marked released, like the local file: it says which DATA the
+        # folder's outputs came from. Not ours any more: left as it is.
+        try:
+            self._rewrite(released=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        except Exception:  # noqa: BLE001, S110 (a lock not released goes stale)
+            pass
+
+
+@contextmanager
+def remote_lock(folder: AnyPath) -> Iterator[RemoteLock]:
+    fs = folder.fs
+    try:
+        if fs.isfile(folder.path):
+            raise TokenmillError(f"{folder}: exists and is not a folder")
+        lock = _take(folder)
+    except TokenmillError:
+        raise
+    except Exception as e:
+        if not (isinstance(e, OSError) or is_store_error(e)):
+            raise
+        raise TokenmillError(f"{folder / LOCK}: cannot take the lock ({one_line(e)})") from None
+    lock.start()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def _take(folder: AnyPath) -> RemoteLock:
+    """Create the lock object, or take over a released or dead holder's."""
+    path = folder / LOCK
+    record = {
+        **holder_record(None),
+        "machine": machine_id(),
+        "process_start": process_start(os.getpid()),
+        "token": secrets.token_hex(8),  # tells this run's record from another's
+    }
+    lock = RemoteLock(folder, previous={}, record_=record)
+    holder: dict = {}
+    for _ in range(TAKE_TRIES):
+        try:
+            lock.etag = _put(path, lock._body(), create=True)
+            return lock
+        except Lost:
+            pass
+        found = _read(path)
+        if found is None:
+            continue  # released and removed in between: create it again
+        holder, etag, age = found
+        stale = age is not None and age > stale_seconds()
+        if holder.get("released"):
+            note = None
+        elif stale:
+            note = f"no heartbeat for {age:.0f} s"
+        elif holder_gone(holder):
+            note = "its process on this machine is gone"
+        else:
+            extra = f", last heartbeat {max(age, 0):.0f} s ago" if age is not None else ""
+            raise in_use(folder, holder, extra)
+        # Until `record` names this run's DATA, the object keeps saying which
+        # DATA the folder's outputs came from (a refused run must not erase it).
+        lock.record_["data"] = holder.get("data")
+        try:
+            lock.etag = _put(path, lock._body(), etag=etag)
+        except Lost:
+            continue  # another run took it first, or the holder beat: look again
+        lock.previous = holder
+        if note:
+            lock.note = (
+                f"{folder}: took over the lock of a tokenmill run that ended without "
+                f"releasing it ({describe_holder(holder)}; {note})"
+            )
+        return lock
+    raise in_use(folder, holder)
+
+
+def _read(path: AnyPath) -> tuple[dict, str | None, float | None] | None:
+    """(record, ETag, seconds since last written) of the lock object; None if absent."""
+    fs = path.fs
+    try:
+        if hasattr(fs, "call_s3"):
+            bucket, key, _ = fs.split_path(path.path)
+            head = fs.call_s3("head_object", Bucket=bucket, Key=key)
+            data = fs.cat_file(path.path)
+            etag = head.get("ETag")
+            # Both times are the store's: no clock of ours is involved.
+            date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+            modified = head.get("LastModified")
+            age = None
+            if date and modified:
+                import email.utils  # a store's lease only: not at the top, for local start-up
+
+                age = (email.utils.parsedate_to_datetime(date) - modified).total_seconds()
+        else:
+            info = fs.info(path.path)
+            data = fs.cat_file(path.path)
+            etag = info.get("ETag") or info.get("etag") or info.get("md5")
+            modified = info.get("mtime") or info.get("LastModified") or info.get("updated")
+            age = _age(modified)
+    except FileNotFoundError:
+        return None
+    try:
+        holder = json.loads(data)
+    except (ValueError, RecursionError):
+        holder = {}
+    if not isinstance(holder, dict):
+        holder = {}
+    return holder, etag, age
+
+
+def _age(modified: object) -> float | None:
+    import datetime
+
+    if isinstance(modified, int | float):
+        return time.time() - modified
+    if isinstance(modified, str):
+        try:
+            modified = datetime.datetime.fromisoformat(modified)
+        except ValueError:
+            return None
+    if isinstance(modified, datetime.datetime):
+        if modified.tzinfo is None:
+            modified = modified.replace(tzinfo=datetime.UTC)
+        return (datetime.datetime.now(datetime.UTC) - modified).total_seconds()
+    return None
+
+
+def _put(
+    path: AnyPath, body: bytes, *, create: bool = False, etag: str | None = None
+) -> str | None:
+    """Write the lock object: only if absent (`create`), or only if still at
+    `etag`. Returns the new ETag; raises Lost when the condition fails."""
+    fs = path.fs
+    if hasattr(fs, "call_s3"):
+        condition = {"mode": "create"} if create else {"IfMatch": etag} if etag else {}
+        try:
+            reply = fs.pipe_file(path.path, body, **condition)
+        except OSError as e:
+            if precondition_failed(e):
+                raise Lost from None
+            raise
+        return reply.get("ETag") if isinstance(reply, dict) else None
+    # Best effort: write, read back, and hold it only if it is still ours.
+    if create and fs.exists(path.path):
+        raise Lost
+    fs.pipe_file(path.path, body)
+    time.sleep(0.5)
+    found = _read(path)
+    token = json.loads(body).get("token")
+    if found is None or found[0].get("token") != token:
+        raise Lost
+    return found[1]

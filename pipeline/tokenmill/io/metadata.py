@@ -1,0 +1,42 @@
+"""The keys tokenmill writes into the Parquet metadata of its outputs, spelled
+once, and reading them back.
+
+- count tables (stages/count.py): SOURCE, STATE;
+- token shards (stages/encode.py): SOURCE, TOKENIZER_SHA256, VOCAB_SIZE, STATE;
+- packed shards (stages/pack.py): those of token shards (but STATE) and
+  SEQ_LEN, EOS_ID, BOS_ID.
+
+SOURCE is the input shard's name (its path relative to DATA); STATE is what
+makes a shard output reusable (stages/state.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from tokenmill.errors import TokenmillError
+from tokenmill.io.storage import AnyPath, location, parquet_file
+
+SOURCE = b"tokenmill.source"
+TOKENIZER_SHA256 = b"tokenmill.tokenizer_sha256"
+VOCAB_SIZE = b"tokenmill.vocab_size"
+STATE = b"tokenmill.state"
+SEQ_LEN = b"tokenmill.seq_len"
+EOS_ID = b"tokenmill.eos_id"
+BOS_ID = b"tokenmill.bos_id"
+
+
+def recorded_source(meta: dict[bytes, bytes], path: AnyPath) -> str:
+    """The input shard name recorded in an output's metadata (else the file's stem)."""
+    return meta.get(SOURCE, PurePosixPath(location(path).name).stem.encode()).decode()
+
+
+def count_table_source(counts_file: AnyPath) -> str:
+    """The input shard a count table was made from."""
+    counts_file = location(counts_file)
+    try:
+        with parquet_file(counts_file) as pf:
+            meta = pf.schema_arrow.metadata or {}
+    except (OSError, ValueError) as e:
+        raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
+    return recorded_source(meta, counts_file)

@@ -1,0 +1,280 @@
+"""Where DATA and OUT live: a local path, or the URL of any filesystem fsspec
+knows (`s3://bucket/prefix` with `pip install 'tokenmill[cloud]'`; gs://,
+az://, hf:// with their fsspec packages).
+
+A local path stays a `pathlib.Path`, so local runs take exactly the code
+paths they always did. A URL becomes a `upath.UPath`, which has the same API
+(`/`, `.name`, `.parent`, `.open()`, `.exists()`...) over fsspec; the few
+things a Path does through the operating system (renaming, walking a tree,
+handing a file name to PyArrow) go through the helpers here instead.
+
+Endpoint and credentials come from where the filesystem's own library looks
+(for S3, botocore: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_PROFILE, ~/.aws), never from
+tokenmill options, so a Ray worker node finds them the same way.
+
+Object stores have no rename. An output is written to a local temporary
+file and then uploaded under its final key in one PUT (a multipart upload
+for large files), which S3 makes visible only once complete: an object is
+there whole or not at all, and a killed upload leaves no object (see
+`upload`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import IO, TYPE_CHECKING, Union
+
+from tokenmill.errors import TokenmillError, one_line
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+    from upath import UPath
+
+# A local path or a URL's UPath: what DATA, OUT and every file under them are.
+AnyPath = Union[Path, "UPath"]  # noqa: UP007 (UPath is only a name until imported)
+
+LOCAL_PROTOCOLS = ("", "file", "local")
+# fsspec's read-ahead per open remote file: one request brings this much.
+REMOTE_BLOCK_BYTES = 8 << 20
+
+
+def location(value: str | os.PathLike) -> AnyPath:
+    """DATA, OUT or any file named on the command line: a Path, or a UPath for a URL."""
+    if not isinstance(value, str):
+        if is_remote(value):
+            return value
+        return Path(value)
+    protocol, sep, rest = value.partition("://")
+    if not sep or protocol in LOCAL_PROTOCOLS:
+        return Path(rest if sep else value)
+    try:
+        from upath import UPath
+
+        path = UPath(value)
+        path.fs  # noqa: B018 (loads the filesystem's package now, to fail here)
+    except ImportError as e:
+        raise TokenmillError(
+            f"{value}: {protocol}:// needs {e.name or 'its fsspec package'} "
+            "(pip install 'tokenmill[cloud]' for s3://)"
+        ) from None
+    except ValueError as e:
+        raise TokenmillError(f"{value}: {e}") from None
+    return path
+
+
+def is_remote(path: object) -> bool:
+    """Whether `path` lies on a filesystem other than the local one."""
+    return getattr(path, "protocol", "") not in LOCAL_PROTOCOLS
+
+
+def open_read(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
+    """A binary file object for reading: local, or remote with read-ahead (so a
+    stream is read in large requests). `cache="none"`: every read is one range
+    request of exactly its size, for readers that ask for byte ranges themselves
+    (Parquet), so that no range is fetched twice and no block is held."""
+    if is_remote(path):
+        return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
+    return open(path, "rb")
+
+
+def size(path: AnyPath) -> int:
+    return path.stat().st_size
+
+
+def identity(path: AnyPath) -> tuple:
+    """What changes when a file's content may have: for a local file its
+    resolved name, size, mtime and inode; for an object its URL, size and
+    ETag (or the filesystem's version of it)."""
+    if is_remote(path):
+        info = path.fs.info(path.path)
+        tag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("mtime")
+        return (str(path), info.get("size"), str(tag))
+    st = Path(path).stat()
+    return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def upload(local: Path, dest: AnyPath) -> None:
+    """Put the local file `local` at `dest` (remote) in one visible step."""
+    dest.fs.put_file(str(local), dest.path)
+
+
+SCRATCH = "tokenmill-scratch"
+
+
+def scratch_folder() -> Path:
+    """Where outputs for remote destinations are written before their upload:
+    a folder of the local temporary directory (TMPDIR)."""
+    import tempfile  # only remote outputs need it: not at the top, for local start-up
+
+    folder = Path(tempfile.gettempdir()) / SCRATCH
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def scratch_file(dest: AnyPath) -> Path:
+    """A new local temporary file to write an output for remote `dest` into.
+    Its name holds this process's pid, so that one a killed run left behind
+    can be told from one a live run is writing (`remove_dead_scratch`)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(
+        prefix=f".{dest.name[:100]}.tmp-{os.getpid()}-", dir=scratch_folder()
+    )
+    os.close(fd)
+    return Path(name)
+
+
+def remove_dead_scratch() -> list[Path]:
+    """Remove the scratch files of this machine's processes that are gone
+    (killed runs: a run that ends removes its own)."""
+    removed = []
+    try:
+        names = os.listdir(scratch_folder())
+    except OSError:
+        return removed
+    for name in names:
+        pid = name.rpartition(".tmp-")[2].split("-")[0]
+        if not pid.isdigit() or _running(int(pid)):
+            continue
+        try:
+            (scratch_folder() / name).unlink()
+            removed.append(scratch_folder() / name)
+        except OSError:
+            pass
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: running
+    return True
+
+
+def abort_uploads(root: AnyPath) -> int:
+    """Abort the unfinished multipart uploads under remote `root` (S3): a run
+    killed mid-upload leaves one, invisible but stored (and billed) until
+    aborted. Returns how many; 0 on other filesystems."""
+    fs = root.fs
+    if not hasattr(fs, "call_s3"):
+        return 0
+    bucket, key, _ = fs.split_path(root.path)
+    prefix = key.rstrip("/") + "/" if key else ""
+    found = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    uploads = [u for u in found.get("Uploads", []) if u["Key"].startswith(prefix)]
+    for u in uploads:
+        fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"])
+    return len(uploads)
+
+
+def walk_files(root: AnyPath) -> Iterator[tuple[str, AnyPath]]:
+    """(path relative to `root` with '/', path) of every file under a remote
+    `root`, in sorted order. Object stores have no links and no empty folders."""
+    fs = root.fs
+    base = PurePosixPath(root.path)
+    found = fs.find(root.path, withdirs=False, detail=False)
+    for name in sorted(found):
+        if name.endswith("/"):  # a folder marker object (S3 consoles make them), not a file
+            continue
+        relative = PurePosixPath(name).relative_to(base).as_posix()
+        yield relative, root / relative
+
+
+# The libraries under fsspec filesystems whose errors mean "the store said no"
+# (no bucket, no credentials, endpoint refusing), not a bug of ours.
+_STORE_LIBRARIES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "gcsfs", "adlfs")
+
+
+def is_store_error(e: BaseException) -> bool:
+    """Whether `e` is a failure of the filesystem or the object store behind it."""
+    if isinstance(e, OSError):
+        return True
+    return type(e).__module__.partition(".")[0] in _STORE_LIBRARIES
+
+
+@contextmanager
+def remote_errors(path: AnyPath) -> Iterator[None]:
+    """Turn what an object store raises (a missing bucket or prefix, no
+    permission, no credentials, an endpoint refusing) into one line naming
+    `path`, as a local OSError is."""
+    try:
+        yield
+    except TokenmillError:
+        raise
+    except FileNotFoundError:
+        raise TokenmillError(f"{path}: no such file or directory") from None
+    except PermissionError as e:
+        raise TokenmillError(f"{path}: permission denied ({one_line(e)})") from None
+    except Exception as e:
+        if not is_store_error(e):
+            raise
+        raise TokenmillError(f"{path}: {one_line(e)}") from None
+
+
+def delete(path: AnyPath) -> None:
+    """Remove a file; a missing one is fine."""
+    if is_remote(path):
+        try:
+            path.fs.rm_file(path.path)
+        except FileNotFoundError:
+            pass
+    else:
+        Path(path).unlink(missing_ok=True)
+
+
+def resolved(path: AnyPath) -> str:
+    """How DATA or OUT is recorded (manifest, lock) and compared: a local path
+    absolute with links resolved, a URL as it is."""
+    path = location(path)
+    return str(path) if is_remote(path) else str(path.resolve())
+
+
+def same_file_key(path: AnyPath) -> str:
+    """A key equal for two spellings of one file (without resolving links, as
+    os.path.abspath): to tell whether a file found by walking is one listed."""
+    if is_remote(path):
+        return f"{path.protocol}://{path.path.rstrip('/')}"
+    return os.path.abspath(path)
+
+
+def relative_name(path: AnyPath, root: AnyPath) -> str:
+    """`path` relative to `root` (which holds it), with '/'."""
+    if is_remote(path):
+        return PurePosixPath(path.path).relative_to(PurePosixPath(root.path)).as_posix()
+    return Path(path).relative_to(root).as_posix()
+
+
+def is_inside(path: AnyPath, folder: AnyPath) -> bool:
+    """Whether `path` is `folder` or under it (by name; links resolved locally)."""
+    if is_remote(path) or is_remote(folder):
+        if not (is_remote(path) and is_remote(folder)) or path.protocol != folder.protocol:
+            return False
+        p, f = path.path.rstrip("/"), folder.path.rstrip("/")
+        return p == f or p.startswith(f + "/")
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+@contextmanager
+def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
+    """A ParquetFile over a local file, or over an object read by byte ranges
+    (the footer, then only the column chunks asked for), closed after the block.
+    `options` go to pq.ParquetFile (readers.PARQUET_READ: bounded memory)."""
+    # Imported here, not at the top: the command line's paths are made with
+    # `location` before a command starts, and a command that loads a
+    # vocabulary starts that before PyArrow is imported (formats/prefetch.py).
+    import pyarrow.parquet as pq
+
+    source = open_read(path, cache="none") if is_remote(path) else str(path)
+    try:
+        yield pq.ParquetFile(source, **options)
+    finally:
+        if not isinstance(source, str):
+            source.close()

@@ -1,0 +1,120 @@
+"""Atomic writers: a crash never leaves a half-written file under a final name.
+
+Locally everything is written under a temporary name in the destination
+folder and renamed into place. Object stores have no rename: an output for a
+URL is written to a local scratch file and then uploaded under its final key
+in one PUT (a multipart upload for large files), which the store makes
+visible only once complete, so no temporary object ever exists there
+(io/storage.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.errors import TokenmillError, WriteError, one_line
+from tokenmill.io import storage
+from tokenmill.io.storage import AnyPath, is_remote, location
+
+TMP_MARK = ".tmp-"
+
+
+@contextmanager
+def atomic_path(path: AnyPath) -> Iterator[Path]:
+    """Yield a local temporary path to write `path` into; on success rename it
+    to `path`, or upload it when `path` is remote. The temporary's name is
+    unique to this call (pid and a random part), so two tasks never share one,
+    and short enough for any output name we accept."""
+    path = location(path)
+    if is_remote(path):
+        with _remote_atomic_path(path) as tmp:
+            yield tmp
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name[:200]}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as e:
+        # PyArrow's write errors name no file: name the output (disk full on
+        # `tokens/a.parquet` says which disk).
+        raise WriteError(f"{path}: cannot write ({os_reason(e)})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _remote_atomic_path(path: AnyPath) -> Iterator[Path]:
+    tmp = storage.scratch_file(path)
+    try:
+        try:
+            yield tmp
+        except OSError as e:
+            raise WriteError(f"{path}: cannot write ({os_reason(e)})") from None
+        try:
+            storage.upload(tmp, path)
+        except TokenmillError:
+            raise
+        except Exception as e:  # noqa: BLE001 (the store's client raises its own kinds)
+            # The store's own words ("Access Denied", "NoSuchBucket") say more
+            # than the errno s3fs maps them to.
+            raise WriteError(f"{path}: cannot upload ({one_line(e)})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def os_reason(e: OSError) -> str:
+    """What an OSError says, in a few words (`No space left on device`)."""
+    number = e.errno
+    if number is None and (m := re.search(r"\[errno (\d+)\]|os error (\d+)", str(e))):
+        number = int(m.group(1) or m.group(2))
+    if number:
+        return os.strerror(number)
+    return e.strerror or one_line(e)
+
+
+def is_temporary(name: str) -> bool:
+    return name.startswith(".") and TMP_MARK in name
+
+
+def remove_temporaries(folder: AnyPath) -> list[AnyPath]:
+    """Remove every temporary under `folder`, at any depth: left by killed runs.
+    Only called under the folder's lock (io/lock.py), when no other run can
+    be writing there. tokenmill writes no temporary into a remote folder, but
+    another tool (or a local copy synced up) may have."""
+    removed = []
+    if is_remote(folder):
+        # A killed run's leftovers are elsewhere: its scratch files on this
+        # machine and its unfinished multipart uploads.
+        storage.remove_dead_scratch()
+        storage.abort_uploads(folder)
+        for _, p in storage.walk_files(folder):
+            if is_temporary(p.name):
+                storage.delete(p)
+                removed.append(p)
+        return removed
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if is_temporary(name):
+                p = Path(root) / name
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
+
+
+def write_parquet(table: pa.Table, path: AnyPath) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_json(obj: object, path: AnyPath) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,141 @@
+"""Job files: a run described in TOML (jobs/NAME.toml), for scheduled runs.
+
+    inputs = "../sample_data"        # DATA: a folder or a file of shards
+    output = "../out/sample"         # OUT
+    mode = "byte"                    # any `tokenmill run` option, with _ for -
+    vocab_size = 4096
+    special_tokens = ["<|pad|>"]
+    tokenizer = "../tok.json"        # encode only, with this tokenizer
+    extend = "../base.json"          # grow this tokenizer (--extend)
+    steps = "count"                  # or: count and merge only
+
+Relative paths are relative to the job file's folder, so a job runs the same
+from cron, systemd or a shell anywhere. Options given on the command line
+override the job's.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from tokenmill.config import Config
+from tokenmill.errors import TokenmillError
+from tokenmill.io.storage import is_remote, location
+
+PATH_KEYS = ("inputs", "output", "tokenizer")
+# Paths that the run's Config holds as strings (its manifest records them).
+STRING_PATH_KEYS = ("extend",)
+CONFIG_KEYS = tuple(f.name for f in fields(Config))
+STEPS = ("all", "count", "encode")
+
+
+@dataclass(frozen=True)
+class Job:
+    data: Path
+    out: Path
+    config: Config
+    steps: str = "all"
+    tokenizer: Path | None = None
+    # Encoding only: the --pattern given, for reading a .tiktoken tokenizer (a
+    # preset or a regex); None: the tokenizer's own (the JSON beside the file).
+    load_pattern: str | None = None
+
+
+def under_job(job_file: Path, value: str) -> Path:
+    """A local path of a job file, which is relative to the file's folder."""
+    return (job_file.parent / Path(value).expanduser()).resolve()
+
+
+def load_job(path: Path) -> dict:
+    """The job file's settings, checked, with paths resolved."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read job ({e.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise TokenmillError(f"{path}: not valid TOML (nested too deeply)") from None
+    known = set(PATH_KEYS) | set(CONFIG_KEYS) | {"steps"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise TokenmillError(
+            f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    for key in PATH_KEYS:
+        if key in raw:
+            if not isinstance(raw[key], str):
+                raise TokenmillError(f"{path}: {key} must be a path (a string)")
+            if is_remote(location(raw[key])):
+                raw[key] = location(raw[key])  # a URL is where it says, not under the job
+            else:
+                raw[key] = under_job(path, raw[key])
+    for key in STRING_PATH_KEYS:
+        if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
+            raw[key] = str(under_job(path, raw[key]))
+    defaults = Config()
+    for key, value in raw.items():
+        if key in CONFIG_KEYS and key != "special_tokens":
+            expected = type(getattr(defaults, key))
+            expected = str if key in ("ray_address", "extend") else expected
+            if type(value) is not expected:
+                raise TokenmillError(
+                    f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"
+                )
+    if "special_tokens" in raw:
+        tokens = raw["special_tokens"]
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise TokenmillError(f"{path}: special_tokens must be a list of strings")
+        raw["special_tokens"] = tuple(tokens)
+    return raw
+
+
+def resolve_job(
+    job_file: Path | None,
+    data: Path | None,
+    out: Path | None,
+    options: dict,
+    given: set[str],
+    tokenizer: Path | None = None,
+    count_only: bool = False,
+) -> Job:
+    """A run from a job file (if any) and command-line values; `options` are the
+    command's option values, `given` the names set on the command line, which
+    override the job's."""
+    settings = load_job(job_file) if job_file else {}
+    where = f"{job_file}: " if job_file else ""
+    data = data if data is not None else settings.pop("inputs", None)
+    out = out if out is not None else settings.pop("output", None)
+    if data is None or out is None:
+        raise TokenmillError(f"{where}give DATA and OUT (or inputs and output in a --job file)")
+    tokenizer = tokenizer if tokenizer is not None else settings.pop("tokenizer", None)
+    steps = "count" if count_only else settings.pop("steps", None)
+    if steps is None:
+        steps = "encode" if tokenizer is not None else "all"
+    if steps not in STEPS:
+        raise TokenmillError(f"{where}steps must be one of {', '.join(STEPS)}, not {steps!r}")
+    if (steps == "encode") != (tokenizer is not None):
+        raise TokenmillError(f"{where}a tokenizer goes with encoding only (steps = 'encode')")
+    values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
+    for key, value in settings.items():
+        if key in CONFIG_KEYS and key not in given:
+            values[key] = value
+    load_pattern = None
+    if steps == "encode" and ("pattern" in given or "pattern" in settings):
+        # Not a training option here: how to read the tokenizer (as for `encode`).
+        load_pattern = values.pop("pattern")
+    try:
+        config = Config(**values)
+    except TypeError as e:
+        raise TokenmillError(f"{where}{e}") from None
+    return Job(
+        location(data),
+        location(out),
+        config,
+        steps,
+        location(tokenizer) if tokenizer else None,
+        load_pattern,
+    )

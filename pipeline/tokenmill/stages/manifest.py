@@ -1,0 +1,196 @@
+"""OUT/manifest.json: what a run read, how, and what it wrote, with hashes;
+and `verify`, which checks a folder against its manifest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tokenmill import __version__
+from tokenmill.errors import TokenmillError
+from tokenmill.io.files import file_sha256, read_json
+from tokenmill.io.lock import LOCK
+from tokenmill.io.storage import (
+    AnyPath,
+    is_inside,
+    is_remote,
+    location,
+    relative_name,
+    resolved,
+    same_file_key,
+    size,
+    walk_files,
+)
+from tokenmill.io.writers import write_json
+from tokenmill.stages.layout import MANIFEST, REPORT, with_state_files
+
+
+def git_revision() -> str | None:
+    """The commit tokenmill runs from (with "-dirty" for local changes), when
+    it runs from a git checkout of its own (not from a package installed
+    inside some other repository)."""
+    package = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(package), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parents[1]:
+            return None
+        return git("describe", "--always", "--dirty", "--abbrev=40") or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def relative(path: AnyPath | str, out: AnyPath) -> str:
+    """`path` relative to OUT when inside it, else absolute (a URL as it is).
+    Outputs are recorded relative to OUT wherever OUT is, so a folder copied
+    between a disk and a bucket still verifies."""
+    path, out = location(path), location(out)
+    if is_remote(path) or is_remote(out):
+        return relative_name(path, out) if is_inside(path, out) else str(path)
+    path = path.resolve()
+    try:
+        return path.relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def shard_outputs(shards: list[dict], out: AnyPath) -> list[dict]:
+    """Manifest entries for the outputs of count's or encode's per-shard records."""
+    entries = []
+    for r in shards:
+        if r["output"] is None:
+            continue
+        entry = {"shard": r["shard"], "path": relative(r["output"]["file"], out)}
+        entry["rows"] = r["output"]["rows"]
+        entry |= {k: r[k] for k in ("documents", "tokens", "words") if k in r}
+        entry["bytes"] = r["output"]["bytes"]
+        entry["sha256"] = r["output"]["sha256"]
+        entries.append(entry)
+    return entries
+
+
+def file_entry(path: AnyPath, out: AnyPath, **extra) -> dict:
+    path = location(path)
+    return {"path": relative(path, out), **extra, "bytes": size(path), "sha256": file_sha256(path)}
+
+
+def write_manifest(manifest: dict, out: AnyPath) -> AnyPath:
+    path = location(out) / MANIFEST
+    write_json(manifest, path)
+    return path
+
+
+def base_manifest(data: AnyPath, config_dict: dict, steps: str) -> dict:
+    return {
+        "tokenmill_version": __version__,
+        "git_revision": git_revision(),
+        "steps": steps,
+        "data": resolved(data),
+        "config": config_dict,
+    }
+
+
+def read_manifest(out: AnyPath) -> dict:
+    """OUT/manifest.json, checked to have the shape `run` writes: one line names
+    the file and what is wrong otherwise."""
+    path = location(out) / MANIFEST
+    manifest = read_json(path, "manifest")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("data"), str):
+        raise TokenmillError(f'{path}: not a tokenmill manifest (no "data" folder)')
+    for group in ("inputs", "outputs", "counts", "files"):
+        entries = manifest.get(group, [])
+        if not isinstance(entries, list) or not all(_is_entry(e) for e in entries):
+            raise TokenmillError(
+                f"{path}: not a tokenmill manifest ({group!r} is not a list of "
+                "entries with a path and a sha256)"
+            )
+    if "tokenizer" in manifest and not _is_entry(manifest["tokenizer"]):
+        raise TokenmillError(f"{path}: not a tokenmill manifest (bad 'tokenizer' entry)")
+    return manifest
+
+
+def _is_entry(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("path"), str)
+        and isinstance(entry.get("sha256"), str)
+        and isinstance(entry.get("bytes", 0), int)
+    )
+
+
+def listed_path(out: AnyPath, name: str) -> AnyPath:
+    """Where a manifest entry's path points: under OUT when relative; an
+    absolute path or a URL (a tokenizer given from elsewhere) stays itself."""
+    where = location(name)
+    return where if is_remote(where) else out / name
+
+
+def listed_outputs(manifest: dict) -> list[dict]:
+    """Every output entry of a manifest (token shards, count tables, files, tokenizer)."""
+    outputs = [e for group in ("outputs", "counts", "files") for e in manifest.get(group, [])]
+    if "tokenizer" in manifest:
+        outputs.append(manifest["tokenizer"])
+    return outputs
+
+
+def verify(out: AnyPath) -> tuple[int, list[str]]:
+    """(number of files checked, what differs) for OUT against OUT/manifest.json:
+    inputs and outputs missing or changed, and files under OUT it does not list."""
+    out = location(out)
+    manifest = read_manifest(out)
+    data = location(manifest["data"])
+    checks = []
+    for entry in manifest.get("inputs", []):
+        root = data if data.is_dir() else data.parent
+        path = data if data.is_file() and entry["path"] == data.name else root / entry["path"]
+        checks.append(("input", entry["path"], path, entry))
+    listed = {out / MANIFEST, out / LOCK, out / REPORT}
+    for entry in listed_outputs(manifest):
+        path = listed_path(out, entry["path"])
+        checks.append(("output", entry["path"], path, entry))
+        listed.add(path)
+    differences = []
+    for kind, name, path, entry in checks:
+        if not path.is_file():
+            differences.append(f"{kind} {name}: missing ({path})")
+            continue
+        found = size(path)
+        if "bytes" in entry and found != entry["bytes"]:
+            differences.append(f"{kind} {name}: changed, {found} bytes, was {entry['bytes']}")
+            continue
+        sha = file_sha256(path)
+        if sha != entry["sha256"]:
+            differences.append(f"{kind} {name}: changed, sha256 {sha}, was {entry['sha256']}")
+    known = {same_file_key(p) for p in with_state_files(listed)}
+    for relative_path, path in files_under(out, data):
+        if same_file_key(path) not in known:
+            differences.append(f"extra {relative_path}: not in the manifest")
+    return len(checks), differences
+
+
+def files_under(out: AnyPath, data: AnyPath) -> list[tuple[str, AnyPath]]:
+    """(path relative to OUT, path) of every file under OUT, in sorted order,
+    leaving out DATA when it lies inside (run refuses that; never list inputs
+    as extras)."""
+    if is_remote(out):
+        return [(name, p) for name, p in walk_files(out) if not is_inside(p, data)]
+    found = []
+    data_root = None if is_remote(data) else os.path.realpath(data)
+    for root, dirs, files in os.walk(out):
+        if os.path.realpath(root) == data_root:
+            dirs.clear()
+            continue
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root) / name
+            found.append((path.relative_to(out).as_posix(), path))
+    return found

@@ -1,0 +1,150 @@
+"""train: a BPE tokenizer from the merged word table."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from tokenmill.config import Config
+from tokenmill.errors import TokenmillError
+from tokenmill.faults import checkpoint
+from tokenmill.io.files import known_sha256
+from tokenmill.io.storage import location, parquet_file
+from tokenmill.stages.results import TrainResult
+from tokenmill.stages.state import record_file, reusable_file
+from tokenmill.tokenizer import PATTERNS, Tokenizer
+
+
+def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | None, Config]:
+    """--extend: the base tokenizer (`pattern` reads a .tiktoken file) and the
+    config with the base's mode, pattern and lowercase, which counting words
+    must use; (None, config) without --extend."""
+    if not config.extend:
+        return None, config
+    from tokenmill.formats import load_any
+    from tokenmill.tokenizer.extend import check_base
+
+    base = load_any(location(config.extend), pattern=pattern)
+    check_base(base)
+    if base.mode == "byte" and base.pattern not in PATTERNS:
+        raise TokenmillError(
+            f"--extend {config.extend}: its pattern is no preset ({', '.join(PATTERNS)}), "
+            "which counting words needs"
+        )
+    return base, dataclasses.replace(
+        config, mode=base.mode, pattern=base.pattern or config.pattern, lowercase=base.lowercase
+    )
+
+
+def run_train(
+    counts_file: Path, tokenizer_file: Path, config: Config, base: Tokenizer | None = None
+) -> TrainResult:
+    """Train on the word table, or with --extend grow `base` (loaded from
+    config.extend when not given) on it."""
+    start = time.monotonic()
+    if config.extend and base is None:
+        base, config = load_base(config)
+    counts_file = location(counts_file)
+    try:
+        # ParquetFile, not read_table: read_table would import pyarrow.dataset.
+        with parquet_file(counts_file) as pf:
+            table = pf.read(columns=["word", "count"], use_threads=False)
+    except (OSError, ValueError) as e:
+        raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
+    if table.num_rows == 0:
+        raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
+    key = {
+        "stage": "train",
+        "counts_sha256": known_sha256(counts_file)[1],
+        "mode": config.mode,
+        "pattern": config.pattern,
+        "lowercase": config.lowercase,
+        "vocab_size": config.vocab_size,
+        "special_tokens": config.train_special_tokens,
+    }
+    if base is not None:
+        key["extend_sha256"] = base.sha256  # another base: train again
+        if config.extend_alphabet:
+            key["extend_alphabet"] = True
+    if reusable_file(tokenizer_file, key, config.force):
+        tok = Tokenizer.load(tokenizer_file)
+        grown = extension_summary(base, tok, table) if base is not None else None
+        return summary(table.num_rows, tok, start, reused=True, extend=grown)
+    with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
+
+        def progress(k: int) -> None:
+            bar.update(k - bar.n)
+            checkpoint("train", k)
+
+        if base is not None:
+            tok, grown = grow(base, table, config, progress)
+            tok.save(tokenizer_file)
+            record_file(tokenizer_file, key)
+            return summary(table.num_rows, tok, start, reused=False, extend=grown)
+        tok = Tokenizer.train_from_word_arrays(
+            table["word"],
+            table["count"],
+            mode=config.mode,
+            pattern=config.pattern,
+            lowercase=config.lowercase,
+            vocab_size=config.vocab_size,
+            special_tokens=config.train_special_tokens,
+            progress=progress,
+        )
+    tok.save(tokenizer_file)
+    record_file(tokenizer_file, key)
+    return summary(table.num_rows, tok, start, reused=False)
+
+
+def grow(base: Tokenizer, table, config: Config, progress) -> tuple[Tokenizer, dict]:
+    from tokenmill.tokenizer.extend import extend
+
+    grown = extend(
+        base,
+        table["word"],
+        table["count"],
+        vocab_size=config.vocab_size,
+        special_tokens=config.train_special_tokens,
+        extend_alphabet=config.extend_alphabet,
+        progress=progress,
+    )
+    return grown.tokenizer, {
+        "base_sha256": base.sha256,
+        "base_merges": len(base.merges),
+        "base_vocab_size": base.vocab_size,
+        "new_merges": grown.new_merges,
+        "base_bytes_per_token": grown.base_bytes_per_token,
+        "bytes_per_token": grown.bytes_per_token,
+    }
+
+
+def extension_summary(base: Tokenizer, tok: Tokenizer, table) -> dict:
+    """`grow`'s numbers for an extended tokenizer kept from an earlier run."""
+    from tokenmill.tokenizer.extend import table_bytes_per_token
+
+    return {
+        "base_sha256": base.sha256,
+        "base_merges": len(base.merges),
+        "base_vocab_size": base.vocab_size,
+        "new_merges": len(tok.merges) - len(base.merges),
+        "base_bytes_per_token": table_bytes_per_token(base, table["word"], table["count"]),
+        "bytes_per_token": table_bytes_per_token(tok, table["word"], table["count"]),
+    }
+
+
+def summary(
+    words: int, tok: Tokenizer, start: float, reused: bool, extend: dict | None = None
+) -> TrainResult:
+    return TrainResult(
+        words=words,
+        merges=len(tok.merges),
+        vocab_size=tok.vocab_size,
+        sha256=tok.sha256,
+        reused=int(reused),
+        redone=int(not reused),
+        seconds=time.monotonic() - start,
+        extend=extend,
+    )

@@ -1,0 +1,142 @@
+"""Job files (jobs/*.toml): `tokenmill run --job FILE` and `make job JOB=FILE`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error
+from runs import copy_sample, manifest, output_files, tokenmill
+
+from tokenmill.jobs import load_job
+from tokenmill.tokenizer import Tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_job(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_sample_job_reads_sample_data():
+    job = load_job(ROOT / "jobs" / "sample.toml")
+    assert job["inputs"] == ROOT / "sample_data"
+    assert job["output"] == ROOT / "out" / "sample"
+    assert job["special_tokens"] == ("<|pad|>",)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_job_runs_the_sample_job(tmp_path):
+    # jobs/sample.toml as shipped, in a folder laid out like the repository
+    # (its paths are relative to the job file), so the run writes under tmp_path.
+    shutil.copy(ROOT / "jobs" / "sample.toml", write_job(tmp_path / "jobs" / "x", "").parent)
+    (tmp_path / "sample_data").symlink_to(ROOT / "sample_data")
+    job = tmp_path / "jobs" / "sample.toml"
+    subprocess.run(["make", "-s", "job", f"JOB={job}"], cwd=ROOT, check=True)
+    out = tmp_path / "out" / "sample"
+    m = manifest(out)
+    assert m["config"]["vocab_size"] == 4096
+    assert m["config"]["special_tokens"] == ["<|pad|>"]
+    tok = Tokenizer.load(out / "tokenizer.json")
+    assert tok.special_tokens == ["<|endoftext|>", "<|pad|>"]
+    assert tok.vocab_size == 4096
+    assert m["documents"] == m["documents_in"] > 0
+    tokenmill("verify", out)
+    # the same job again keeps everything
+    subprocess.run(["make", "-s", "job", f"JOB={job}"], cwd=ROOT, check=True)
+    assert all(s["redone"] == 0 for s in manifest(out)["stages"].values())
+
+
+def test_job_equals_the_same_run_from_options_and_options_override_it(tmp_path):
+    data = copy_sample(tmp_path / "data", ["lines.txt", "multilingual.jsonl"])
+    job = write_job(
+        tmp_path / "jobs" / "j.toml",
+        'inputs = "../data"\noutput = "../out"\nvocab_size = 2000\nmode = "char"\nworkers = 2\n',
+    )
+    tokenmill("run", "--job", job)
+    tokenmill("run", data, tmp_path / "direct", "--vocab-size", "2000", "--mode", "char")
+    assert output_files(tmp_path / "out") == output_files(tmp_path / "direct")
+    tokenmill("run", "--job", job, "--vocab-size", "1600")
+    assert manifest(tmp_path / "out")["config"]["vocab_size"] == 1600
+    assert manifest(tmp_path / "out")["config"]["mode"] == "char"
+
+
+def test_count_only_and_encode_only_jobs(tmp_path):
+    copy_sample(tmp_path / "data", ["lines.txt", "prose-en.parquet"])
+    full = write_job(
+        tmp_path / "jobs" / "full.toml",
+        'inputs = "../data"\noutput = "../full"\nvocab_size = 700\n',
+    )
+    tokenmill("run", "--job", full)
+    counting = write_job(
+        tmp_path / "jobs" / "count.toml",
+        'inputs = "../data"\noutput = "../counted"\nsteps = "count"\n',
+    )
+    tokenmill("run", "--job", counting)
+    counted = output_files(tmp_path / "counted")
+    assert sorted(counted) == sorted(
+        f for f in output_files(tmp_path / "full") if f.startswith(("counts", ".counts"))
+    )
+    assert manifest(tmp_path / "counted")["steps"] == "count"
+    encoding = write_job(
+        tmp_path / "jobs" / "encode.toml",
+        'inputs = "../data"\noutput = "../encoded"\ntokenizer = "../full/tokenizer.json"\n',
+    )
+    tokenmill("run", "--job", encoding)
+    encoded = output_files(tmp_path / "encoded")
+    assert encoded == {k: v for k, v in output_files(tmp_path / "full").items() if k in encoded}
+    shards = sorted(k for k in encoded if not Path(k).name.startswith("."))
+    assert shards == ["tokens/lines.txt.parquet", "tokens/prose-en.parquet"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('inputs = "d"\noutput = "o"\nvocab = 5\n', "unknown key 'vocab'"),
+        ('inputs = "d"\noutput = "o"\nvocab_size = "big"\n', "vocab_size must be int"),
+        ('inputs = "d"\n', "give DATA and OUT"),
+        ('inputs = "d"\noutput = "o"\nsteps = "train"\n', "steps must be one of"),
+        ("inputs = [", "not valid TOML"),
+        ('inputs = "d"\noutput = "o"\non_error = "ignore"\n', "--on-error must be one of"),
+    ],
+)
+def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
+    job = write_job(tmp_path / "bad.toml", text)
+    result = cli("run", "--job", job, ok=False)
+    assert_one_line_error(result, needle)
+
+
+def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):
+    """With a tokenizer, --pattern (a preset or a regex, as for `encode`) says how to
+    read it; it is no training option, so a regex is no error."""
+    from tokenmill.jobs import resolve_job
+
+    options = {"pattern": r"\w+|\s+"}
+    job = resolve_job(None, tmp_path, tmp_path / "o", options, {"pattern"}, tmp_path / "t")
+    assert (job.steps, job.load_pattern, job.config.pattern) == ("encode", r"\w+|\s+", "cl100k")
+    job = resolve_job(None, tmp_path, tmp_path / "o", {"pattern": "gpt2"}, set())
+    assert (job.steps, job.load_pattern, job.config.pattern) == ("all", None, "gpt2")
+
+
+def test_a_jobs_extend_base_is_relative_to_the_job_file(tmp_path):
+    """`extend` is a path like inputs and output: the job runs the same from any folder."""
+    copy_sample(tmp_path / "data", ["lines.txt", "prose-en.parquet"])
+    tokenmill("run", tmp_path / "data", tmp_path / "base", "--vocab-size", "400")
+    job = write_job(
+        tmp_path / "jobs" / "grow.toml",
+        'inputs = "../data"\noutput = "../grown"\nvocab_size = 450\n'
+        'extend = "../base/tokenizer.json"\n',
+    )
+    assert load_job(job)["extend"] == str(tmp_path / "base" / "tokenizer.json")
+    tokenmill("run", "--job", job)  # from the repository's folder, not the job's
+    base = Tokenizer.load(tmp_path / "base" / "tokenizer.json")
+    grown = Tokenizer.load(tmp_path / "grown" / "tokenizer.json")
+    assert manifest(tmp_path / "grown")["config"]["extend"] == str(
+        tmp_path / "base" / "tokenizer.json"
+    )
+    assert grown.vocab_size == 450
+    assert grown.merges[: len(base.merges)] == base.merges

@@ -1,0 +1,106 @@
+"""`tokenmill tokenize`: the ids of a text from the command line or stdin, and
+with --pieces each token's text (coloured on a terminal, one a line in a pipe),
+for quick checks of a tokenizer."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+from realtext import GPT2_FILE, load_sample_texts
+
+from tokenmill.formats import load_any
+from tokenmill.tokenizer import Tokenizer
+
+TEXT = "Hello wörld, 東京 — naïve café\tdef f(x): return x**2\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    Tokenizer.train(load_sample_texts()[:200], vocab_size=2000).save(path)
+    return path
+
+
+def test_ids_of_an_argument_and_of_stdin_are_the_encoders(cli, trained):
+    want = load_any(trained).encode(TEXT)
+    assert cli("tokenize", "--tokenizer", trained, TEXT).output.split() == list(map(str, want))
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", trained, "-"],
+        input=TEXT.encode(),
+        capture_output=True,
+        check=True,
+    )
+    assert result.stdout.decode().split() == list(map(str, want))
+
+
+def test_pieces_in_a_pipe_are_one_token_a_line_and_join_to_the_text(cli, trained):
+    tok = load_any(trained)
+    lines = cli("tokenize", "--tokenizer", trained, "--pieces", TEXT).output.splitlines()
+    ids = [int(line.split("\t")[0]) for line in lines]
+    assert ids == tok.encode(TEXT)
+    pieces = [json.loads(line.split("\t", 1)[1]) for line in lines]
+    # Whole characters show as themselves; bytes of a split one as <0x..>.
+    joined = re.sub(
+        r"(?:<0x[0-9a-f]{2}>)+",
+        lambda m: bytes(int(h, 16) for h in re.findall(r"<0x(..)>", m.group())).decode(
+            "utf-8", "surrogateescape"
+        ),
+        "".join(pieces),
+    )
+    assert joined == TEXT
+
+
+def test_pieces_of_a_real_vocabulary_show_split_characters_as_bytes(cli):
+    # GPT-2 splits 東京 into tokens that hold parts of characters.
+    out = cli("tokenize", "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--pieces", "東京").output
+    assert "<0x" in out
+    assert [int(x.split("\t")[0]) for x in out.splitlines()] == load_any(
+        GPT2_FILE, pattern="gpt2"
+    ).encode("東京")
+
+
+def test_pieces_on_a_terminal_are_coloured(trained):
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tokenmill",
+            "tokenize",
+            "--tokenizer",
+            trained,
+            "--pieces",
+            "ab cd",
+        ],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait()
+    os.close(leader)
+    shown = b"".join(chunks).decode()
+    assert "\x1b[" in shown  # ANSI colours
+    assert re.sub(r"\x1b\[[0-9;]*m", "", shown).strip() == "ab cd"
+    assert proc.stderr.read().decode().strip() == f"{len(load_any(trained).encode('ab cd'))} tokens"
+
+
+def test_a_bad_tokenizer_file_is_one_line(cli, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    result = cli("tokenize", "--tokenizer", bad, "x", ok=False)
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1

@@ -1,0 +1,473 @@
+"""Nothing lost, nothing wrong, nothing unexplained: the folder layouts and
+faults of issue 14, each of which lost, mixed up or silently dropped data
+before. Every document in is a document out or an accounted skip; every file
+under DATA is read or listed with its reason; OUT holds exactly what its
+manifest lists; every failure is one line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import write_shard
+from runs import manifest, output_files, temporaries, tokenmill
+
+from tokenmill.io.lock import LOCK
+
+RUN = ("--vocab-size", "300", "--workers", "1")
+
+
+def token_files(out: Path) -> list[str]:
+    return sorted(
+        p.relative_to(out / "tokens").as_posix() for p in (out / "tokens").rglob("*.parquet")
+    )
+
+
+def documents_out(out: Path) -> int:
+    return sum(pq.read_metadata(out / "tokens" / n).num_rows for n in token_files(out))
+
+
+def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+    """The run failed with exit status 1 and one line of error, its last line
+    (after the summaries of the stages that finished, if any)."""
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("Error:")]
+    assert errors == lines[-1:] and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
+    return errors[0]
+
+
+# 1. Output names never collide.
+
+
+def test_inputs_that_flatten_to_one_name_each_get_their_own_outputs(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a" / "b.txt", ["x from a/b"])
+    write_shard(data / "a__b.txt", ["y from a__b"])
+    out = tmp_path / "o"
+    result = tokenmill("run", data, out, *RUN)
+    assert token_files(out) == ["a/b.txt.parquet", "a__b.txt.parquet"]
+    counts = sorted(p.relative_to(out).as_posix() for p in (out / "counts").rglob("*.parquet"))
+    assert counts == ["counts/a/b.txt.parquet", "counts/a__b.txt.parquet"]
+    for shard, text in (("a/b.txt", "x from a/b"), ("a__b.txt", "y from a__b")):
+        decoded = tokenmill("decode", "--shard", out / "tokens" / f"{shard}.parquet", "--row", 0)
+        assert decoded.stdout.startswith(text)
+    assert tokenmill("verify", out).returncode == 0
+    again = tokenmill("run", data, out, *RUN)  # the rerun that crashed on a shared temporary
+    assert "2 kept, 0 done" in again.stderr and "2 shards" in result.stderr
+
+
+def test_a_parquet_input_keeps_its_name_and_real_clashes_are_refused(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "code" / "stdlib.parquet", ["import os"])
+    out = tmp_path / "o"
+    tokenmill("run", data, out, *RUN)
+    assert token_files(out) == ["code/stdlib.parquet"]
+    # `x.jsonl` and a Parquet file named `x.jsonl.parquet` would write one output.
+    write_shard(data / "x.jsonl", ["one"])
+    write_shard(data / "x.jsonl.parquet", ["two"])
+    result = tokenmill("run", data, tmp_path / "o2", *RUN, check=False)
+    one_line_error(result, "'x.jsonl'", "'x.jsonl.parquet'", "rename one")
+
+
+# 2. A rerun never keeps (or certifies) a damaged output.
+
+
+@pytest.mark.parametrize("folder", ["tokens", "counts"])
+def test_a_damaged_output_is_redone_not_kept(tmp_path, folder):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", [f"document {i} with some words" for i in range(200)])
+    write_shard(data / "b.txt", [f"line {i} of text" for i in range(100)])
+    out, ref = tmp_path / "o", tmp_path / "ref"
+    tokenmill("run", data, ref, *RUN)
+    tokenmill("run", data, out, *RUN)
+    target = out / folder / "a.jsonl.parquet"
+    raw = bytearray(target.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF  # inside the data pages, not the footer
+    target.write_bytes(bytes(raw))
+    result = tokenmill("run", data, out, *RUN)
+    stage = "encode" if folder == "tokens" else "count"
+    assert f"{stage}: 2 shards (1 kept, 1 done)" in result.stderr
+    assert output_files(out) == output_files(ref)
+    assert tokenmill("verify", out).returncode == 0
+
+
+# 3. OUT and DATA never overlap.
+
+
+def test_out_inside_data_is_left_out_of_the_inputs(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["some text here", "more text"])
+    write_shard(data / "b.txt", ["plain line"])
+    ref = tmp_path / "ref"
+    tokenmill("run", data, ref, *RUN)
+    out = data / "out"
+    for _ in range(2):  # the second run sees the first one's outputs under DATA
+        result = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+        assert "skipped" not in result.stderr
+        assert token_files(out) == ["a.jsonl.parquet", "b.txt.parquet"]
+    assert {"path": "out/", "reason": "the output folder"} in manifest(out)["not_read"]
+    assert manifest(out)["skipped"] == []
+    tokens = {k: v for k, v in output_files(out).items() if k.startswith("tokens/")}
+    assert tokens == {k: v for k, v in output_files(ref).items() if k.startswith("tokens/")}
+    assert tokenmill("verify", out).returncode == 0
+
+
+def test_data_inside_or_equal_to_out_is_refused(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["text"])
+    one_line_error(tokenmill("run", data, data, *RUN, check=False), "DATA is OUT")
+    one_line_error(tokenmill("run", data, tmp_path, *RUN, check=False), "DATA is inside OUT")
+    assert not (data / "manifest.json").exists() and not (tmp_path / "tokens").exists()
+
+
+# 4. Every file under DATA is accounted for.
+
+
+def test_every_file_under_data_is_read_or_listed_with_its_reason(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "read.jsonl", ["a document"])
+    (data / "UPPER.JSONL").write_text('{"text": "upper case suffix"}\n')
+    (data / "docs.json").write_text('{"text": "JSON Lines named .json"}\n')
+    (data / "x.jsonl.lz4").write_bytes(b"\x04\x22\x4d\x18")
+    (data / "table.csv").write_text("text\nnot read\n")
+    (data / "notes.md").write_text("# notes\n")
+    (data / ".hidden.jsonl").write_text('{"text": "hidden"}\n')
+    (data / ".git").mkdir()
+    (data / ".git" / "HEAD").write_text("ref\n")
+    (data / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+    (data / "loop").symlink_to(data)
+    (data / "self.txt").symlink_to(data / "self.txt")
+    result = tokenmill("run", data, tmp_path / "o", *RUN)
+    reasons = {e["path"]: e["reason"] for e in manifest(tmp_path / "o")["not_read"]}
+    assert reasons == {
+        ".git/": "hidden",
+        ".hidden.jsonl": "hidden",
+        "dangling.txt": "dangling link",
+        "loop": "symlink loop",
+        "notes.md": "unknown suffix",
+        "self.txt": "symlink loop",
+        "table.csv": "unknown suffix",
+        "x.jsonl.lz4": "unknown suffix",
+    }
+    inputs = [i["path"] for i in manifest(tmp_path / "o")["inputs"]]
+    assert inputs == ["UPPER.JSONL", "docs.json", "read.jsonl"]
+    line = (
+        "inputs: 3 read, 8 not read (3 unknown suffix, 2 hidden, 2 symlink loop, 1 dangling link)"
+    )
+    assert line in result.stderr
+
+
+def test_symlinked_files_and_folders_are_read_under_their_own_names(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    write_shard(elsewhere / "shared.txt", ["shared line"])
+    data = tmp_path / "d"
+    write_shard(data / "own.txt", ["own line"])
+    (data / "linked").symlink_to(elsewhere)
+    (data / "alias.txt").symlink_to(elsewhere / "shared.txt")
+    out = tmp_path / "o"
+    tokenmill("run", data, out, *RUN)
+    assert token_files(out) == ["alias.txt.parquet", "linked/shared.txt.parquet", "own.txt.parquet"]
+    assert manifest(out)["not_read"] == []
+
+
+# 5. No stale, unlisted or half-written outputs.
+
+
+def test_derived_folders_and_outputs_of_removed_inputs_go(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", [f"doc {i} of a" for i in range(30)])
+    write_shard(data / "sub" / "b.txt", [f"line {i} of b" for i in range(30)])
+    out = tmp_path / "o"
+    tokenmill("run", data, out, *RUN, "--pack", "16", "--format", "bin")
+    assert (out / "bin" / "sub" / "b.txt.bin").is_file()
+    (data / "sub" / "b.txt").unlink()
+    tokenmill("run", data, out, *RUN, "--pack", "16", "--format", "bin")
+    every = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert not [p for p in every if "b.txt" in p]
+    assert tokenmill("verify", out).returncode == 0
+    result = tokenmill("run", data, out, *RUN)  # no --pack, no --format bin
+    assert not (out / "packed").exists() and not (out / "bin").exists()
+    assert "removed" in result.stderr and "stale" in result.stderr
+    assert tokenmill("verify", out).returncode == 0
+
+
+def jsonl_corpus(data: Path, **sizes: int) -> Path:
+    """DATA with one JSON Lines shard per keyword, of that many documents."""
+    for name, n in sizes.items():
+        write_shard(data / f"{name}.jsonl", [f"{name} document {i}" for i in range(n)])
+    return data
+
+
+def test_verify_reports_unlisted_files_and_stats_reads_only_the_manifest(tmp_path):
+    data = jsonl_corpus(tmp_path / "d", a=20, b=5)
+    out = tmp_path / "o"
+    tokenmill("run", data, out, *RUN)
+    before = json.loads(tokenmill("stats", out, "--json").stdout)["documents"]
+    extra = out / "tokens" / "extra.jsonl.parquet"
+    extra.write_bytes((out / "tokens" / "a.jsonl.parquet").read_bytes())
+    (out / "tokens" / ".a.jsonl.parquet.tmp-1-ab").write_bytes(b"half")
+    result = tokenmill("verify", out, check=False)
+    assert result.returncode == 3
+    assert "extra tokens/extra.jsonl.parquet: not in the manifest" in result.stderr
+    assert "extra tokens/.a.jsonl.parquet.tmp-1-ab: not in the manifest" in result.stderr
+    assert json.loads(tokenmill("stats", out, "--json").stdout)["documents"] == before == 25
+    tokenmill("run", data, out, *RUN)  # removes both
+    assert not extra.exists() and temporaries(out) == []
+    assert tokenmill("verify", out).returncode == 0
+
+
+# 6. One run per OUT, and an OUT is not silently reused for another DATA.
+
+
+def test_a_second_run_into_the_same_out_fails_at_once_naming_the_holder(tmp_path):
+    data = jsonl_corpus(tmp_path / "d", a=50, b=50)
+    out = tmp_path / "o"
+    marker = tmp_path / "paused"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", "run", data, out, *RUN],
+        env={**os.environ, "TOKENMILL_PAUSE_AT": "count:1", "TOKENMILL_PAUSE_FILE": str(marker)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not marker.exists():
+            assert first.poll() is None, "the first run ended before pausing"
+            time.sleep(0.05)
+        second = tokenmill("run", data, out, *RUN, "--vocab-size", "400", check=False)
+        one_line_error(second, str(out), "in use by another tokenmill run", f"pid {first.pid}")
+    finally:
+        first.kill()
+        first.wait()
+    tokenmill("run", data, out, *RUN)  # the killed holder's lock went with it
+    assert tokenmill("verify", out).returncode == 0
+
+
+def test_an_out_of_another_data_is_refused_unless_forced(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    write_shard(one / "a.jsonl", ["first corpus"])
+    write_shard(two / "b.jsonl", ["second corpus"])
+    out = tmp_path / "o"
+    tokenmill("run", one, out, *RUN)
+    result = tokenmill("run", two, out, *RUN, check=False)
+    one_line_error(result, "another DATA", str(one.resolve()), "--force")
+    assert token_files(out) == ["a.jsonl.parquet"]
+    tokenmill("run", two, out, *RUN, "--force")
+    assert token_files(out) == ["b.jsonl.parquet"]
+
+
+def test_a_killed_first_run_still_tells_which_data_it_was(tmp_path):
+    from runs import kill_when_paused
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    write_shard(one / "a.jsonl", ["first corpus"])
+    write_shard(one / "b.jsonl", ["first corpus again"])
+    write_shard(two / "c.jsonl", ["second corpus"])
+    out = tmp_path / "o"
+    kill_when_paused(["run", one, out, *RUN], "count", 1, tmp_path)
+    assert not (out / "manifest.json").exists()
+    one_line_error(tokenmill("run", two, out, *RUN, check=False), "another DATA")
+    tokenmill("run", one, out, *RUN)
+
+
+# 7. Every error one line.
+
+
+def test_out_that_is_a_file_and_names_too_long(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["text"])
+    (tmp_path / "file").write_text("x")
+    one_line_error(tokenmill("run", data, tmp_path / "file", *RUN, check=False), "not a folder")
+    long = tmp_path / "long"
+    write_shard(long / ("n" * 240 + ".txt"), ["text"])
+    one_line_error(tokenmill("run", long, tmp_path / "o", *RUN, check=False), "too long")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "needle"),
+    [
+        ("--vocab-size", str(2**32), "--vocab-size 4294967296 is out of range"),
+        ("--vocab-size", str(2**63 - 1), "--vocab-size"),
+        ("--pack", str(10**20), "--pack"),
+        ("--workers", "100000", "--workers 100000 is out of range"),
+    ],
+)
+def test_bounded_options_are_checked_before_any_work(tmp_path, option, value, needle):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["text"])
+    out = tmp_path / "o"
+    args = ["run", data, out, "--workers", "1", option, value]
+    one_line_error(tokenmill(*args, check=False), needle)
+    assert not (out / "counts").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"[]",
+        b'{"data": 5}',
+        b'{"data": "/x", "inputs": [{"path": 3}]}',
+        b'{"data": "/x", "outputs": "tokens"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b"\xff\xfe",
+    ],
+)
+def test_verify_on_a_malformed_manifest_is_one_line(tmp_path, content):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "manifest.json").write_bytes(content)
+    one_line_error(tokenmill("verify", tmp_path / "o", check=False), "manifest.json")
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.2, 0.3])
+def test_ctrl_c_while_verify_starts_is_never_a_traceback(tmp_path, delay):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", "verify", tmp_path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate()
+    if "Traceback" in err:
+        # Only the interpreter's own start-up (site, runpy) runs before tokenmill's
+        # first line can catch it, and a machine slow to start may be hit there:
+        # that traceback is Python's, and names none of tokenmill's files.
+        assert f"{os.sep}tokenmill{os.sep}" not in err, err
+        assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
+        return
+    # Before Python installs its handler, SIGINT ends the process (-2); after, one line.
+    assert proc.returncode in (-signal.SIGINT, 1, 130), (proc.returncode, err)
+    assert len(err.strip().splitlines()) <= 1, err
+
+
+def root_only():
+    return pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+class Tmpfs:
+    """A small tmpfs mounted for one test (CI runs as root), unmounted after."""
+
+    def __init__(self, path: Path, size_kb: int):
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", path], check=True
+        )
+
+    def resize(self, size_kb: int, readonly: bool = False) -> None:
+        opts = f"remount,size={size_kb}k" + (",ro" if readonly else ",rw")
+        subprocess.run(["mount", "-o", opts, self.path], check=True)
+
+    def close(self) -> None:
+        subprocess.run(["umount", self.path], check=True)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    mounts = []
+
+    def make(size_kb: int) -> Tmpfs:
+        mounts.append(Tmpfs(tmp_path / f"tmpfs{len(mounts)}", size_kb))
+        return mounts[-1]
+
+    yield make
+    for m in mounts:
+        m.close()
+
+
+@pytest.fixture(scope="module")
+def disk_corpus(tmp_path_factory):
+    """DATA on the normal disk, and an uninterrupted run of it."""
+    root = tmp_path_factory.mktemp("disk")
+    data = root / "d"
+    for k in range(4):
+        lines = [f"shard {k} line {i} with words {i * k} and more {i % 7}" for i in range(3000)]
+        write_shard(data / f"s{k}.jsonl", lines)
+    with gzip.open(data / "s4.txt.gz", "wt") as f:
+        f.write("".join(f"gz {i} text\n" for i in range(3000)))
+    tokenmill("run", data, root / "ref", *RUN, "--pack", "64", "--format", "bin")
+    size = sum(p.stat().st_size for p in (root / "ref").rglob("*") if p.is_file())
+    return data, root / "ref", size
+
+
+@root_only()
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9])
+def test_disk_full_is_one_line_and_a_rerun_with_room_is_identical(disk_corpus, tmpfs, fraction):
+    data, ref, size = disk_corpus
+    fs = tmpfs(max(16, int(size * fraction) // 1024))
+    out = fs.path / "o"
+    result = tokenmill("run", data, out, *RUN, "--pack", "64", "--format", "bin", check=False)
+    one_line_error(result, "No space left on device")
+    assert temporaries(out) == []
+    fs.resize(4 * size // 1024 + 1024)
+    tokenmill("run", data, out, *RUN, "--pack", "64", "--format", "bin")
+    assert output_files(out) == output_files(ref)
+    assert tokenmill("verify", out).returncode == 0
+
+
+@root_only()
+def test_a_read_only_out_is_one_line(disk_corpus, tmpfs):
+    data, _, _ = disk_corpus
+    fs = tmpfs(1024)
+    fs.resize(1024, readonly=True)
+    one_line_error(tokenmill("run", data, fs.path / "o", *RUN, check=False), "Read-only")
+
+
+# 11. run --tokenizer passes --pattern and --special-token on to a .tiktoken file.
+
+
+def test_run_with_a_tiktoken_file_takes_pattern_and_special_tokens(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", [f"some words {i} here" for i in range(50)])
+    full = tmp_path / "full"
+    tokenmill("run", data, full, *RUN)
+    ranks = tmp_path / "t.tiktoken"
+    tokenmill("export", full / "tokenizer.json", ranks, "--format", "tiktoken")
+    for beside in tmp_path.glob("t.tiktoken.*"):
+        beside.unlink()  # no settings file: the pattern must come from the command line
+    eot = f"<|endoftext|>={json.loads((full / 'tokenizer.json').read_text())['vocab_size'] - 1}"
+    out = tmp_path / "o"
+    args = ["run", data, out, "--tokenizer", ranks, "--pattern", "cl100k", "--special-token", eot]
+    tokenmill(*args, "--workers", "1")
+    ids = pq.read_table(out / "tokens" / "a.jsonl.parquet")["ids"].to_pylist()
+    assert ids == pq.read_table(full / "tokens" / "a.jsonl.parquet")["ids"].to_pylist()
+
+
+def test_lock_file_is_the_only_trace_of_a_refused_run(tmp_path):
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["x"])
+    out = tmp_path / "o"
+    tokenmill("run", data, out, "--vocab-size", str(2**40), check=False)
+    assert [p.name for p in out.rglob("*")] in ([], [LOCK])
+
+
+def test_ctrl_c_turned_into_another_error_by_an_import_is_still_one_line():
+    """CPython can turn a KeyboardInterrupt raised inside an extension module's
+    import into another exception (seen: TypeError from ssl while PyArrow
+    loads); after a Ctrl-C, that is still `interrupted` and status 130."""
+    script = (
+        "import os, signal, time, sys\n"
+        "import tokenmill.cli\n"
+        "def cli():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise TypeError('expected a message argument') from None\n"
+        "tokenmill.cli.main = cli\n"
+        "from tokenmill.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")

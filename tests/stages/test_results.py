@@ -1,0 +1,79 @@
+"""Each stage's result describes itself in the one line the command prints."""
+
+from __future__ import annotations
+
+import click
+
+from tokenmill.cli import main
+from tokenmill.stages.results import (
+    BinResult,
+    MergeResult,
+    PackResult,
+    ReportResult,
+    RunResult,
+    ShardStageResult,
+    StatsResult,
+    TrainResult,
+)
+
+
+def shard(reused: bool, **result) -> dict:
+    return {"shard": "a", "reused": reused, "skipped": [], "output": None, **result}
+
+
+def test_count_and_encode_lines():
+    records = [shard(True, documents=3, bytes=2_000_000), shard(False, documents=2, bytes=0)]
+    records[1]["skipped"] = [{"shard": "b", "row": 4, "reason": "bad", "documents": 1}]
+    count = ShardStageResult.of("count", records, 2.0)
+    assert (count.reused, count.redone, count.documents) == (1, 1, 5)
+    assert count.describe() == (
+        "count: 2 shards (1 kept, 1 done), 5 documents, 1 skipped, 2.0 MB in 2.00 s, 1.0 MB/s"
+    )
+    encode = ShardStageResult.of("encode", records, 0.0, tokens=9, normalizer="NFC")
+    assert encode.describe() == (
+        "encode: 2 shards (1 kept, 1 done), 5 documents, 1 skipped, 9 tokens, 2.0 MB, "
+        "text normalized with NFC in 0.00 s"
+    )
+
+
+def test_single_output_and_later_stage_lines():
+    merge = MergeResult(tables=2, words=5, occurrences=9, reused=1, redone=0, seconds=0.5)
+    assert merge.describe() == (
+        "merge: 2 tables, 5 distinct words, 9 in all (kept: inputs unchanged) in 0.50 s"
+    )
+    train = TrainResult(words=5, merges=3, vocab_size=260, sha256="x", redone=1, seconds=1)
+    assert train.describe() == "train: 3 merges, vocabulary 260, from 5 words in 1.00 s"
+    pack = PackResult(
+        shards=[{}], seq_len=8, sequences=2, last_row=3, documents=1, tokens=11, seconds=0
+    )
+    assert pack.describe() == (
+        "pack: 1 shards, 1 documents, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"
+    )
+    bins = BinResult(dir="d", shards=[{}], dtype="uint16", documents=1, tokens=4, seconds=0)
+    assert bins.describe() == "bin: 1 shards, 1 documents, 4 uint16 in 0.00 s"
+    report = ReportResult(report="r.html", documents=1, tokens=4, bytes=10**6, seconds=1)
+    assert (
+        report.describe() == "report: 1 documents, 4 tokens, 1.0 MB -> r.html in 1.00 s, 1.0 MB/s"
+    )
+    stats = {"shards": [{}], "documents": 1, "tokens": 4, "bytes": 0, "bytes_per_token": None}
+    stats |= {"utilization": 0.5}
+    assert StatsResult(stats=stats, seconds=0).describe() == (
+        "stats: 1 shards, 1 documents, 4 tokens, 0.0 MB, 0.00 bytes per token, "
+        "50.0 % of the vocabulary used in 0.00 s"
+    )
+    run = RunResult(manifest="m.json", documents=1, tokens=4, skipped=[], tokenizer=None, seconds=0)
+    assert run.describe() == "run: 1 documents, 4 tokens -> m.json in 0.00 s"
+    assert run["tokens"] == run.tokens == 4  # read as a mapping too
+
+
+def test_shared_options_have_one_definition():
+    """--pattern, --special-token, --workers, --force, ... read the same wherever they
+    appear (only --pattern's default differs: training's preset, or the file's own)."""
+    seen: dict[str, tuple] = {}
+    for command in main.commands.values():
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.name in ("tokenizer_file",):
+                continue
+            shape = (param.opts[0], param.help, param.metavar, repr(param.type))
+            assert seen.setdefault(param.name, shape) == shape, (command.name, param.name)
+    assert {"pattern", "special_tokens", "workers", "force", "bos", "min_count"} <= set(seen)

@@ -1,0 +1,119 @@
+"""`tokenmill sweep`: bytes per token for the prefix vocabularies of one training.
+
+The sweep encodes with OUT's merges cut to each size; the claim it rests on is that a
+training to that size learns exactly those merges. So for three sizes its numbers (per
+source and overall) must equal those of a separate `run` to that size followed by `stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tokenmill.cli import main
+from tokenmill.config import Config
+from tokenmill.stages.run import run_all
+from tokenmill.stages.stats import run_stats
+from tokenmill.stages.sweep import default_sizes, prefix, read_sweep, run_sweep
+from tokenmill.tokenizer import Tokenizer
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+SIZES = [300, 1000, 2500]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    data = root / "data"
+    data.mkdir()
+    for name in ("lines.txt", "multilingual.jsonl"):  # no source column, and one
+        shutil.copy(SAMPLE / name, data / name)
+    out = root / "out"
+    run_all(data, out, Config(vocab_size=4000))
+    return root, data, out
+
+
+def numbers(lines: list[dict], k: int | None = None) -> dict:
+    """name -> (documents, bytes, text tokens, bytes per token), at size index k."""
+    return {
+        x["name"]: (
+            x["documents"],
+            x["bytes"],
+            x["text_tokens"] if k is None else x["text_tokens"][k],
+            x["bytes_per_token"] if k is None else x["bytes_per_token"][k],
+        )
+        for x in lines
+    }
+
+
+def test_sweep_equals_separate_trainings_and_stats(swept):
+    root, data, out = swept
+    sweep = run_sweep(out, sizes=SIZES)
+    assert sweep.vocab_sizes == SIZES
+    for k, size in enumerate(SIZES):
+        other = root / f"out-{size}"
+        run_all(data, other, Config(vocab_size=size))
+        small = Tokenizer.load(other / "tokenizer.json")
+        assert small.merges == Tokenizer.load(out / "tokenizer.json").merges[: len(small.merges)]
+        stats = run_stats(other).stats
+        assert numbers(sweep.sources, k) == numbers(stats["sources"])
+        assert numbers([sweep.all], k) == {"all": numbers([dict(stats, name="all")])["all"]}
+
+
+def test_sample_is_deterministic_and_a_subset(swept):
+    _, _, out = swept
+    a = run_sweep(out, sizes=[1000], sample=50, write=False)
+    b = run_sweep(out, sizes=[1000], sample=50, write=False)
+    assert a.to_json() == b.to_json()
+    assert a.all["documents"] == 50
+    whole = run_sweep(out, sizes=[1000], write=False)
+    assert whole.all["documents"] > 50
+
+
+def test_default_ladder_and_limits(swept):
+    _, _, out = swept
+    tok = Tokenizer.load(out / "tokenizer.json")
+    assert default_sizes(tok) == [512, 1024, 2048, tok.vocab_size]
+    with pytest.raises(Exception, match="out of range"):
+        prefix(tok, tok.vocab_size + 1)
+    assert prefix(tok, tok.vocab_size).merges == tok.merges
+
+
+def test_cli_prints_a_table_and_json_and_report_plots_it(swept):
+    _, _, out = swept
+    result = CliRunner().invoke(main, ["sweep", str(out), "--vocab-sizes", "300,1000"])
+    assert result.exit_code == 0, result.output
+    assert "bytes per token by vocabulary size" in result.output
+    assert "lines.txt" in result.output and "all" in result.output
+    result = CliRunner().invoke(main, ["sweep", str(out), "--json", "--sample", "20"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output[: result.output.rindex("}") + 1])
+    assert d["sample"] == 20 and d["all"]["documents"] == 20
+    assert read_sweep(out)["vocab_sizes"] == d["vocab_sizes"]
+    result = CliRunner().invoke(main, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert "id=sweep" in html and "lines.txt" in html
+
+
+def test_prefix_of_an_extended_char_tokenizer_has_the_same_tokens():
+    import pyarrow as pa
+
+    from tokenmill.tokenizer.core import word_table
+    from tokenmill.tokenizer.extend import extend
+
+    base = Tokenizer.train(["low lower lowest"] * 5, mode="char", num_merges=4)
+    table = word_table([pa.array(["newer newest news"] * 5, pa.large_string())], "char", "", False)
+    tok = extend(base, table["word"], table["count"], num_merges=6).tokenizer
+    assert tok.special_ids is not None  # the base's special ids sit among the merges
+    text = "lowest newest"
+
+    def tokens(t: Tokenizer) -> list[str]:
+        return [t.token_values[i] for i in t.encode(text)]
+
+    assert tokens(prefix(tok, tok.vocab_size)) == tokens(tok)
+    assert tokens(prefix(tok, base.vocab_size)) == tokens(base)
