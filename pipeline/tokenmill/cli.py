@@ -14,7 +14,7 @@ from click.core import ParameterSource
 
 from tokenmill import memory
 from tokenmill.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
-from tokenmill.errors import TokenmillError, one_line
+from tokenmill.errors import TokenmillError, WorkerLost, one_line
 from tokenmill.formats import FORMATS
 from tokenmill.stages.results import RunResult, ShardStageResult, StageResult
 from tokenmill.tokenizer import MODES, PATTERNS
@@ -314,6 +314,12 @@ def max_sources_option(f):
     )(f)
 
 
+class Killed(click.ClickException):
+    """A worker process was killed: the status of a run killed whole (the README's table)."""
+
+    exit_code = 137
+
+
 def user_errors(f):
     """Print a user-caused error, or one the system gave (disk full, read-only
     folder, name too long), on one line and exit non-zero."""
@@ -322,6 +328,8 @@ def user_errors(f):
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
+        except WorkerLost as e:
+            raise Killed(str(e)) from None
         except TokenmillError as e:
             raise click.ClickException(str(e)) from None
         except OSError as e:

