@@ -2,7 +2,8 @@
 (footer) and the stream format (as Hugging Face `datasets` writes), and
 folders saved by `datasets` read as the dataset: its .arrow files in
 state.json's order, its JSON files listed as metadata, never read. Documents
-decode back exactly; a corrupt or truncated file is one line, or a skip
+decode back exactly; a corrupt or truncated file (a stream without its
+end-of-stream marker, a file without its footer) is one line, or a skip
 counting the documents it is known to hold."""
 
 from __future__ import annotations
@@ -162,6 +163,25 @@ def test_a_missing_or_nested_text_column(tmp_path):
     )
 
 
+# What ends an IPC stream: a continuation marker and a message length of 0;
+# before Arrow 0.15, only the zero length.
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def test_a_stream_in_the_legacy_format_ends_at_its_older_marker(tmp_path):
+    table = pa.table({"text": DOCS})
+    options = pa.ipc.IpcWriteOptions(use_legacy_format=True)
+    path = tmp_path / "legacy.arrow"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, table.schema, options=options) as w:
+        for b in table.to_batches(max_chunksize=100):
+            w.write_batch(b)
+    assert path.read_bytes().endswith(bytes(4)) and not path.read_bytes().endswith(END_OF_STREAM)
+    assert read_docs(path)[1] == DOCS
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(TokenmillError, match=r"legacy\.arrow: cannot read \(.*end-of-stream"):
+        read_docs(path)
+
+
 def bad_offsets_batch() -> pa.RecordBatch:
     """Three strings whose offsets run past their data: written as is, PyArrow reads it back
     without a word."""
@@ -178,6 +198,12 @@ def corrupt(path: Path, how: str) -> dict:
         whole = write_ipc(path, table, "stream").read_bytes()
         path.write_bytes(whole[: (three + four) // 2])
         return {"documents": 300, "lower_bound": True}
+    if how == "stream cut at a batch end":  # three whole batches, no end-of-stream marker
+        three = write_ipc(path, table[:300], "stream").read_bytes()
+        whole = write_ipc(path, table, "stream").read_bytes()
+        assert whole.startswith(three[:-8]) and three.endswith(END_OF_STREAM)
+        path.write_bytes(whole[: len(three) - 8])
+        return {"documents": 300, "lower_bound": True}
     if how == "truncated file":  # the footer gone: nothing known
         whole = write_ipc(path, table, "file").read_bytes()
         path.write_bytes(whole[: len(whole) // 2])
@@ -191,7 +217,10 @@ def corrupt(path: Path, how: str) -> dict:
     return {"documents": 0, "lower_bound": True}
 
 
-@pytest.mark.parametrize("how", ["truncated stream", "truncated file", "bad offsets", "garbage"])
+@pytest.mark.parametrize(
+    "how",
+    ["truncated stream", "stream cut at a batch end", "truncated file", "bad offsets", "garbage"],
+)
 def test_a_corrupt_arrow_file_is_one_line_or_an_accounted_skip(tmp_path, how):
     data = tmp_path / "data"
     data.mkdir()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -362,7 +363,7 @@ def test_a_broken_stream_counts_the_documents_read_before_it(monkeypatch, unit, 
     seen = {"rows": 0}
     handed = 0
     with pytest.raises(TokenmillError, match="cannot read"):
-        for rows, _ in read_batches(readers.Path("x.txt.xz"), stats=seen, txt_unit=unit):
+        for rows, _ in read_batches(Path("x.txt.xz"), stats=seen, txt_unit=unit):
             handed += len(rows)
     assert seen["rows"] == known and handed <= known
 
@@ -371,7 +372,7 @@ def test_a_file_that_breaks_before_any_text_holds_no_known_document(monkeypatch)
     monkeypatch.setattr(readers, "open_stream", lambda path: BreakingStream(b" \n\t", 2))
     seen = {"rows": 0}
     with pytest.raises(TokenmillError, match="cannot read"):
-        list(read_batches(readers.Path("x.txt.bz2"), stats=seen, txt_unit="file"))
+        list(read_batches(Path("x.txt.bz2"), stats=seen, txt_unit="file"))
     assert seen["rows"] == 0
 
 

@@ -80,6 +80,14 @@ DOCUMENT_CASES = {
         3,
         "no 'text' field",
     ),
+    "latin1-text": ("bad.txt", "café\nplain words\nsimple\n".encode("latin-1"), 0, 3, "UTF-8"),
+    "latin1-jsonl-key": (
+        "bad.jsonl",
+        jsonl(b'{"text": "ok"}', '{"clé": 1, "text": "fine"}'.encode("latin-1"), b'{"text": "x"}'),
+        1,
+        3,
+        "UTF-8",
+    ),
     "null-parquet": (
         "bad.parquet",
         parquet_bytes(pa.table({"text": ["a b", "c", None, "d e"]})),
@@ -93,6 +101,8 @@ FILE_CASES = {
     "truncated-gzip-text": ("bad.txt.gz", truncated_gzip()[:2000], "cannot read"),
     "truncated-parquet": ("bad.parquet", truncated_parquet(), "cannot read"),
     "garbage-parquet": ("bad.parquet", b"PAR1" + bytes(range(256)) * 8 + b"PAR1", "cannot read"),
+    "utf16-text": ("bad.txt", "one line\nanother\n".encode("utf-16"), "UTF-16"),
+    "utf16-jsonl": ("bad.jsonl", '{"text": "ok"}\n'.encode("utf-16"), "UTF-16"),
     "number-column-parquet": ("bad.parquet", parquet_bytes(pa.table({"text": [1, 2]})), "not text"),
 }
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from typing import Any
 
 from tokenmill.errors import TokenmillError, one_line
-from tokenmill.io.storage import AnyPath, identity, location, open_read, parquet_file
+from tokenmill.io.storage import (
+    AnyPath,
+    identity,
+    location,
+    open_read,
+    parquet_file,
+    store_errors,
+)
 
 HASH_BLOCK = 4 << 20
 # sha256 by storage.identity (local: path, size, mtime, inode; an object: URL,
@@ -16,7 +23,7 @@ HASH_BLOCK = 4 << 20
 _known: dict[tuple, str] = {}
 
 
-def read_json(path: Path, what: str) -> object:
+def read_json(path: AnyPath, what: str) -> Any:
     """Parse a JSON file; a one-line TokenmillError names the file otherwise."""
     return parse_json(read_bytes(path, what), path)
 
@@ -30,7 +37,7 @@ def read_bytes(path: AnyPath, what: str) -> bytes:
         raise TokenmillError(f"{path}: cannot read {what} ({e.strerror or one_line(e)})") from None
 
 
-def parse_json(data: bytes, path: Path) -> object:
+def parse_json(data: bytes, path: AnyPath | str) -> Any:
     """JSON from a file's UTF-8 bytes; a one-line TokenmillError names the file otherwise."""
     try:
         return json.loads(data.decode("utf-8"))
@@ -42,7 +49,7 @@ def parse_json(data: bytes, path: Path) -> object:
 
 def file_sha256(path: AnyPath) -> str:
     h = hashlib.sha256()
-    with open_read(path) as f:
+    with store_errors(path), open_read(path) as f:
         while block := f.read(HASH_BLOCK):
             h.update(block)
     return h.hexdigest()

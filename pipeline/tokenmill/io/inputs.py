@@ -19,6 +19,10 @@ is missing is listed as a dangling link; a link to a folder that is already
 being walked (an ancestor of the link) is listed as a symlink loop. Hidden
 files and folders (a name starting with ".") are listed, not read: a folder
 once, not file by file.
+
+A name that is not UTF-8 (Latin-1 bytes, which Python holds as lone
+surrogates) is listed in `printable` form; an input so named is refused,
+since every output is named after its input and recorded in JSON.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.readers import KNOWN_INPUTS, shard_format
@@ -41,6 +46,9 @@ from tokenmill.io.storage import (
     same_file_key,
     walk_files,
 )
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 NAME_MAX = 255  # bytes in one path component on every filesystem we write to
 DATASETS_METADATA = "datasets metadata"
@@ -173,10 +181,14 @@ def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] 
         with remote_errors(data):
             return _find_remote_inputs(data, glob, exclude)
     data = Path(data)
+    if printable(real := os.path.realpath(data)) != real:
+        raise TokenmillError(
+            f"{printable(real)}: DATA's path is not UTF-8, and the manifest records it; rename it"
+        )
     if data.is_file():
         if shard_format(data) is None:
             raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
-        return Inputs(data, [Shard(data, data.name)])
+        return _checked(Inputs(data, [Shard(data, data.name)]))
     if not data.is_dir():
         raise TokenmillError(f"{data}: no such file or directory")
     # A remote output folder is never inside a local DATA.
@@ -185,7 +197,7 @@ def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] 
     sort_key: dict[str, str] = {}  # a shard's name, unless it is a dataset's file
 
     def skip(name: str, reason: str) -> None:
-        inputs.not_read.append({"path": name, "reason": reason})
+        inputs.not_read.append({"path": printable(name), "reason": reason})
 
     def walk(folder: Path, prefix: str, ancestors: frozenset[str]) -> None:
         try:
@@ -260,11 +272,15 @@ def _finish(inputs: Inputs, glob: str, sort_key: dict[str, str]) -> Inputs:
             f"{inputs.root}: no input shards matching {glob!r} ({KNOWN_INPUTS}){detail}"
         )
     inputs.shards.sort(key=lambda s: sort_key.get(s.name, s.name))
+    return _checked(inputs)
+
+
+def _checked(inputs: Inputs) -> Inputs:
     check_output_names(inputs)
     return inputs
 
 
-def _find_remote_inputs(data: AnyPath, glob: str, exclude: tuple[AnyPath, ...]) -> Inputs:
+def _find_remote_inputs(data: UPath, glob: str, exclude: tuple[AnyPath, ...]) -> Inputs:
     """find_inputs for a URL: one listing of every object under it, judged as
     the local walk judges files, in the same order (a folder's entries by name,
     depth first), with the same not_read entries."""
@@ -272,7 +288,7 @@ def _find_remote_inputs(data: AnyPath, glob: str, exclude: tuple[AnyPath, ...]) 
     if kind == "file":
         if shard_format(data) is None:
             raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
-        return Inputs(data, [Shard(data, data.name)])
+        return _checked(Inputs(data, [Shard(data, data.name)]))
     excluded = {same_file_key(e) for e in exclude if is_remote(e)}
     inputs = Inputs(data, [])
     sort_key: dict[str, str] = {}
@@ -332,12 +348,24 @@ def _broken_link(path: Path) -> str:
     return "not a regular file"
 
 
+def printable(name: str) -> str:
+    """A file name as it can be shown and written to JSON: the bytes of a local
+    name that are not UTF-8 (lone surrogates, as os.fsdecode holds them) as
+    \\xNN escapes; any other name as it is."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def check_output_names(inputs: Inputs) -> None:
     """Refuse inputs whose outputs would collide (`a.jsonl` beside a Parquet
     `a.jsonl.parquet`; a file `x.txt.parquet` beside a folder of that name) or
     whose output names are too long for the filesystem."""
     seen: dict[str, str] = {}
     for shard in inputs.shards:
+        if printable(shard.name) != shard.name:
+            raise TokenmillError(
+                f"{printable(str(shard.path))}: file name is not UTF-8, and its outputs are "
+                "named after it; rename it"
+            )
         out = output_name(shard.name)
         for part in out.split("/"):
             if len(part.encode()) > NAME_MAX - 40:  # room for the temporary's suffix

@@ -2,6 +2,9 @@
 (a footer indexing the record batches, as `pyarrow.feather` writes) and the
 stream format (no footer, as Hugging Face `datasets` writes its `.arrow`
 files). The layout is told by the first bytes, whatever the suffix says.
+A file must be whole: a file-format file ends in its footer, a stream in its
+end-of-stream marker, without which PyArrow reads a stream cut after any
+batch (a killed writer, a copy cut short) as a whole, shorter one.
 
 Only the wanted top-level field is read (IPC read options project it), one
 record batch at a time through ordinary reads rather than a memory map, so
@@ -20,14 +23,18 @@ from contextlib import contextmanager
 import pyarrow as pa
 
 from tokenmill.io.arrow import is_text
-from tokenmill.io.storage import AnyPath, is_remote, open_read
+from tokenmill.io.storage import AnyPath, is_remote, open_read, store_errors
 
 # The file format starts with these bytes; a stream starts with a message length.
 FILE_MAGIC = b"ARROW1"
+# What ends a stream: a continuation marker and a message length of 0, or in
+# the format before Arrow 0.15 (IpcWriteOptions(use_legacy_format=True)) the
+# zero length alone.
+END_OF_STREAM = (b"\xff\xff\xff\xff\x00\x00\x00\x00", b"\x00\x00\x00\x00")
 
 
 def is_file_format(path: AnyPath) -> bool:
-    with open_read(path) as f:
+    with store_errors(path), open_read(path) as f:
         return f.read(len(FILE_MAGIC)) == FILE_MAGIC
 
 
@@ -37,33 +44,34 @@ def _reader(path: AnyPath, fields: list[int] | None = None):
     options = pa.ipc.IpcReadOptions(use_threads=False, included_fields=fields)
     if is_remote(path):
         # One open object for the magic and the batches: each open costs a request.
-        with open_read(path) as f:
+        with store_errors(path, by_pyarrow=True), open_read(path) as f:
             file_format = f.read(len(FILE_MAGIC)) == FILE_MAGIC
             f.seek(0)
             with pa.PythonFile(f, mode="r") as source:
                 open_ = pa.ipc.open_file if file_format else pa.ipc.open_stream
-                yield open_(source, options=options)
+                yield open_(source, options=options), source
         return
     with pa.OSFile(str(path)) as f:
         if is_file_format(path):
-            yield pa.ipc.open_file(f, options=options)
+            yield pa.ipc.open_file(f, options=options), f
         else:
-            yield pa.ipc.open_stream(f, options=options)
+            yield pa.ipc.open_stream(f, options=options), f
 
 
 def schema(path: AnyPath) -> pa.Schema:
-    with _reader(path) as reader:
+    with _reader(path) as (reader, _):
         return reader.schema
 
 
 def record_batches(path: AnyPath, index: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The top-level field number `index` of the file's `schema` as record
     batches of one column and at most `batch_rows` rows, in file order."""
-    with _reader(path, [index]) as reader:
+    with _reader(path, [index]) as (reader, source):
+        batches: Iterator[pa.RecordBatch]
         if isinstance(reader, pa.ipc.RecordBatchFileReader):
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
         else:
-            batches = iter(reader)
+            batches = _stream_batches(reader, source)
         for batch in batches:
             check_buffers(batch.column(0))
             for start in range(0, batch.num_rows, batch_rows):
@@ -76,10 +84,27 @@ def row_count(path: AnyPath) -> int | None:
     try:
         if not is_file_format(path):
             return None
-        with _reader(path) as reader:
+        with _reader(path) as (reader, _):
             return reader.count_rows()
     except (OSError, pa.ArrowException):
         return None
+
+
+def _stream_batches(reader: pa.ipc.RecordBatchStreamReader, source) -> Iterator[pa.RecordBatch]:
+    """The batches of a stream, then pa.ArrowInvalid unless the bytes the reader
+    read last (`source` is read only by it, without read-ahead) are an
+    end-of-stream marker rather than nothing: the end of the file."""
+    while True:
+        at = source.tell()
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        yield batch
+    end = source.tell()
+    source.seek(at)
+    if source.read(end - at) not in END_OF_STREAM:
+        raise pa.ArrowInvalid("the stream ends without its end-of-stream marker (cut short)")
 
 
 def check_buffers(arr: pa.Array) -> None:

@@ -6,8 +6,10 @@ Bad documents (invalid UTF-8, a JSON line that does not parse, a text that is
 null or not a string) raise a TokenmillError naming the file and row, unless
 an `on_skip` callback is given: then each is reported to it and left out, and
 reading carries on. A file that cannot be read at all (truncated gzip, corrupt
-Parquet or Arrow, no text column) always raises; the caller decides whether to
-skip it, and `skipped_file_documents` says how many documents such a file held.
+Parquet or Arrow, no text column, text in UTF-16 or UTF-32) always raises; the
+caller decides whether to skip it, and `skipped_file_documents` says how many
+documents such a file held. Text is UTF-8 and nothing else: a line in another
+encoding is a bad document, never text decoded by a guess.
 
 Suffixes are matched case-insensitively (`A.JSONL.GZ` is JSON Lines, gzipped);
 `.arrow` and `.feather` are Arrow IPC, file or stream format (`ipc.py`).
@@ -31,15 +33,13 @@ Memory is bounded as for a local file.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import json
 import lzma
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,7 @@ import pyarrow.json as pj
 from tokenmill.errors import StoreError, TokenmillError, one_line
 from tokenmill.io import ipc
 from tokenmill.io.arrow import is_text, large_text, valid_utf8
+from tokenmill.io.decompress import decompressed
 from tokenmill.io.storage import (
     AnyPath,
     is_remote,
@@ -62,7 +63,7 @@ from tokenmill.io.storage import (
 # Arrow text needs none of them.
 
 # Line formats come plain or compressed; each decompressor streams, and each
-# raises on a truncated stream (Python's gzip, bz2 and lzma; PyArrow's zstd).
+# raises on a truncated or damaged stream (io/decompress.py).
 COMPRESSIONS = ("", ".gz", ".zst", ".bz2", ".xz")
 FORMATS = {
     ".parquet": "parquet",
@@ -99,6 +100,15 @@ TEXT_BLANK = r"^[ \t\r\f\v]*$"
 JSONL_BLANK = r"^[ \t\r]*$"
 # The first byte (none: the empty line) of every line either pattern can match.
 _MAYBE_BLANK = [b"", b" ", b"\t", b"\r", b"\f", b"\v"]
+# Byte-order marks of the encodings whose text is no line-format input (UTF-16
+# text of ASCII letters is valid UTF-8 with a NUL byte after every letter).
+# UTF-32 first: its little-endian mark begins with UTF-16's.
+WIDE_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
 # What reading a file can raise when the file, not a document, is bad.
 READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
@@ -126,7 +136,7 @@ class RawBatch:
 
 
 def read_documents(
-    path: Path,
+    path: AnyPath,
     text_column: str = "text",
     batch_rows: int = BATCH_ROWS,
     on_skip: OnSkip | None = None,
@@ -140,7 +150,7 @@ def read_documents(
 
 
 def read_batches(
-    path: Path,
+    path: AnyPath,
     text_column: str = "text",
     batch_rows: int = BATCH_ROWS,
     on_skip: OnSkip | None = None,
@@ -181,7 +191,7 @@ def read_batches(
 
 
 def raw_batches(
-    path: Path, column: str, batch_rows: int = BATCH_ROWS, *, txt_unit: str = "line"
+    path: AnyPath, column: str, batch_rows: int = BATCH_ROWS, *, txt_unit: str = "line"
 ) -> Iterator[RawBatch]:
     """`column` of a shard batch by batch as its format reader sees it, unchecked
     (`read_batches` checks the documents; `columns.read_column` reads other columns
@@ -194,15 +204,17 @@ def raw_batches(
         "ipc": _ipc_batches,
     }
     path = location(path)
-    return readers[shard_format(path)](path, column, batch_rows)
+    kind = shard_format(path)
+    assert kind is not None  # callers read shards, which find_inputs took by format
+    return readers[kind](path, column, batch_rows)
 
 
-def skipped_file_documents(path: Path, rows_read: int) -> dict:
+def skipped_file_documents(path: AnyPath, rows_read: int) -> dict:
     """The documents a shard that could not be read (and is skipped whole) is known
     to hold, as the fields of its skip record: for Parquet and the Arrow IPC file
     format, the row count of the footer when the footer reads (exact); otherwise
     the `rows_read` before the file broke (`stats["rows"]` of `read_batches`),
-    with "lower_bound": True."""
+    with "lower_bound": True. A store failing to give the file raises StoreError."""
     path = location(path)
     if shard_format(path) == "parquet":
         try:
@@ -210,9 +222,6 @@ def skipped_file_documents(path: Path, rows_read: int) -> dict:
                 return {"documents": pf.metadata.num_rows}
         except (*READ_ERRORS, pa.ArrowException, ValueError):
             pass
-        except Exception as e:
-            if not is_store_error(e):
-                raise
     if shard_format(path) == "ipc" and (rows := ipc.row_count(path)) is not None:
         return {"documents": rows}
     return {"documents": rows_read, "lower_bound": True}
@@ -230,7 +239,7 @@ class _StreamBroken(Exception):
         self.data = data
 
 
-def _checked(raw: RawBatch, path: Path, column: str, first_row: int, on_skip: OnSkip | None):
+def _checked(raw: RawBatch, path: AnyPath, column: str, first_row: int, on_skip: OnSkip | None):
     arr = raw.values
     if isinstance(arr, pa.ChunkedArray):
         arr = pa.chunked_array(
@@ -331,7 +340,7 @@ def field_path(schema: pa.Schema, column: str) -> list[str] | None:
     return parts
 
 
-def check_column(schema: pa.Schema, column: str, path: Path) -> list[str]:
+def check_column(schema: pa.Schema, column: str, path: AnyPath) -> list[str]:
     """`field_path`, or the one-line error naming the columns there are."""
     steps = field_path(schema, column)
     if steps is None:
@@ -342,7 +351,7 @@ def check_column(schema: pa.Schema, column: str, path: Path) -> list[str]:
     return steps
 
 
-def pick_column(batch: pa.RecordBatch | pa.Table, column: str, path: Path) -> pa.Array:
+def pick_column(batch: pa.RecordBatch | pa.Table, column: str, path: AnyPath) -> pa.Array:
     """The values of `column` (a top-level name, or a dotted path into struct
     columns as `field_path` resolves it) of a RecordBatch (an Array) or Table (a
     ChunkedArray). A row whose struct is null on the way is null. Raises the
@@ -394,7 +403,7 @@ def _rows_per_batch(metadata, batch_rows: int) -> int:
     return max(1, min(batch_rows, int(PARQUET_BATCH_BYTES / max(per_row, 1))))
 
 
-def _ipc_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+def _ipc_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     schema = ipc.schema(path)
     steps = check_column(schema, column, path)
     # Only the top-level field holding the column is read, as for Parquet.
@@ -402,7 +411,7 @@ def _ipc_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]
         yield RawBatch(pick_column(batch, column, path), {})
 
 
-def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
+def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
     """(number of lines before the block, the block, its lines as large_binary),
     in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
     that is a block of its own. When reading breaks, raises _StreamBroken with
@@ -410,6 +419,7 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
     with open_stream(path) as stream:
         carry: list[bytes] = []
         before = 0
+        first = True
         while True:
             parts: list[bytes] = []
             try:
@@ -419,6 +429,9 @@ def _line_blocks(path: Path, blank: str) -> Iterator[tuple[int, bytes, pa.Array]
                 raise _StreamBroken(e, _whole_lines(read, blank), read) from e
             if not block:
                 break
+            if first:
+                _check_not_wide(path, block)
+                first = False
             cut = block.rfind(b"\n")
             if cut < 0:
                 carry.append(block)
@@ -440,23 +453,17 @@ def open_stream(path: AnyPath):
     path = location(path)
     with ExitStack() as stack:
         source = stack.enter_context(open_read(path)) if is_remote(path) else path
-        yield stack.enter_context(_decompressed(path.name.lower(), source))
+        yield stack.enter_context(decompressed(path.name.lower(), source))
 
 
-def _decompressed(name: str, source):
-    """A stream of the decompressed bytes of `source`, a local Path or an open
-    binary file object (which a plain file is returned as)."""
-    if name.endswith(".gz"):
-        # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
-        return gzip.open(source, "rb")
-    if name.endswith(".bz2"):
-        return bz2.open(source, "rb")
-    if name.endswith(".xz"):
-        return lzma.open(source, "rb")
-    if name.endswith(".zst"):
-        local = isinstance(source, Path)
-        return pa.input_stream(str(source) if local else source, compression="zstd")
-    return open(source, "rb") if isinstance(source, Path) else source
+def _check_not_wide(path: AnyPath, head: bytes) -> None:
+    """Refuse a file that begins with the byte-order mark of UTF-16 or UTF-32."""
+    for bom, encoding in WIDE_BOMS.items():
+        if head.startswith(bom):
+            raise TokenmillError(
+                f"{path}: {encoding} text (it begins with a byte-order mark), not UTF-8; "
+                f"convert it, e.g. iconv -f {encoding} -t UTF-8"
+            )
 
 
 def _read_block(stream, parts: list[bytes]) -> bytes:
@@ -508,7 +515,7 @@ def _split_lines(data: bytes) -> pa.Array:
     return pc.split_pattern(_binaries([data]), b"\n").flatten()
 
 
-def _text_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+def _text_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One document per non-blank line; a trailing '\\r' is dropped so CRLF files
     read the same. A blank line (empty, or only ASCII whitespace) is no document."""
     import pyarrow.compute as pc
@@ -538,7 +545,7 @@ def _drop_cr(lines: pa.Array) -> pa.Array:
 _NEWLINE = _binaries([b"\n"])[0]  # pa.scalar, like pa.array, imports pandas
 
 
-def _paragraph_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+def _paragraph_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One document per paragraph: a run of non-blank lines, ended by a blank
     line (see _text_batches) or the end of the file, its lines joined by '\\n'
     (each without a trailing '\\r'). Its line number is that of its first line.
@@ -599,7 +606,7 @@ def _whole_paragraphs(data: bytes, held: bool) -> int:
     return starts + int(held)
 
 
-def _file_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+def _file_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """The whole file as one document, its bytes exactly as they are (line ends
     and a final newline kept). A file of nothing but ASCII whitespace is no
     document, as a blank line is none in the other units."""
@@ -613,6 +620,7 @@ def _file_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch
             raise _StreamBroken(e, int(any(p.strip() for p in parts))) from e
     data = b"".join(parts)
     del parts
+    _check_not_wide(path, data)
     if data.strip():
         yield RawBatch(_binaries([data]), {}, [1])
 
@@ -621,7 +629,7 @@ def _file_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch
 TEXT_READERS = {"line": _text_batches, "paragraph": _paragraph_batches, "file": _file_batches}
 
 
-def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatch]:
+def _jsonl_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     """One JSON object per non-blank line. Arrow parses a block at once; a block
     it refuses is parsed line by line to name (or skip) the bad lines."""
     import pyarrow.compute as pc
@@ -642,6 +650,11 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatc
         numbers = [before + 1 + i for i in keep.to_pylist()]
         # The block as Arrow should parse it: one object per line, no blank lines.
         block = data if len(keep) == len(lines) else b"\n".join(records.to_pylist())
+        if not valid_utf8(_binaries([block]).view(pa.large_string())):
+            # Arrow's parser takes bytes that are not UTF-8 in a field it skips
+            # (a key in Latin-1): the line by line parser refuses such a record.
+            yield _parse_lines(records.to_pylist(), column, numbers)
+            continue
         try:
             table = pj.read_json(
                 pa.BufferReader(block),
@@ -659,14 +672,15 @@ def _jsonl_batches(path: Path, column: str, batch_rows: int) -> Iterator[RawBatc
         except (pa.ArrowException, ValueError, UnicodeDecodeError):
             yield _parse_lines(records.to_pylist(), column, numbers)
             continue
-        bad = {}
+        bad: dict[int, str] = {}
         if values.null_count:
             for i in pc.indices_nonzero(pc.is_null(values)).to_pylist():
-                bad[i] = _why_not_text(records[i].as_py(), column)
+                # A null is a record without text: _why_not_text says why.
+                bad[i] = _why_not_text(records[i].as_py(), column) or f"{column!r} is null"
         yield RawBatch(values, bad, numbers)
 
 
-def _named_json(path: Path) -> bool:
+def _named_json(path: AnyPath) -> bool:
     """Whether the file is named `.json` (not `.jsonl`), compressed or not."""
     name = path.name.lower()
     for c in COMPRESSIONS[1:]:
@@ -674,11 +688,15 @@ def _named_json(path: Path) -> bool:
     return name.endswith(".json")
 
 
-def _check_json_lines(path: Path) -> None:
+def _check_json_lines(path: AnyPath) -> None:
     """A `.json` file must be JSON Lines: one JSON array, or one object spread
     over lines, is refused whole rather than read as bad lines."""
     with open_stream(path) as stream:
-        head = stream.read(1 << 16)
+        parts: list[bytes] = []
+        # A read may give less (a compressed stream ending): the head is read whole.
+        while sum(map(len, parts)) < 1 << 16 and (piece := stream.read(1 << 16)):
+            parts.append(piece)
+    head = b"".join(parts)[: 1 << 16]
     lines = head.split(b"\n")
     complete = lines[:-1]  # the last piece may be a line cut short by the read
     first = next((line.strip() for line in lines if line.strip()), b"")
@@ -716,7 +734,9 @@ def _parse_lines(records: list[bytes], column: str, numbers: list[int]) -> RawBa
     for i, record in enumerate(records):
         reason = _why_not_text(record, column)
         if reason is None:
-            values.append(_json_field(json.loads(record), column)[0])
+            text, _ = _json_field(_json_loads(record), column)
+            assert isinstance(text, str)  # _why_not_text found a string there
+            values.append(text)
         else:
             bad[i] = reason
             values.append(None)
@@ -733,7 +753,7 @@ def _json_field(obj: dict, column: str) -> tuple[object, str | None]:
         return None, f"no {column!r} field; use --text-column"
     value: object = obj
     for depth, part in enumerate(parts):
-        if depth and not isinstance(value, dict):
+        if not isinstance(value, dict):  # never at depth 0: `obj` is a dict
             where = ".".join(parts[:depth])
             what = "null" if value is None else type(value).__name__
             return None, f"{where!r} is {what}, not an object, so no {column!r} field"
@@ -746,7 +766,7 @@ def _json_field(obj: dict, column: str) -> tuple[object, str | None]:
 def _why_not_text(record: bytes, column: str) -> str | None:
     """Why a JSON line has no usable text (None if it has)."""
     try:
-        obj = json.loads(record)
+        obj = _json_loads(record)
     except UnicodeDecodeError:
         return "not valid UTF-8"
     except ValueError as e:
@@ -765,6 +785,12 @@ def _why_not_text(record: bytes, column: str) -> str | None:
     except UnicodeEncodeError:
         return f"{column!r} holds a lone surrogate, not valid Unicode"
     return None
+
+
+def _json_loads(record: bytes) -> Any:
+    """A JSON line read as UTF-8, with or without a byte-order mark: json.loads
+    on bytes would also take UTF-16 and UTF-32, guessed from where NUL bytes fall."""
+    return json.loads(record.decode("utf-8").removeprefix("\ufeff"))
 
 
 def _is_utf8(b: bytes) -> bool:

@@ -28,10 +28,11 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Union
 
-from tokenmill.errors import TokenmillError, one_line
+from tokenmill.errors import StoreError, TokenmillError, one_line
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
+    from typing_extensions import TypeIs
     from upath import UPath
 
 # A local path or a URL's UPath: what DATA, OUT and every file under them are.
@@ -42,7 +43,7 @@ LOCAL_PROTOCOLS = ("", "file", "local")
 REMOTE_BLOCK_BYTES = 8 << 20
 
 
-def location(value: str | os.PathLike) -> AnyPath:
+def location(value: str | os.PathLike | AnyPath) -> AnyPath:
     """DATA, OUT or any file named on the command line: a Path, or a UPath for a URL."""
     if not isinstance(value, str):
         if is_remote(value):
@@ -66,8 +67,9 @@ def location(value: str | os.PathLike) -> AnyPath:
     return path
 
 
-def is_remote(path: object) -> bool:
-    """Whether `path` lies on a filesystem other than the local one."""
+def is_remote(path: object) -> TypeIs[UPath]:
+    """Whether `path` lies on a filesystem other than the local one. To type
+    checkers, whether it is a UPath: `location` makes a local one a Path."""
     return getattr(path, "protocol", "") not in LOCAL_PROTOCOLS
 
 
@@ -77,12 +79,14 @@ def open_read(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
     request of exactly its size, for readers that ask for byte ranges themselves
     (Parquet), so that no range is fetched twice and no block is held."""
     if is_remote(path):
-        return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
+        with store_errors(path):
+            return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
     return open(path, "rb")
 
 
 def size(path: AnyPath) -> int:
-    return path.stat().st_size
+    with store_errors(path):
+        return path.stat().st_size
 
 
 def identity(path: AnyPath) -> tuple:
@@ -90,14 +94,15 @@ def identity(path: AnyPath) -> tuple:
     resolved name, size, mtime and inode; for an object its URL, size and
     ETag (or the filesystem's version of it)."""
     if is_remote(path):
-        info = path.fs.info(path.path)
+        with store_errors(path):
+            info = path.fs.info(path.path)
         tag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("mtime")
         return (str(path), info.get("size"), str(tag))
     st = Path(path).stat()
     return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def upload(local: Path, dest: AnyPath) -> None:
+def upload(local: Path, dest: UPath) -> None:
     """Put the local file `local` at `dest` (remote) in one visible step."""
     dest.fs.put_file(str(local), dest.path)
 
@@ -131,7 +136,7 @@ def scratch_file(dest: AnyPath) -> Path:
 def remove_dead_scratch() -> list[Path]:
     """Remove the scratch files of this machine's processes that are gone
     (killed runs: a run that ends removes its own)."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(scratch_folder())
     except OSError:
@@ -158,7 +163,7 @@ def _running(pid: int) -> bool:
     return True
 
 
-def abort_uploads(root: AnyPath) -> int:
+def abort_uploads(root: UPath) -> int:
     """Abort the unfinished multipart uploads under remote `root` (S3): a run
     killed mid-upload leaves one, invisible but stored (and billed) until
     aborted. Returns how many; 0 on other filesystems."""
@@ -174,7 +179,7 @@ def abort_uploads(root: AnyPath) -> int:
     return len(uploads)
 
 
-def walk_files(root: AnyPath) -> Iterator[tuple[str, AnyPath]]:
+def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     """(path relative to `root` with '/', path) of every file under a remote
     `root`, in sorted order. Object stores have no links and no empty folders."""
     fs = root.fs
@@ -197,6 +202,25 @@ def is_store_error(e: BaseException) -> bool:
     if isinstance(e, OSError):
         return True
     return type(e).__module__.partition(".")[0] in _STORE_LIBRARIES
+
+
+@contextmanager
+def store_errors(path: AnyPath, by_pyarrow: bool = False) -> Iterator[None]:
+    """Turn what the object store holding `path` raises while it is read (a
+    connection refused or dropped, credentials gone, an object gone) into a
+    StoreError naming it: an input's reader, fingerprint or size each meet it
+    first. Left as they are: a local path's errors; FileNotFoundError, the
+    store's answer that callers ask for (is an output there yet?); and OSErrors
+    when PyArrow reads (`by_pyarrow`): it raises them for a corrupt file too
+    (bad compressed data), which is the file's fault, not the store's."""
+    try:
+        yield
+    except (TokenmillError, FileNotFoundError):
+        raise
+    except Exception as e:
+        if not is_remote(path) or not is_store_error(e) or (by_pyarrow and isinstance(e, OSError)):
+            raise
+        raise StoreError(f"{path}: cannot read ({one_line(e)})") from e
 
 
 @contextmanager
@@ -246,8 +270,11 @@ def same_file_key(path: AnyPath) -> str:
 
 def relative_name(path: AnyPath, root: AnyPath) -> str:
     """`path` relative to `root` (which holds it), with '/'."""
+    # `root` holds `path`: both lie on one filesystem.
     if is_remote(path):
+        assert is_remote(root)
         return PurePosixPath(path.path).relative_to(PurePosixPath(root.path)).as_posix()
+    assert not is_remote(root)
     return Path(path).relative_to(root).as_posix()
 
 
@@ -274,7 +301,8 @@ def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
 
     source = open_read(path, cache="none") if is_remote(path) else str(path)
     try:
-        yield pq.ParquetFile(source, **options)
+        with store_errors(path, by_pyarrow=True):
+            yield pq.ParquetFile(source, **options)
     finally:
         if not isinstance(source, str):
             source.close()

@@ -83,4 +83,4 @@ def split_shards(shards: list[Path], config: Config) -> bool:
 
 def shard_size(task) -> int:
     """A per-shard task's expected work, for `run_tasks(size=...)`."""
-    return task.shard.stat().st_size
+    return size(task.shard)
