@@ -1,69 +1,89 @@
 """merge: the per-shard word tables summed into one, in first-occurrence order.
 
 Polars does it lazily with the streaming engine, so the tables need not fit
-in memory together. A word's first occurrence is the smallest
+in memory together, and at most FAN_IN tables at a time, so that their number
+does not bound it either. A word's first occurrence is the smallest
 (shard ordinal, first key) over the shards; shards are ordered by source path.
 The output holds word and count, sorted by that first occurrence.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from operator import itemgetter
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import count_table_source
-from tokenmill.io.storage import AnyPath, is_remote, location, walk_files
-from tokenmill.io.writers import atomic_path
+from tokenmill.io.storage import AnyPath, is_remote, location, scratch_file, walk_files
+from tokenmill.io.writers import TMP_MARK, atomic_path
+
+if TYPE_CHECKING:
+    from upath import UPath
 from tokenmill.stages.results import MergeResult
 from tokenmill.stages.state import record_file, reusable_file
 
 # Filesystems Polars reads itself (object_store: by byte ranges, streaming);
 # endpoint and credentials from the same environment variables as fsspec's.
 POLARS_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "hf"}
+# Tables summed in one query, at most (see merge_tables).
+FAN_IN = 1024
 
 
-def count_files(counts_dir: AnyPath) -> list[AnyPath]:
-    """The count tables of `counts_dir`, in the order of their source shards."""
+def count_tables(counts_dir: AnyPath) -> list[tuple[str, AnyPath]]:
+    """(source shard, count table) of each table of `counts_dir`, in the order
+    of their source shards."""
     counts_dir = location(counts_dir)
     if not counts_dir.is_dir():
         raise TokenmillError(f"{counts_dir}: no such directory")
     if is_remote(counts_dir):
-        found = [p for _, p in walk_files(counts_dir) if p.name.endswith(".parquet")]
+        found = [p for _, p in walk_files(counts_dir)]
     else:
-        found = list(counts_dir.rglob("*.parquet"))
-    files = [p for p in found if not p.name.startswith(".")]
+        # os.walk, not rglob: a third of the memory per file (a million tables).
+        found = [Path(root, n) for root, _, names in os.walk(counts_dir) for n in names]
+    files = [p for p in found if p.name.endswith(".parquet") and not p.name.startswith(".")]
     if not files:
         raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
-    return sorted(files, key=count_table_source)
+    return sorted(((count_table_source(f), f) for f in files), key=itemgetter(0))
 
 
-def scan(path: AnyPath) -> pl.LazyFrame:
-    """A lazy scan of a Parquet file, local or remote (streamed by byte ranges
-    where Polars knows the filesystem)."""
-    if not is_remote(path):
-        return pl.scan_parquet(path)
-    protocol = path.protocol if isinstance(path.protocol, str) else path.protocol[0]
+def scan_tables(files: list[AnyPath]) -> pl.LazyFrame:
+    """One lazy scan of the Parquet files `files`, in that order, local or
+    remote (streamed by byte ranges where Polars knows the filesystem). A
+    name is a name, never a pattern: `a*.txt.parquet` is one file, not three."""
+    # The tables of one folder (or one run's): all local, or all remote, as the first.
+    first = files[0]
+    if not is_remote(first):
+        return pl.scan_parquet(cast("list[Path]", files), glob=False)
+    remote = cast("list[UPath]", files)
+    protocol = first.protocol if isinstance(first.protocol, str) else first.protocol[0]
     if protocol in POLARS_PROTOCOLS:
-        return pl.scan_parquet(str(path))
+        return pl.scan_parquet([str(f) for f in remote], glob=False)
     # Any other fsspec filesystem: through PyArrow (read whole, not streamed).
     import pyarrow.dataset as ds
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-    filesystem = PyFileSystem(FSSpecHandler(path.fs))
-    return pl.scan_pyarrow_dataset(ds.dataset(path.path, filesystem=filesystem, format="parquet"))
+    filesystem = PyFileSystem(FSSpecHandler(first.fs))
+    return pl.concat(
+        pl.scan_pyarrow_dataset(ds.dataset(f.path, filesystem=filesystem, format="parquet"))
+        for f in remote
+    )
 
 
-def merged_counts(files: list[AnyPath], min_count: int = 1) -> pl.LazyFrame:
+def summed(tables: pl.LazyFrame, min_count: int = 1) -> pl.LazyFrame:
     # Each table is sorted by first occurrence and the files come in shard
     # order, so a row's index in their concatenation orders (shard, first):
     # the earliest occurrence is a plain streaming `min` of a u32/u64 index.
-    frames = [scan(f).select("word", "count") for f in files]
+    # Summed tables are again sorted by first occurrence, so summing them in
+    # order gives the same order as summing their tables at once.
     return (
-        pl.concat(frames)
+        tables.select("word", "count")
         .with_row_index("at")
         .group_by("word")
         .agg(pl.col("count").sum(), pl.col("at").min())
@@ -73,12 +93,64 @@ def merged_counts(files: list[AnyPath], min_count: int = 1) -> pl.LazyFrame:
     )
 
 
+def sink(frame: pl.LazyFrame, path: Path) -> None:
+    # Uncompressed, without statistics (no reader filters on them): train
+    # reads the table right away, and LZ4 cost a fifth of the merge (6 of
+    # 30 ms on the multilingual slice) to make the file half as big, which
+    # next to the corpus it counts is nothing (13 B per distinct word on the
+    # C corpus: ~0.8 GB for the 65 M words that 1 TB would have, see README
+    # "At scale").
+    frame.sink_parquet(path, compression="uncompressed", statistics=False)
+
+
+def partial_file(counts_file: AnyPath) -> Path:
+    """A new local file for a partial sum: beside a local COUNTS_FILE (its
+    disk, not a /tmp that may be memory), named as a temporary so that a
+    killed run's is removed with the others (io/writers.py)."""
+    if is_remote(counts_file):
+        return scratch_file(counts_file)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{counts_file.name[:100]}{TMP_MARK}{os.getpid()}-",
+        suffix=".parquet",
+        dir=counts_file.parent,
+    )
+    os.close(fd)
+    return Path(name)
+
+
+def merge_tables(files: list[AnyPath], dest: Path, counts_file: AnyPath, min_count: int) -> None:
+    """Sum `files` into `dest`, at most FAN_IN tables at a time: Polars holds
+    some state for each file a query reads (over 20 KB each when every table
+    was a scan of its own), which a million small tables would not fit in.
+    Batches of consecutive tables are summed into partial tables, those
+    again, until at most FAN_IN are left for the last sum. Only that one
+    drops words under `min_count`: a word may be rare in every batch."""
+    made: list[Path] = []
+    try:
+        level: list[AnyPath] = files
+        while len(level) > FAN_IN:
+            summed_level: list[AnyPath] = []
+            for i in range(0, len(level), FAN_IN):
+                part = partial_file(counts_file)
+                made.append(part)
+                sink(summed(scan_tables(level[i : i + FAN_IN])), part)
+                summed_level.append(part)
+            if level is not files:
+                for done in level:  # partials of the level before: summed now
+                    done.unlink()
+            level = summed_level
+        sink(summed(scan_tables(level), min_count), dest)
+    finally:
+        for part in made:
+            part.unlink(missing_ok=True)
+
+
 def run_merge(
-    counts_dir: Path,
-    counts_file: Path,
+    counts_dir: AnyPath,
+    counts_file: AnyPath,
     min_count: int = 1,
     *,
-    files: list[Path] | None = None,
+    files: list[AnyPath] | None = None,
     force: bool = False,
 ) -> MergeResult:
     """Merge the tables of `counts_dir` (or exactly `files`, in that order).
@@ -87,33 +159,28 @@ def run_merge(
     if min_count < 1:
         raise TokenmillError(f"--min-count must be at least 1, not {min_count}")
     if files is None:
-        files = count_files(counts_dir)
-    elif not files:
+        tables = count_tables(counts_dir)
+    elif files:
+        tables = [(count_table_source(f), f) for f in files]
+    else:
         raise TokenmillError(f"{counts_dir}: no count tables (every input shard was skipped?)")
     key = {
         "stage": "merge",
         "min_count": min_count,
-        "tables": [[count_table_source(f), known_sha256(f)[1]] for f in files],
+        "tables": [[source, known_sha256(f)[1]] for source, f in tables],
     }
+    files = [f for _, f in tables]
     reused = reusable_file(counts_file, key, force)
     if not reused:
         with atomic_path(counts_file) as tmp:
-            # Uncompressed, without statistics (no reader filters on them):
-            # train reads the table right away, and LZ4 cost a fifth of the
-            # merge (6 of 30 ms on the multilingual slice) to make the file
-            # half as big, which next to the corpus it counts is nothing
-            # (13 B per distinct word on the C corpus: ~0.8 GB for the 65 M
-            # words that 1 TB would have, see README "At scale").
             try:
-                merged_counts(files, min_count).sink_parquet(
-                    tmp, compression="uncompressed", statistics=False
-                )
+                merge_tables(files, tmp, location(counts_file), min_count)
             except pl.exceptions.PolarsError as e:
                 raise TokenmillError(
                     f"{counts_file}: cannot merge the count tables ({e})"
                 ) from None
         record_file(counts_file, key)
-    words = scan(location(counts_file)).select(pl.len(), pl.col("count").sum()).collect()
+    words = scan_tables([location(counts_file)]).select(pl.len(), pl.col("count").sum()).collect()
     n_words, n_total = words.row(0)
     return MergeResult(
         tables=len(files),
