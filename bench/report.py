@@ -1,8 +1,12 @@
-"""The benchmark's one table, as Markdown (readable in a terminal too)."""
+"""The benchmark's one table, as Markdown (readable in a terminal too), and its
+summary: a few rows of tokenmill against each peer, for the README."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 MB = 1_000_000
 
@@ -122,8 +126,102 @@ def machine_lines(machine: dict, command: str, corpus: dict) -> list[str]:
     ]
 
 
-def render(machine: dict, command: str, corpus: dict, rows: list[Row], notes: list[str]) -> str:
-    parts = ["## tokenmill benchmark", "", *machine_lines(machine, command, corpus), ""]
+def render(
+    machine: dict, command: str, corpus: dict, rows: list[Row], notes: list[str], date: str
+) -> str:
+    parts = ["# tokenmill benchmark", "", "## Summary", ""]
+    parts += [summary(machine, corpus, rows, date), ""]
+    parts += ["## All rows", "", *machine_lines(machine, command, corpus), ""]
     parts += [markdown_table(rows), ""]
     parts += [f"{i}. {note}" for i, note in enumerate(notes, 1)]
     return "\n".join(parts) + "\n"
+
+
+# ---- the summary ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One summary row: the peer row of a phase, beside that phase's tokenmill row."""
+
+    phase: str  # fnmatch pattern of the row's phase
+    peer: str  # how the peer's contender name starts
+    work: str  # what was measured; {size} is what the phase's `*` matched
+
+
+# At most SUMMARY_ROWS, each a peer against tokenmill on the same work; the
+# full table has the rest.
+SUMMARY = (
+    Pick("train", "rustbpe", "train (count, merge, train), vocabulary 32768"),
+    Pick("train", "tokenizers", "train (count, merge, train), vocabulary 32768"),
+    Pick("train slice", "rustbpe", "train on the multilingual slice"),
+    Pick("encode", "tiktoken", "encode, learned 32k vocabulary, in process"),
+    Pick("encode", "tokenizers", "encode, learned 32k vocabulary, in process"),
+    Pick("encode o200k_base", "fastokens", "encode with o200k_base, whole process"),
+    Pick("encode o200k_base", "tiktoken", "encode with o200k_base, whole process"),
+    Pick("encode cl100k_base", "fastokens", "encode with cl100k_base, whole process"),
+    Pick("encode cl100k_base", "tiktoken", "encode with cl100k_base, whole process"),
+    Pick("slice o200k_base", "fastokens", "encode the multilingual slice, o200k_base"),
+    Pick("load o200k_base", "fastokens", "load o200k_base.tiktoken"),
+    Pick("memory * of C", "rustbpe", "`tokenmill run` on {size} of C against training alone"),
+)
+SUMMARY_ROWS = 12  # the README's limit (tests/project/test_docs.py)
+SUMMARY_START = "<!-- bench-summary:start -->"
+SUMMARY_END = "<!-- bench-summary:end -->"
+SUMMARY_HEADER = ("work", "peer", "tokenmill speed ×", "tokenmill memory ×")
+
+
+def summary_table(rows: list[Row]) -> str:
+    """The SUMMARY rows that this run has (a skipped phase has none), as Markdown."""
+    lines = [
+        "| " + " | ".join(SUMMARY_HEADER) + " |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for pick in SUMMARY:
+        for row in rows:
+            if row.baseline is None or not row.contender.startswith(pick.peer):
+                continue
+            if not fnmatch.fnmatchcase(row.phase, pick.phase):
+                continue
+            before, _, after = pick.phase.partition("*")
+            size = row.phase[len(before) : len(row.phase) - len(after)]
+            speed = "" if row.speedup is None else f"{row.speedup:.2f}"
+            memory = "" if row.memory_ratio is None else f"{row.memory_ratio:.2f}"
+            cells = (pick.work.format(size=size), pick.peer, speed, memory)
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary(machine: dict, corpus: dict, rows: list[Row], date: str, link: str = "") -> str:
+    """The machine, the corpus and the summary table; `link` names the full tables."""
+    where = (
+        f"The benchmark of {date}, on {machine['cpu']}, {machine['cores']} cores, "
+        f"{machine['ram_gib']:.1f} GiB RAM, {machine['os']}, Python "
+        f"{machine['versions']['python']}; the bench corpus (`bench/build_corpus.py`): "
+        f"{corpus['documents']} documents, {corpus['bytes'] / MB:.1f} MB. tokenmill speed ×: "
+        "the peer's time over tokenmill's (above 1: tokenmill is faster); tokenmill memory ×: "
+        "tokenmill's peak memory over the peer's (below 1: tokenmill uses less)."
+    )
+    if link:
+        where += f" Every row, with notes: [{link}]({link})."
+    return where + "\n\n" + summary_table(rows)
+
+
+MARKED = re.compile(re.escape(SUMMARY_START) + ".*?" + re.escape(SUMMARY_END), re.DOTALL)
+
+
+def check_summary_markers(path: Path) -> str:
+    """`path`'s text, if it holds exactly one summary block (checked before an hour's run)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SystemExit(f"--summary {path}: cannot read ({e.strerror})") from None
+    if len(MARKED.findall(text)) != 1:
+        raise SystemExit(f"--summary {path}: needs one {SUMMARY_START} ... {SUMMARY_END} block")
+    return text
+
+
+def write_summary(path: Path, text: str) -> None:
+    """Put `text` between the summary markers of `path` (the README), in place."""
+    block = f"{SUMMARY_START}\n{text}\n{SUMMARY_END}"
+    path.write_text(MARKED.sub(lambda _: block, check_summary_markers(path)))

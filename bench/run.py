@@ -1,7 +1,7 @@
 """tokenmill against rustbpe, tokenizers, tiktoken and fastokens on one corpus, in one run.
 
     python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
-                        [--markdown PATH] [--json PATH] [--tmp DIR] [--keep]
+                        [--markdown PATH] [--summary PATH] [--json PATH] [--tmp DIR] [--keep]
                         [--vocabularies DIR] [--big CORPUS] [--skip PHASE ...] [--no-scaling]
 
 CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
@@ -18,7 +18,8 @@ Then training against rustbpe on the multilingual slice (`train-slice`), and on
 the large corpus of C (--big, bench/build_linux.py; bench/trainrows.py): peak RSS
 of `tokenmill run` against rustbpe's streaming training on ~500 MB, with each
 stage's own peak (`memory`), and `tokenmill run` on a quarter, a half and all
-of it (`size`).
+of it (`size`). Last, `tokenmill count` and `merge` of 100,000 one-line inputs
+(`merge-many`, bench/mergerows.py).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import machine
+import mergerows
 import realrows
 import trainrows
 from corpus import corpus_stats, link_corpus
 from exactness import differences
 from measure import Measurement, run_child, wait_for_quiet
-from report import Row, render
+from report import Row, check_summary_markers, render, summary, write_summary
 from vocab import VOCABULARIES
 
 LOAD_WARN = 0.25  # cores of CPU used by other processes worth warning about
@@ -303,6 +305,7 @@ OPTIONAL = {
     "floor": realrows.floor,
     "memory": trainrows.memory,
     "size": trainrows.sizes,
+    "merge-many": mergerows.many_tables,
 }
 REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
 BIG_PHASES = {"memory", "size"}
@@ -374,6 +377,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(for shared machines)",
     )
     ap.add_argument("--markdown", type=Path, help="also write the report here")
+    ap.add_argument(
+        "--summary",
+        type=Path,
+        metavar="PATH",
+        help="write the summary rows between PATH's bench-summary markers (README.md), "
+        "linking to the --markdown report",
+    )
     ap.add_argument("--json", type=Path, help="write machine-readable results here")
     ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary scratch folder")
@@ -430,6 +440,8 @@ def make_context(args: argparse.Namespace) -> Context:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.summary:
+        check_summary_markers(args.summary)  # a missing block: fail now, not after the run
     command = shlex.join([Path(sys.executable).name, *sys.argv])
     ctx = make_context(args)
     stats = corpus_stats(sorted(ctx.corpus.rglob("*.parquet")))
@@ -465,10 +477,14 @@ def main(argv: list[str] | None = None) -> None:
     notes += trainrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
-    text = render(info, command, corpus, rows, notes)
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    text = render(info, command, corpus, rows, notes, date)
     print(text)
     if args.markdown:
         args.markdown.write_text(text)
+    if args.summary:
+        link = os.path.relpath(args.markdown, args.summary.parent) if args.markdown else ""
+        write_summary(args.summary, summary(info, corpus, rows, date, link))
     if args.json:
         results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
         results |= {"rows": [r.to_dict() for r in rows], "phase_seconds": durations, **extra}
