@@ -22,7 +22,7 @@ from vocab import CL100K, REAL, write_tiktoken
 
 from tokenmill import _native
 
-FLOOR_VOCAB = "o200k_base"  # the issue's headline vocabulary
+FLOOR_VOCAB = "o200k_base"  # the vocabulary of the largest current models
 TARGETS = {"fastokens": 1.5, "tiktoken": 6.0}  # peer wall ÷ tokenmill wall, at least
 LOAD_TARGET = 0.3  # seconds for tokenmill to load a real vocabulary
 READ = "Python + PyArrow reading the text as Arrow, nothing else (whole process)"
@@ -247,7 +247,7 @@ WHOLE_PROCESS = (
 
 
 def targets_note(rows: list[Row]) -> list[str]:
-    """What the whole-process rows mean, and the ratios issue 18 sets."""
+    """What the whole-process rows mean, and the ratios they are held to."""
     parts = []
     for peer, target in TARGETS.items():
         got = [

@@ -1,4 +1,4 @@
-"""Contenders of issue 18's rows, each run inside its own fresh child process:
+"""Contenders of the whole-process encode rows, each run inside its own fresh child process:
 encoding as whole processes with real vocabularies, loading a vocabulary,
 and the floor under encode (I/O alone, the pre-tokenizer alone).
 

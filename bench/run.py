@@ -9,7 +9,7 @@ builds the one `make bench` uses). Every contender runs in its own fresh child
 process, one at a time; with --repeat N the contenders of a phase take turns
 (N rounds) and each keeps its fastest run: training (cl100k pattern), encoding with the
 vocabulary tokenmill learned, an exactness check of tokenmill's ids against
-tiktoken's and tokenizers', and tokenmill's scaling with --workers. Then issue 18's
+tiktoken's and tokenizers', and tokenmill's scaling with --workers. Then the whole-process
 phases (bench/realrows.py): encoding as whole processes against fastokens and tiktoken
 with o200k_base, cl100k_base (from DIR, default vocabularies/) and the learned
 vocabulary, on the corpus (`real`) and on its multilingual slice (`slice`); loading

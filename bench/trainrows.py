@@ -21,7 +21,7 @@ from report import MB, Row
 
 TRAIN_TARGET = 0.15  # tokenmill count+merge+train wall ÷ rustbpe's, at most
 MEMORY_TARGET = 1.0  # tokenmill run peak RSS ÷ rustbpe's, at most
-BIG_VOCAB = 65536  # issue 18 measured the 515 MB of C at this size
+BIG_VOCAB = 65536  # a size large trainers use; the memory rows were first measured here
 MEMORY_BYTES = 500e6  # the memory row: the prefix of shards nearest this
 SIZES = (0.25, 0.5, 1.0)  # the size rows: these shares of the shards
 BIG_REPEAT = 2
