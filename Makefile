@@ -1,7 +1,8 @@
 # Two commands set up and run everything on a fresh machine:
 #   make tokenize   # whole pipeline on sample_data/ (DATA=dir OUT=dir to change)
 #   make test       # the test suite
-#   make job JOB=jobs/NAME.toml   # a run described by a job file (see jobs/)
+#   make job JOB=jobs/NAME.toml   # a run described by a job file (see jobs/); the
+#                                 # default, jobs/sample.toml, writes out-sample-job/
 # Both create .venv and build the Rust core (release) when missing or stale.
 
 PYTHON ?= python3
@@ -21,34 +22,53 @@ BIG_CORPUS ?= /tmp/corpus-linux
 # Runs per contender (the fastest counts); the machine is shared and noisy.
 REPEAT ?= 5
 # More bench/run.py options, e.g. BENCH_ARGS="--skip size --skip scaling".
+# The run writes its tables to bench/RESULTS.md and its summary rows into README.md.
 BENCH_ARGS ?=
 JOB ?= jobs/sample.toml
-STAMP := $(VENV)/.installed
+# One stamp per install, so that each target installs what it needs, once: tokenize and job
+# the package alone (`pip install -e .`); test, lint, fmt and bench its dev extra too.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+STAMP := $(VENV)/.installed-dev
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
 
-.PHONY: install tokenize job test lint fmt bench clean
+.PHONY: install install-dev tokenize job test lint fmt bench clean
 
-install: $(STAMP)
+install: $(RUNTIME_STAMP)
 
-$(STAMP): $(SOURCES)
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+install-dev: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
 
-tokenize: $(STAMP)
+$(RUNTIME_STAMP): $(SOURCES) | $(BIN)/python
+	@echo "Installing tokenmill into $(VENV), building its Rust core (about a minute the first time)"
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+$(STAMP): $(SOURCES) | $(BIN)/python
+	@echo "Installing tokenmill and its dev extra (test and lint tools, every optional" \
+		"dependency) into $(VENV), building its Rust core (about a minute the first time)"
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@ $(RUNTIME_STAMP)
+
+tokenize: $(RUNTIME_STAMP)
 	$(BIN)/tokenmill run $(DATA) $(OUT) $(ARGS)
 
-job: $(STAMP)
+job: $(RUNTIME_STAMP)
 	$(BIN)/tokenmill run --job $(JOB) $(ARGS)
 
 test: $(STAMP)
 	cd native && cargo test --lib --quiet
 	$(BIN)/python -m pytest -q
 
+# mypy checks the package ([tool.mypy] in pyproject.toml); stubtest checks the
+# native module's stub (_native.pyi) against the built module.
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench
 	$(BIN)/ruff format --check pipeline tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest tokenmill._native
 	cd native && cargo fmt --check && cargo clippy --quiet --all-targets -- -D warnings
 
 fmt: $(STAMP)
@@ -61,6 +81,7 @@ bench: $(STAMP)
 	test -e $(CORPUS) || $(BIN)/python bench/build_corpus.py $(CORPUS) $(CORPUS_BUILD)
 	$(if $(BIG_CORPUS),test -e $(BIG_CORPUS) || $(BIN)/python bench/build_linux.py $(BIG_CORPUS) $(CORPUS_BUILD))
 	$(BIN)/python bench/run.py $(CORPUS) --repeat $(REPEAT) \
+		--markdown bench/RESULTS.md --summary README.md \
 		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size) $(BENCH_ARGS)
 
 clean:

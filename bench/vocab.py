@@ -46,7 +46,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 def merge_values(tok: Tokenizer) -> list[bytes]:
     """The bytes of every non-special id (256 bytes, then one per merge)."""
-    return tok.token_values[: tok.base_size + len(tok.merges)]
+    return tok.token_values[: tok._base_size + len(tok.merges)]
 
 
 def duplicate_values(tok: Tokenizer) -> int:

@@ -1,11 +1,43 @@
 //! The thread pool the hot loops run on. Its size is the pipeline's
 //! `--workers`, settable at run time (rayon's global pool is fixed once
 //! built), so one process can run at 1 or N cores and show the scaling.
+//!
+//! A process forked from one that used the pool (Python's multiprocessing
+//! with the "fork" start method) inherits the pool without its threads:
+//! work handed to it would wait forever. So the pool records the process
+//! that built it, and a forked child builds one of its own, as big.
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::sync::{Arc, RwLock};
 
-static POOL: RwLock<Option<Arc<ThreadPool>>> = RwLock::new(None);
+struct Pool {
+    threads: Arc<ThreadPool>,
+    pid: u32,
+}
+
+static POOL: RwLock<Option<Pool>> = RwLock::new(None);
+
+/// The pool, if this process built it (a forked child's is not its own).
+fn own(pool: &Option<Pool>) -> Option<&Arc<ThreadPool>> {
+    pool.as_ref()
+        .filter(|p| p.pid == std::process::id())
+        .map(|p| &p.threads)
+}
+
+/// Make `threads` the pool's threads, leaking a pool inherited through a
+/// fork: dropping it would signal threads that only the parent has, through
+/// locks they may have held when the process forked.
+fn replace(pool: &mut Option<Pool>, threads: Arc<ThreadPool>) {
+    if let Some(old) = pool.take() {
+        if old.pid != std::process::id() {
+            std::mem::forget(old);
+        }
+    }
+    *pool = Some(Pool {
+        threads,
+        pid: std::process::id(),
+    });
+}
 
 fn build(threads: usize) -> Arc<ThreadPool> {
     Arc::new(
@@ -25,8 +57,8 @@ pub fn set_threads(threads: usize) {
         threads
     };
     let mut pool = POOL.write().unwrap_or_else(|e| e.into_inner());
-    if pool.as_ref().map(|p| p.current_num_threads()) != Some(threads) {
-        *pool = Some(build(threads));
+    if own(&pool).map(|p| p.current_num_threads()) != Some(threads) {
+        replace(&mut pool, build(threads));
     }
 }
 
@@ -38,9 +70,18 @@ fn default_threads() -> usize {
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let pool = {
         let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
-        guard
-            .get_or_insert_with(|| build(default_threads()))
-            .clone()
+        match own(&guard) {
+            Some(pool) => pool.clone(),
+            None => {
+                // A forked child keeps the size its parent set (`--workers`).
+                let threads = guard
+                    .as_ref()
+                    .map_or_else(default_threads, |p| p.threads.current_num_threads());
+                let pool = build(threads);
+                replace(&mut guard, pool.clone());
+                pool
+            }
+        }
     };
     pool.install(f)
 }

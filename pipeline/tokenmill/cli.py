@@ -14,9 +14,15 @@ from click.core import ParameterSource
 
 from tokenmill import memory
 from tokenmill.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
-from tokenmill.errors import TokenmillError, WorkerLost, one_line
+from tokenmill.errors import TokenmillError, WorkerLost, cli_message, one_line
 from tokenmill.formats import FORMATS
-from tokenmill.stages.results import RunResult, ShardStageResult, StageResult
+from tokenmill.stages.results import (
+    NothingRead,
+    RunResult,
+    ShardStageResult,
+    StageResult,
+    check_read,
+)
 from tokenmill.tokenizer import MODES, PATTERNS
 
 
@@ -52,7 +58,8 @@ def pattern_option(default: str | None):
         metavar="PRESET|REGEX",
         help=f"Byte mode's pre-tokenization pattern: a preset ({', '.join(PATTERNS)}, "
         "tiktoken's, per encoding) or a regex. Training takes a preset; for a .tiktoken "
-        "file it defaults to the JSON beside the file.",
+        "file it defaults to the JSON beside the file, else to tiktoken's for its own "
+        "files (gpt2, r50k_base, cl100k_base, o200k_base).",
     )
 
 
@@ -77,7 +84,9 @@ def force_option(f):
         "--force",
         is_flag=True,
         help="Redo every output, even those a rerun would keep (unchanged input and "
-        "options); run: also replace the outputs of another DATA in OUT.",
+        "options); write into a folder holding files tokenmill did not write (it replaces "
+        "or removes only files named as its outputs); run: also replace the outputs of "
+        "another DATA in OUT.",
     )(f)
 
 
@@ -147,13 +156,25 @@ def bos_option(f):
 
 def tokenizer_option(help_text: str, required: bool = False):
     """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
+
+    def check(ctx, param, value):
+        # Checked here, not by click's `required`: a missing option is then one
+        # line, as every other error is, rather than a usage message.
+        if value is None and required:
+            raise click.ClickException(
+                "missing --tokenizer FILE: the tokenizer to use (tokenmill's tokenizer.json, "
+                "a Hugging Face tokenizer.json or a .tiktoken file)"
+            )
+        return value
+
     return click.option(
         "--tokenizer",
         "tokenizer_file",
         type=EXISTING,
-        required=required,
         default=None,
-        help=help_text,
+        callback=check,
+        metavar="FILE",
+        help=help_text + (" Required." if required else ""),
     )
 
 
@@ -294,7 +315,8 @@ def output_folder_options(f):
         "count under their shard. '' counts per shard only.",
     )(f)
     f = tokenizer_option(
-        "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256)."
+        "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256). A "
+        ".tiktoken file needs no pattern: the one the shards were encoded with is found."
     )(f)
     return click.option(
         "--data",
@@ -331,7 +353,7 @@ def user_errors(f):
         except WorkerLost as e:
             raise Killed(str(e)) from None
         except TokenmillError as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(cli_message(str(e))) from None
         except OSError as e:
             raise click.ClickException(os_error_line(e)) from None
         except RecursionError:
@@ -361,16 +383,19 @@ def os_error_line(e: OSError) -> str:
 
 
 @contextlib.contextmanager
-def output_folder(data: Path | None, folder: Path, option: str):
+def output_folder(data: Path | None, folder: Path, option: str, force: bool = False):
     """A stage's own output folder, locked for the command (one run per folder),
-    never holding DATA, and rid of the temporaries of killed runs."""
+    never holding DATA, nor in or around another output folder, nor someone
+    else's folder unless `force`, and rid of the temporaries of killed runs."""
     from tokenmill.io.inputs import check_overlap
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
     from tokenmill.io.writers import remove_temporaries
+    from tokenmill.stages.layout import check_out_folder
 
     if data is not None:
         check_overlap(location(data), location(folder), option)
+    check_out_folder(folder, force, whole=True)
     with output_lock(folder) as lock:
         lock.record(data)
         if lock.note:
@@ -392,7 +417,7 @@ def echo_not_read(result: ShardStageResult) -> None:
         click.echo(line, err=True)
 
 
-def echo_skips(result: ShardStageResult | RunResult) -> None:
+def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
     """Every skipped document or file, one line each, after the summary."""
     for skip in result.skipped:
         n = skip.get("documents", 0)
@@ -426,11 +451,12 @@ def count(data, counts_dir, **options):
     from tokenmill.stages.count import run_count
 
     config = Config(**options)
-    with output_folder(data, counts_dir, "COUNTS_DIR"):
+    with output_folder(data, counts_dir, "COUNTS_DIR", config.force):
         summary = run_count(data, counts_dir, config)
     echo_not_read(summary)
     echo_summary(summary)
     echo_skips(summary)
+    check_read(summary)
 
 
 @main.command()
@@ -519,11 +545,12 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
             tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     finally:
         prefetch.discard()
-    with output_folder(data, tokens_dir, "TOKENS_DIR"):
+    with output_folder(data, tokens_dir, "TOKENS_DIR", config.force):
         summary = run_encode(data, tokens_dir, tok, config)
     echo_not_read(summary)
     echo_summary(summary)
     echo_skips(summary)
+    check_read(summary)
 
 
 @main.command()
@@ -536,7 +563,10 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     help="A job file (TOML: inputs, output and any of these options, with _ for -); "
     "options given here override it.",
 )
-@tokenizer_option("Encode only, with this existing tokenizer (any format `encode` reads).")
+@tokenizer_option(
+    "Encode only, with this existing tokenizer (any format `encode` reads); OUT/tokenizer.json "
+    "is a copy of it in tokenmill's format, which the commands reading OUT take."
+)
 @click.option(
     "--count-only",
     is_flag=True,
@@ -575,17 +605,21 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
             load_options["special_tokens"] = parse_special_tokens(
                 ctx, None, job.config.special_tokens
             )
-    summary = run_all(
-        job.data,
-        job.out,
-        job.config,
-        on_stage=echo_summary,
-        steps=job.steps,
-        tokenizer=job.tokenizer,
-        load_options=load_options,
-        on_note=lambda line: click.echo(line, err=True),
-        extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
-    )
+    try:
+        summary = run_all(
+            job.data,
+            job.out,
+            job.config,
+            on_stage=echo_summary,
+            steps=job.steps,
+            tokenizer=job.tokenizer,
+            load_options=load_options,
+            on_note=lambda line: click.echo(line, err=True),
+            extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
+        )
+    except NothingRead as e:
+        echo_skips(e)  # every reason, before the one line that ends the run
+        raise
     echo_summary(summary)
     echo_skips(summary)
 
@@ -609,9 +643,10 @@ def verify(out):
 
 @main.command()
 @tokenizer_options(
-    "Tokenizer file (any format `encode` reads). With --shard, default: the tokenizer.json "
-    "of the `run` output folder holding the shard; either way it must be the one the shard "
-    "was encoded with (its sha256 is in the shard's metadata).",
+    "Tokenizer file (any format `encode` reads; a .tiktoken file needs no --pattern to "
+    "decode). With --shard, default: the tokenizer.json of the `run` output folder holding "
+    "the shard; either way it must be the one the shard was encoded with (its sha256 is in "
+    "the shard's metadata).",
     required=False,
 )
 @click.option("--shard", type=EXISTING, help="A token shard written by encode.")
@@ -623,10 +658,9 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     shard (the token --shard's `row` column: a skipped document leaves a gap).
     The text is written exactly, as UTF-8, with no newline added; for --shard,
     without the <|endoftext|> encode appended, so that it equals the document."""
-    from tokenmill.formats import load_any
     from tokenmill.io.files import parquet_json_metadata
     from tokenmill.io.metadata import STATE
-    from tokenmill.stages.tokens import open_token_shard, read_row, shard_tokenizer
+    from tokenmill.stages.tokens import open_token_shard, read_row, read_tokenizer, shard_tokenizer
     from tokenmill.tokenizer import ENDOFTEXT
 
     options = load_options(pattern, special_tokens)
@@ -646,7 +680,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     elif tokenizer_file is None:
         raise TokenmillError("give --tokenizer (or --shard and --row)")
     else:
-        tok = load_any(tokenizer_file, **options)
+        tok = read_tokenizer(tokenizer_file, **options)
     click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
 
 
@@ -669,7 +703,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
         text = click.get_text_stream("stdin", encoding="utf-8", errors="strict").read()
-    ids = tok.encode(text)
+    ids = tok.encode_ordinary(text)
     if not pieces:
         click.echo(" ".join(map(str, ids)))
         return
@@ -697,7 +731,8 @@ def token_texts(tok, ids: list[int]) -> list[str]:
     ]
 
 
-def _hex_bytes(e: UnicodeDecodeError) -> tuple[str, int]:
+def _hex_bytes(e: UnicodeError) -> tuple[str, int]:
+    assert isinstance(e, UnicodeDecodeError)  # used for decoding only
     return "".join(f"<0x{b:02x}>" for b in e.object[e.start : e.end]), e.end
 
 
@@ -719,8 +754,9 @@ codecs.register_error(HEX_BYTES, _hex_bytes)
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @val_fraction_option
+@force_option
 @user_errors
-def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction):
+def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, force):
     """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
     PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
     documents). Documents are concatenated in input order, each ending with
@@ -729,7 +765,7 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction):
     packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
     from tokenmill.stages.pack import run_pack
 
-    with output_folder(tokens_dir, packed_dir, "PACKED_DIR"):
+    with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force):
         summary = run_pack(
             tokens_dir,
             packed_dir,
@@ -746,8 +782,9 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction):
 @click.argument("bin_dir", type=EXISTING)
 @workers_option
 @val_fraction_option
+@force_option
 @user_errors
-def bin_command(tokens_dir, bin_dir, workers, val_fraction):
+def bin_command(tokens_dir, bin_dir, workers, val_fraction, force):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
     <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
@@ -756,7 +793,7 @@ def bin_command(tokens_dir, bin_dir, workers, val_fraction):
     from tokenmill.stages.binfmt import run_bin
 
     workers = check_workers(workers or default_workers(), "threads")
-    with output_folder(tokens_dir, bin_dir, "BIN_DIR"):
+    with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
         summary = run_bin(tokens_dir, bin_dir, workers=workers, val_fraction=val_fraction)
     echo_summary(summary)
 

@@ -70,7 +70,7 @@ class Config:
     extend_alphabet: bool = False
 
     def __post_init__(self) -> None:
-        check_options(self.mode, self.pattern)
+        check_options(self.mode, self.pattern, cli=True)
         if self.on_error not in ON_ERROR:
             raise TokenmillError(
                 f"--on-error must be one of {', '.join(ON_ERROR)}, not {self.on_error!r}"

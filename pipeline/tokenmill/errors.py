@@ -1,10 +1,45 @@
+"""tokenmill's errors: every problem a user can fix raises a TokenmillError,
+whose message is one line naming the file, row or argument at fault.
+
+    ValueError
+    └── TokenmillError               a bad input, file, argument or option
+        ├── DisallowedSpecialTokenError  encode met a special token's text it may not encode
+        ├── WriteError               an output could not be written
+        ├── StoreError               an object store failed while an input was read
+        ├── InputChanged             an input changed while a run read it
+        └── WorkerLost               a worker process died under a stage
+
+TokenmillError derives from ValueError, as tiktoken's and rustbpe's errors
+are ValueErrors: code written for them catches tokenmill's too.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "DisallowedSpecialTokenError",
+    "InputChanged",
+    "StoreError",
+    "TokenmillError",
+    "WorkerLost",
+    "WriteError",
+]
+
+
 def one_line(e: BaseException) -> str:
     """What an exception says, on one line (its type when it says nothing)."""
     return " ".join(str(e).split()) or type(e).__name__
 
 
-class TokenmillError(Exception):
-    """A problem the user can fix; the message names the file, row or option."""
+class TokenmillError(ValueError):
+    """A problem the user can fix; the message names the file, row or argument."""
+
+
+class DisallowedSpecialTokenError(TokenmillError):
+    """`encode` met the text of a special token that `disallowed_special`
+    forbids (by default, every special token not in `allowed_special`), as
+    tiktoken refuses it."""
 
 
 class WriteError(TokenmillError):
@@ -18,7 +53,42 @@ class StoreError(TokenmillError):
     --on-error skip does not skip it; a rerun resumes."""
 
 
+class InputChanged(TokenmillError):
+    """An input changed while a run read it, or between two stages' reads of it
+    (count's and encode's): never a bad input, so --on-error skip does not skip
+    it; a rerun redoes what was made from its old content."""
+
+
 class WorkerLost(TokenmillError):
     """A worker process died under a stage (killed by the system, most often
     for memory): nothing it was writing is kept, and a rerun resumes. The CLI
     exits with status 137, as for a run killed whole."""
+
+
+# The library names an argument as Python spells it (`vocab_size=300`,
+# `give pattern=`); the CLI names the option that sets it instead.
+_CLI_OPTIONS = {
+    "mode": "--mode",
+    "pattern": "--pattern",
+    "special_tokens": "--special-token",
+    "vocab_size": "--vocab-size",
+}
+_ARGUMENT = re.compile(r"(?<![\w/.\\-])(" + "|".join(_CLI_OPTIONS) + r")=(\S?)")
+
+
+def cli_message(message: str) -> str:
+    """A library message as the CLI says it: `vocab_size=10 is below ...`
+    becomes `--vocab-size 10 is below ...`.
+
+    >>> cli_message("give pattern= (a preset or a regex)")
+    'give --pattern (a preset or a regex)'
+    >>> cli_message("vocab_size=10 is below 257")
+    '--vocab-size 10 is below 257'
+    """
+
+    def option(m: re.Match[str]) -> str:
+        value = m.group(2)
+        spaced = value and value not in ",;:)."
+        return _CLI_OPTIONS[m.group(1)] + (" " + value if spaced else value)
+
+    return _ARGUMENT.sub(option, message)

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError, WorkerLost
@@ -175,7 +175,7 @@ def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[
     import ray
 
     if shared:
-        task = dataclasses.replace(task, **{k: ray.get(ref) for k, ref in shared.items()})
+        task = _with_fields(task, {k: ray.get(ref) for k, ref in shared.items()})
     _native.set_threads(1)
     _started[stage] = _started.get(stage, 0) + 1
     checkpoint(f"{stage}-task", _started[stage])
@@ -228,6 +228,13 @@ def shared_fields(tasks: Sequence[T]) -> dict[str, object]:
     return shared
 
 
+def _with_fields(task: T, values: dict[str, object]) -> T:
+    """`task` with `values` for some of its fields: a dataclass (shared_fields
+    finds shared fields in no other tasks)."""
+    assert dataclasses.is_dataclass(task) and not isinstance(task, type)
+    return dataclasses.replace(task, **values)
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
@@ -254,14 +261,15 @@ def _run_ray(
     if not ray.is_initialized():
         _init_ray(ray, workers, address)
     # One CPU a task: a task's native core runs on one thread (_ray_call).
-    remote = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_call)
+    # Any: Ray's types do not follow _ray_call's type variables.
+    remote: Any = ray.remote(num_cpus=1, max_retries=RAY_RETRIES, retry_exceptions=False)(_ray_call)
     # A task is sent paths and options (the tokenizer and config once, through
     # the object store) and sends back a summary: the shard's data is read and
     # written by the task itself, on whichever node runs it. Submitted largest
     # first (Ray starts them about in that order), collected in task order.
     shared = shared_fields(tasks)
     in_store = {k: ray.put(v) for k, v in shared.items()}
-    light = [dataclasses.replace(t, **dict.fromkeys(shared)) if shared else t for t in tasks]
+    light = [_with_fields(t, dict.fromkeys(shared)) if shared else t for t in tasks]
     submitted = {i: remote.remote(fn, light[i], stage, in_store) for i in order}
     refs = [submitted[i] for i in range(len(tasks))]
     results: list[R] = []

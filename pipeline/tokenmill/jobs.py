@@ -1,7 +1,7 @@
 """Job files: a run described in TOML (jobs/NAME.toml), for scheduled runs.
 
     inputs = "../sample_data"        # DATA: a folder or a file of shards
-    output = "../out/sample"         # OUT
+    output = "../out-sample-job"     # OUT
     mode = "byte"                    # any `tokenmill run` option, with _ for -
     vocab_size = 4096
     special_tokens = ["<|pad|>"]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import is_remote, location
+from tokenmill.io.storage import AnyPath, is_remote, location
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
@@ -33,11 +33,11 @@ STEPS = ("all", "count", "encode")
 
 @dataclass(frozen=True)
 class Job:
-    data: Path
-    out: Path
+    data: AnyPath
+    out: AnyPath
     config: Config
     steps: str = "all"
-    tokenizer: Path | None = None
+    tokenizer: AnyPath | None = None
     # Encoding only: the --pattern given, for reading a .tiktoken tokenizer (a
     # preset or a regex); None: the tokenizer's own (the JSON beside the file).
     load_pattern: str | None = None

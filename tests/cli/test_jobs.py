@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,8 +26,19 @@ def write_job(path: Path, text: str) -> Path:
 def test_sample_job_reads_sample_data():
     job = load_job(ROOT / "jobs" / "sample.toml")
     assert job["inputs"] == ROOT / "sample_data"
-    assert job["output"] == ROOT / "out" / "sample"
     assert job["special_tokens"] == ("<|pad|>",)
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_sample_job_and_make_tokenize_write_separate_ignored_folders():
+    """Nested, the one's outputs would be extra files in the other's `verify`."""
+    job_out = load_job(ROOT / "jobs" / "sample.toml")["output"]
+    make_out = ROOT / re.search(r"^OUT \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M)[1]
+    assert not job_out.is_relative_to(make_out)
+    assert not make_out.is_relative_to(job_out)
+    for out in (job_out, make_out):
+        ignored = subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", out / "manifest.json"])
+        assert ignored.returncode == 0, f"{out} is not in .gitignore"
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
@@ -37,7 +49,8 @@ def test_make_job_runs_the_sample_job(tmp_path):
     (tmp_path / "sample_data").symlink_to(ROOT / "sample_data")
     job = tmp_path / "jobs" / "sample.toml"
     subprocess.run(["make", "-s", "job", f"JOB={job}"], cwd=ROOT, check=True)
-    out = tmp_path / "out" / "sample"
+    out = load_job(job)["output"]
+    assert out.is_relative_to(tmp_path)
     m = manifest(out)
     assert m["config"]["vocab_size"] == 4096
     assert m["config"]["special_tokens"] == ["<|pad|>"]
@@ -89,8 +102,8 @@ def test_count_only_and_encode_only_jobs(tmp_path):
     tokenmill("run", "--job", encoding)
     encoded = output_files(tmp_path / "encoded")
     assert encoded == {k: v for k, v in output_files(tmp_path / "full").items() if k in encoded}
-    shards = sorted(k for k in encoded if not Path(k).name.startswith("."))
-    assert shards == ["tokens/lines.txt.parquet", "tokens/prose-en.parquet"]
+    shown = sorted(k for k in encoded if not Path(k).name.startswith("."))
+    assert shown == ["tokenizer.json", "tokens/lines.txt.parquet", "tokens/prose-en.parquet"]
 
 
 @pytest.mark.parametrize(

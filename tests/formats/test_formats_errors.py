@@ -253,7 +253,7 @@ def test_tiktoken_file_missing_a_byte(tmp_path):
 
 
 def test_tiktoken_file_needs_a_pattern(tmp_path):
-    refused(ranks_file(tmp_path, byte_ranks()), "--pattern")
+    refused(ranks_file(tmp_path, byte_ranks()), "pattern=")
 
 
 def test_tiktoken_file_with_a_bad_pattern(tmp_path):
@@ -263,9 +263,9 @@ def test_tiktoken_file_with_a_bad_pattern(tmp_path):
 def test_pattern_option_is_refused_for_files_with_their_own(tmp_path):
     tok = Tokenizer.train(["a b c"], vocab_size=260)
     tok.save(tmp_path / "tok.json")
-    refused(tmp_path / "tok.json", "--pattern", pattern="gpt2")
+    refused(tmp_path / "tok.json", "pattern=", pattern="gpt2")
     export(tok, tmp_path / "hf.json", "hf")
-    refused(tmp_path / "hf.json", "--special-token", special_tokens={"<s>": 1})
+    refused(tmp_path / "hf.json", "special_tokens=", special_tokens={"<s>": 1})
 
 
 def test_cli_errors_are_one_line_naming_the_file(cli, tmp_path):
@@ -297,7 +297,7 @@ def test_cli_errors_are_one_line_naming_the_file(cli, tmp_path):
 
 def explicit(merges, vocab_extra, **kw) -> Tokenizer:
     vocab = [bytes([b]) for b in range(256)] + vocab_extra
-    return Tokenizer(mode="byte", pattern="gpt2", merges=merges, vocab=vocab, **kw).validate()
+    return Tokenizer(mode="byte", pattern="gpt2", merges=merges, vocab=vocab, **kw)._validate()
 
 
 def test_tiktoken_export_refuses_merges_out_of_id_order(tmp_path):

@@ -269,7 +269,7 @@ def test_gpt2_tiktoken_file_imports_with_tiktokens_ids(gpt2, gpt2_tiktoken):
     assert tok.vocab_size == gpt2_tiktoken.n_vocab == 50257
     assert tok.eos_id == gpt2_tiktoken.eot_token == 50256
     assert len(tok.merges) == 50000  # one per multi-byte token, as in GPT-2's merges.txt
-    assert tok.wide_ids is False
+    assert tok._wide_ids is False
     assert_same_ids(tiktoken_ids(gpt2_tiktoken), tokenmill_ids(tok), "gpt2 import")
     for text in texts()[::50]:
         assert tok.decode(tok.encode(text)) == gpt2_tiktoken.decode(tok.encode(text)) == text

@@ -95,9 +95,9 @@ def test_loaded_tables_are_the_python_methods_tables(name):
     _, pattern, n = REAL[name]
     assert tok.merges == tiktoken_format.reference_merges(ranks_of(name))
     listed = tok._numbering.listed  # the core's table as Python lists, read by Python
-    assert tok.merge_ids == listed.merge_ids(listed.index)
-    assert tok.custom_byte_ids == listed.byte_ids(listed.index)
-    assert listed.native_tables() == (tok.custom_byte_ids, tok.merge_ids)
+    assert tok._merge_ids == listed.merge_ids(listed.index)
+    assert tok._custom_byte_ids == listed.byte_ids(listed.index)
+    assert listed.native_tables() == (tok._custom_byte_ids, tok._merge_ids)
     assert tok.special_map == tiktoken_format.KNOWN_SPECIALS[(pattern, n)]
 
 
@@ -152,7 +152,7 @@ def test_real_vocabularies_round_trip_through_their_other_forms(name, tmp_path):
     for path in (tmp_path / "own.json", tmp_path / "tokenizer.json", tmp_path / "again.tiktoken"):
         again = load_any(path)
         assert again.vocab == tok.vocab and again.merges == tok.merges
-        assert again.merge_ids == tok.merge_ids and again.special_map == tok.special_map
+        assert again._merge_ids == tok._merge_ids and again.special_map == tok.special_map
         assert again.encode_batch(sample) == tok.encode_batch(sample)
 
 
@@ -425,11 +425,11 @@ def test_a_ranks_file_loads_as_the_reference_loads_it(
     text = b"".join(reversed(values)).decode("latin-1")
     assert tok.encode(text) == want.encode(text)
     assert tok._file_bytes == _file_json(want) and tok.sha256 == want.sha256
-    assert (tok.vocab, tok.merges, tok.merge_ids, tok.byte_ids) == (
+    assert (tok.vocab, tok.merges, tok._merge_ids, tok._byte_ids) == (
         want.vocab,
         want.merges,
-        want.merge_ids,
-        want.byte_ids,
+        want._merge_ids,
+        want._byte_ids,
     )
     assert tok.special_map == want.special_map and tok.vocab_size == want.vocab_size
     assert tok == want and tok.decode(tok.encode(text)) == want.decode(want.encode(text))
@@ -459,7 +459,7 @@ def _loads_alike(path) -> None:
         return
     tok = load_any(path)
     assert tok.sha256 == want.sha256
-    assert tok == want and tok.merge_ids == want.merge_ids and tok.byte_ids == want.byte_ids
+    assert tok == want and tok._merge_ids == want._merge_ids and tok._byte_ids == want._byte_ids
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -25,12 +25,32 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports(path: Path, name: str, known: dict[str, Path]) -> list[tuple[str, list[str]]]:
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` but those under `if TYPE_CHECKING:`, which never
+    run: what type checkers import makes no cycle."""
+    nodes, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        for child in ast.iter_child_nodes(node):
+            test = child.test if isinstance(child, ast.If) else None
+            if isinstance(test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in ast.unparse(test):
+                todo += child.orelse
+                continue
+            todo.append(child)
+    return nodes
+
+
+def imports(
+    path: Path, name: str, known: dict[str, Path], runtime: bool = False
+) -> list[tuple[str, list[str]]]:
     """(module imported, names taken from it) for every import in the file,
-    at any depth, resolved to pipeline modules."""
+    at any depth (`runtime`: but those only type checkers make), resolved to
+    pipeline modules."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in runtime_nodes(tree) if runtime else ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -52,7 +72,7 @@ def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, path in known.items():
         targets = set()
-        for target, _ in imports(path, name, known):
+        for target, _ in imports(path, name, known, runtime=True):
             if target in known and target != name:
                 targets.add(target)
             # Importing tokenmill.a.b first runs pipeline/tokenmill/a/__init__.py: an edge to the

@@ -36,8 +36,15 @@ def test_manifest_records_inputs_config_tokenizer_outputs_and_timings(finished):
     assert m["config"]["vocab_size"] == 1000 and m["config"]["workers"] == 2
     assert set(m["config"]) >= {"mode", "pattern", "executor", "on_error", "special_tokens"}
     shards = sorted(p for p in data.iterdir())
+    # Each input as count and encode read it: the counts and the tokens were made from it.
     assert m["inputs"] == [
-        {"path": p.name, "bytes": p.stat().st_size, "sha256": sha(p)} for p in shards
+        {
+            "path": p.name,
+            "bytes": p.stat().st_size,
+            "sha256": sha(p),
+            "read_by": {"count": sha(p), "encode": sha(p)},
+        }
+        for p in shards
     ]
     assert m["tokenizer"] == {
         "path": "tokenizer.json",

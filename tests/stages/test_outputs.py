@@ -105,12 +105,12 @@ def test_special_tokens_reserved_at_train_time(corpus, cli, tmp_path, mode):
     defaults = ["<unk>", ENDOFTEXT] if mode == "char" else [ENDOFTEXT]
     assert tok.special_tokens == [*defaults, "<|pad|>", "<|fim_middle|>"]
     assert tok.vocab_size == 600 or mode == "char"  # char mode may run out of pairs
-    first = tok.base_size + len(tok.merges)
+    first = tok._base_size + len(tok.merges)
     assert tok.special_map == {t: first + k for k, t in enumerate(tok.special_tokens)}
     assert tok.decode([tok.special_id("<|pad|>")]) == "<|pad|>"
     # Encoding is ordinary: the special token's text is encoded as text.
     if mode == "byte":
-        assert tok.special_id("<|pad|>") not in tok.encode("a <|pad|> b")
+        assert tok.special_id("<|pad|>") not in tok.encode_ordinary("a <|pad|> b")
     # train alone does the same.
     cli("train", out / "counts.parquet", tmp_path / "t.json", "--vocab-size", "600", "--mode", mode,
         *extra)  # fmt: skip

@@ -27,13 +27,27 @@ def test_count_and_encode_lines():
     count = ShardStageResult.of("count", records, 2.0)
     assert (count.reused, count.redone, count.documents) == (1, 1, 5)
     assert count.describe() == (
-        "count: 2 shards (1 kept, 1 done), 5 documents, 1 skipped, 2.0 MB in 2.00 s, 1.0 MB/s"
+        "count: 2 shards (1 kept, 1 done), 5 documents, 1 document skipped, 2.0 MB in 2.00 s, "
+        "1.0 MB/s"
     )
     encode = ShardStageResult.of("encode", records, 0.0, tokens=9, normalizer="NFC")
     assert encode.describe() == (
-        "encode: 2 shards (1 kept, 1 done), 5 documents, 1 skipped, 9 tokens, 2.0 MB, "
+        "encode: 2 shards (1 kept, 1 done), 5 documents, 1 document skipped, 9 tokens, 2.0 MB, "
         "text normalized with NFC in 0.00 s"
     )
+
+
+def test_skips_are_counted_in_documents_as_the_manifest_counts_them():
+    records = [shard(False, documents=2, bytes=0)]
+    records[0]["skipped"] = [
+        {"shard": "a", "row": 4, "reason": "bad", "documents": 1},
+        {"shard": "b", "row": None, "reason": "unreadable", "documents": 7, "lower_bound": True},
+    ]
+    count = ShardStageResult.of("count", records, 0.0)
+    assert ", at least 8 documents skipped (1 whole file, 1 row)," in count.describe()
+    skipped = records[0]["skipped"][1:]
+    run = RunResult(manifest="m", documents=2, tokens=0, skipped=skipped, tokenizer=None, seconds=0)
+    assert "2 documents, at least 7 documents skipped (1 whole file), 0 tokens" in run.describe()
 
 
 def test_single_output_and_later_stage_lines():

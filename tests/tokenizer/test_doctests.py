@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import doctest
 import importlib
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]  # the examples read vocabularies/ from here
+
 MODULES = [
+    "tokenmill",
+    "tokenmill.errors",
     "tokenmill.tokenizer",
     "tokenmill.tokenizer.core",
     "tokenmill.tokenizer.ids",
@@ -23,7 +28,8 @@ MODULES = [
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples_run(name):
+def test_docstring_examples_run(name, monkeypatch):
+    monkeypatch.chdir(ROOT)
     module = importlib.import_module(name)
     result = doctest.testmod(
         module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False
@@ -33,11 +39,24 @@ def test_docstring_examples_run(name):
 
 def test_the_api_has_examples():
     """Each method the README names for the Python API shows how it is used."""
+    import tokenmill
     from tokenmill import Tokenizer
 
-    for method in ("train", "encode", "encode_batch", "decode", "save"):
+    public = [
+        "train",
+        "train_from_word_counts",
+        "load",
+        "encode",
+        "encode_ordinary",
+        "encode_batch",
+        "encode_ordinary_batch",
+        "decode",
+        "save",
+    ]
+    for method in public:
         assert ">>>" in getattr(Tokenizer, method).__doc__, method
     assert ">>>" in Tokenizer.__doc__
+    assert ">>>" in tokenmill.load.__doc__
 
 
 def test_package_exports_tokenizer_lazily():
@@ -47,6 +66,7 @@ def test_package_exports_tokenizer_lazily():
 
     code = (
         "import sys, tokenmill\n"
+        "from tokenmill import TokenmillError, load\n"
         "assert 'pyarrow' not in sys.modules and 'tokenmill.tokenizer' not in sys.modules\n"
         "from tokenmill import Tokenizer\n"
         "from tokenmill.tokenizer import Tokenizer as T\n"

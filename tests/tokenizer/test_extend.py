@@ -49,7 +49,7 @@ def check_kept(base: Tokenizer, tok: Tokenizer) -> None:
     assert tok.merges[: len(base.merges)] == base.merges
     for name, i in base.special_map.items():
         assert tok.special_id(name) == i
-    assert min(tok.merge_ids[len(base.merges) :], default=base.vocab_size) >= base.vocab_size
+    assert min(tok._merge_ids[len(base.merges) :], default=base.vocab_size) >= base.vocab_size
 
 
 # --- differential ------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_a_merge_making_a_token_that_exists_is_not_learned():
         special_tokens=["<|endoftext|>"],
         vocab=vocab,
         special_ids=[259],
-    ).checked("test base")
+    )._checked("test base")
     texts = ["abc abc abc xabc"]
     table = [
         (tb.encode_bytes(word, base.merge_pairs()), count)
@@ -219,7 +219,7 @@ def test_gpt2_grown_keeps_every_gpt2_id(gpt2_grown):
     tok = grown.tokenizer
     assert grown.new_merges == NEW_MERGES
     assert tok.vocab_size == 50257 + NEW_MERGES
-    assert tok.eos_id == 50256 and min(tok.merge_ids[len(base.merges) :]) == 50257
+    assert tok.eos_id == 50256 and min(tok._merge_ids[len(base.merges) :]) == 50257
     check_kept(base, tok)
     gpt2 = tiktoken.Encoding(
         "gpt2",

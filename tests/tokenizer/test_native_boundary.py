@@ -119,9 +119,9 @@ def test_the_tokenizer_turns_native_errors_into_tokenmill_errors():
         tok.encode_batch(["a" * 40 + "c"])
     bad = Tokenizer(pattern="(unclosed", special_tokens=["<|endoftext|>"])
     with pytest.raises(TokenmillError, match="malformed tokenizer"):
-        bad.checked("file.json", compile_pattern=False)
+        bad._checked("file.json", compile_pattern=False)
     with pytest.raises(TokenmillError, match="file.json: invalid pre-tokenization pattern"):
-        bad.checked("file.json")
+        bad._checked("file.json")
 
 
 @given(

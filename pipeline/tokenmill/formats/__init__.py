@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING
 from tokenmill.errors import TokenmillError
 
 if TYPE_CHECKING:
+    from tokenmill.formats.hf import Parsed
+    from tokenmill.formats.prefetch import FileRead
+    from tokenmill.io.storage import AnyPath
     from tokenmill.tokenizer import Tokenizer
 
 # The commands' options name FORMATS: importing this package loads nothing
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 FORMATS = ("hf", "tiktoken", "transformers")
 
 
-def detect(path: Path) -> tuple[str, object, bytes]:
+def detect(path: AnyPath) -> tuple[str, dict | Parsed | FileRead | None, bytes]:
     """(format, parsed JSON or None, the file's bytes) of a tokenizer file. A
     tokenizer.json's is an `hf.Parsed`: its model's vocab and merges read by
     the native core, the rest by Python; a tokenmill file that `encode`
@@ -72,7 +75,7 @@ def detect(path: Path) -> tuple[str, object, bytes]:
 
 
 def load_any(
-    path: Path,
+    path: AnyPath | str,
     *,
     pattern: str | None = None,
     special_tokens: dict[str, int] | None = None,
@@ -90,7 +93,7 @@ def load_any(
         return _load(location(path), pattern, special_tokens)
 
 
-def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
+def _load(path: AnyPath, pattern: str | None, special_tokens: dict[str, int] | None) -> Tokenizer:
     from tokenmill.formats import hf, prefetch, tiktoken
     from tokenmill.tokenizer import Tokenizer
 
@@ -101,16 +104,18 @@ def _load(path: Path, pattern: str | None, special_tokens: dict[str, int] | None
         return tiktoken.load(path, pattern, special_tokens)
     if pattern is not None or special_tokens is not None:
         raise TokenmillError(
-            f"{path}: --pattern and --special-token apply to .tiktoken files only; "
+            f"{path}: pattern= and special_tokens= apply to .tiktoken files only; "
             "this file has its own"
         )
     if kind == "hf":
         if isinstance(d, hf.Parsed):
             return hf.from_dict(d.rest, str(path), d)
+        assert isinstance(d, dict)  # detect's "hf": Parsed or the whole JSON
         return hf.from_dict(d, str(path))
     if isinstance(d, prefetch.FileRead):
-        return Tokenizer.from_file(d.rest, data, str(path), merges=d.merges, encoder=d.encoder)
-    return Tokenizer.from_file(d, data, str(path))
+        return Tokenizer._from_file(d.rest, data, str(path), merges=d.merges, encoder=d.encoder)
+    assert isinstance(d, dict)  # detect's "tokenmill": FileRead or the whole JSON
+    return Tokenizer._from_file(d, data, str(path))
 
 
 def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:

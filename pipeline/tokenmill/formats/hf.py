@@ -39,6 +39,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.formats import regex
 from tokenmill.formats.bytelevel import from_byte_level, to_byte_level
 from tokenmill.io.files import parse_json, read_json
+from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
 from tokenmill.tokenizer import (
     END_OF_WORD,
@@ -146,7 +147,7 @@ def _unique(strings: list[str | None], what: str) -> dict[str, int]:
 
 
 def _byte_level_dict(tok: Tokenizer) -> dict:
-    strings = [None if v is None else to_byte_level(v) for v in tok.byte_vocab]
+    strings = [None if v is None else to_byte_level(v) for v in tok._byte_vocab]
     vocab = _unique(strings, "token")
     merges = [f"{strings[a]} {strings[b]}" for a, b in tok.merges]
     pattern = regex.fancy_to_onig(_pattern_regex(tok))
@@ -208,7 +209,8 @@ def _char_strings(tok: Tokenizer) -> list[str | None]:
     base_ids = tok.alphabet_ids if tok.alphabet_ids is not None else range(len(tok.alphabet))
     for c, i in zip(tok.alphabet, base_ids, strict=True):
         strings[i] = WORD_END if c == END_OF_WORD else c
-    for (a, b), i in zip(tok.merges, tok.merge_ids, strict=True):
+    for (a, b), i in zip(tok.merges, tok._merge_ids, strict=True):
+        # Not None: a merge joins ids made before it (checked when loaded).
         strings[i] = strings[a] + strings[b]  # type: ignore[operator]
     return strings
 
@@ -257,7 +259,7 @@ class Parsed:
     data: bytes
 
 
-def parse(data: bytes, path: Path) -> Parsed | None:
+def parse(data: bytes, path: AnyPath) -> Parsed | None:
     """The file read in two parts, when it is a tokenizer.json whose model
     the native core reads; else None (it is then read whole)."""
     try:
@@ -303,6 +305,8 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
                 vocab, merges = tables
             else:
                 vocab, merges = _reference_tables(model, specials, source, unsupported)
+    except TokenmillError:  # a ValueError too: said already
+        raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
     whole_words = bool(model.get("ignore_merges", False))
@@ -311,15 +315,15 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             table = parsed.model.vocabulary(sorted(set(specials.values())))
         except _native.NativeError:  # a fault in them: the file read whole names it
             return from_dict(parse_json(parsed.data, source), source)
-        tok = Tokenizer.imported(
+        tok = Tokenizer._imported(
             table,
             pattern=pattern,
             special_tokens=specials,
             whole_words=whole_words,
             normalization=normalization,
         )
-        return tok.checked(source)
-    order = sorted(specials, key=specials.get)
+        return tok._checked(source)
+    order = sorted(specials, key=specials.__getitem__)
     tok = Tokenizer(
         mode="byte",
         pattern=pattern,
@@ -330,7 +334,7 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
         whole_words=whole_words,
         normalization=normalization,
     )
-    return tok.checked(source)
+    return tok._checked(source)
 
 
 def _native_tables(model: dict, specials: dict[str, int]) -> tuple | None:
@@ -395,7 +399,7 @@ def _added_specials(added_tokens: object, source: str, unsupported) -> dict[str,
             raise TokenmillError(f"{source}: malformed tokenizer file (added token {show(added)})")
         content, i = added["content"], added.get("id")
         try:
-            check_id(i, f"added token {content!r}")
+            i = check_id(i, f"added token {content!r}")
         except TokenmillError as e:
             raise TokenmillError(f"{source}: {e}") from None
         if not added.get("special", False):
@@ -482,7 +486,7 @@ def _normalization(normalizer: dict | None, unsupported) -> str:
     if other:
         raise unsupported(f"normalizer {show(other[0])} (only NFC is supported)")
     if len(kinds) > 1:
-        raise unsupported(f"normalizers {' + '.join(kinds)}")
+        raise unsupported(f"normalizers {' + '.join(map(str, kinds))}")
     return "NFC" if kinds else ""
 
 

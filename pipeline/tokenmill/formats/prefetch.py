@@ -19,7 +19,7 @@ file, reads the file and begins that work on a thread. `tiktoken.load`
 then `take`s the table and `formats.detect` `take_file`s the merges, each
 only when the bytes it read itself are the very bytes they were built
 from; the encoder is used only for the same pattern (and, for a JSON file,
-by a tokenizer it fits: `Tokenizer.from_file`). Any other case (no start, a
+by a tokenizer it fits: `Tokenizer._from_file`). Any other case (no start, a
 remote path or another kind of file, an unreadable file or one the core
 does not take, a file changed in between, another pattern) gives None and
 the loader does the work as before, so the result never depends on
@@ -83,7 +83,7 @@ class FileRead:
     merges, parsed (`rest`); the merges as (left, right) tuples; and, for a
     byte-mode file, an encoder of those merges for the file's pattern,
     merge k making id 256 + k, bytes their own ids and no whole-word lookup
-    (`Tokenizer.from_file` uses it only for a tokenizer numbered so)."""
+    (`Tokenizer._from_file` uses it only for a tokenizer numbered so)."""
 
     __slots__ = ("encoder", "merges", "rest")
 

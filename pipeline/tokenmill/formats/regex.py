@@ -178,6 +178,7 @@ def _translate(pattern: str, source: str) -> str:
                 )
             if c == "{":
                 m = _INTERVAL.match(pattern, i)
+                assert m is not None  # it matched just above
                 lo, comma, hi = m.groups()
                 if not lo and not hi:
                     raise _unsupported(f"the interval {m.group(0)}", pattern)
@@ -231,6 +232,7 @@ def preset_name(pattern: str) -> str | None:
 
     for name in PATTERNS:
         source = _native.preset_regex(name)
+        assert source is not None  # every preset has its regex
         if pattern in (name, source, onig_to_fancy(fancy_to_onig(source))):
             return name
     return None

@@ -35,14 +35,19 @@ import base64
 import binascii
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import prefetch, regex
 from tokenmill.io.files import parse_json, read_bytes
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.tokenizer import Tokenizer, id_limit
 from tokenmill.tokenizer.ids import check_special_ids
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 SUFFIX = ".tiktoken"
 
@@ -60,10 +65,23 @@ KNOWN_SPECIALS: dict[tuple[str, int], dict[str, int]] = {
     ("o200k", 199998): {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
+# The pattern preset of tiktoken's public encodings, by name: a ranks file so
+# named (its stem) needs no pattern, as tiktoken.get_encoding(name) needs none.
+KNOWN_PATTERNS = {
+    "gpt2": "gpt2",
+    "r50k_base": "gpt2",
+    "cl100k_base": "cl100k",
+    "o200k_base": "o200k",
+}
 
-def sidecar_path(path: Path) -> Path:
+
+@overload
+def sidecar_path(path: Path) -> Path: ...
+@overload
+def sidecar_path(path: UPath) -> UPath: ...
+def sidecar_path(path: AnyPath) -> AnyPath:
     """The JSON beside a ranks file: pattern and special tokens."""
-    return Path(path).with_name(Path(path).name + ".json")
+    return path.with_name(path.name + ".json")
 
 
 # ---- import -------------------------------------------------------------
@@ -90,14 +108,14 @@ def read_table(path: Path) -> list[bytes | None]:
         return _reference_table(path, data)
 
 
-def _read(path: Path) -> bytes:
+def _read(path: AnyPath) -> bytes:
     try:
         return path.read_bytes()
     except OSError as e:
         raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
 
 
-def _reference_table(path: Path, data: bytes) -> list[bytes | None]:
+def _reference_table(path: AnyPath, data: bytes) -> list[bytes | None]:
     ranks = reference_ranks(path, data)
     vocab: list[bytes | None] = [None] * (max(ranks.values()) + 1)
     for value, rank in ranks.items():
@@ -105,7 +123,7 @@ def _reference_table(path: Path, data: bytes) -> list[bytes | None]:
     return vocab
 
 
-def reference_ranks(path: Path, data: bytes) -> dict[bytes, int]:
+def reference_ranks(path: AnyPath, data: bytes) -> dict[bytes, int]:
     """`read_ranks` in Python, on the file's bytes: the reference the native
     reader agrees with, and what names the line at fault."""
     lines = data.splitlines()
@@ -116,10 +134,10 @@ def reference_ranks(path: Path, data: bytes) -> dict[bytes, int]:
         if not line.strip():
             continue
         try:
-            token, rank = line.split()
-            if not rank.isdigit():
-                raise ValueError(rank)
-            value, rank = base64.b64decode(token, validate=True), int(rank)
+            token, digits = line.split()
+            if not digits.isdigit():
+                raise ValueError(digits)
+            value, rank = base64.b64decode(token, validate=True), int(digits)
         except (ValueError, binascii.Error):
             raise TokenmillError(
                 f"{path}:{n}: malformed .tiktoken line (want base64 token, space, rank): "
@@ -140,7 +158,7 @@ def reference_ranks(path: Path, data: bytes) -> dict[bytes, int]:
     return ranks
 
 
-def _rank_too_big(path: Path, n: int, rank: int, tokens: int) -> TokenmillError:
+def _rank_too_big(path: AnyPath, n: int, rank: int, tokens: int) -> TokenmillError:
     return TokenmillError(
         f"{path}:{n}: rank {rank} is beyond what a file of {tokens} tokens numbers "
         f"(ranks are ids, below {id_limit(tokens)}: gaps are allowed, but not more unused "
@@ -223,7 +241,7 @@ def _from_table(
     `tables`: (byte ids, merge ids) as the derivation gave them, if it did."""
     specials = dict(special_tokens or {})
     check_special_ids(specials, source)
-    order = sorted(specials, key=specials.get)
+    order = sorted(specials, key=specials.__getitem__)
     tok = Tokenizer(
         mode="byte",
         pattern=pattern,
@@ -234,20 +252,22 @@ def _from_table(
         whole_words=True,
     )
     if tables is not None and tables[0] is not None:
-        tok.given_tables(*tables)
-    return tok.checked(source)
+        tok._given_tables(tables[0], tables[1])
+    return tok._checked(source)
 
 
 def load(
-    path: Path,
+    path: AnyPath,
     pattern: str | None = None,
     special_tokens: dict[str, int] | None = None,
 ) -> Tokenizer:
     """Import a .tiktoken ranks file. `pattern` (a preset name or a regex) and
     `special_tokens` default to the JSON beside the file, if any; without
-    either, `pattern` is required and special tokens default to those of
-    tiktoken's public encoding of that preset and size, else none."""
-    path = Path(path)
+    either, `pattern` defaults to that of tiktoken's public encoding the file
+    is named after (`KNOWN_PATTERNS`), else is required, and special tokens
+    default to those of tiktoken's public encoding of that preset and size,
+    else none."""
+    path = location(path)
     side = sidecar_path(path)
     if side.is_file() and (pattern is None or special_tokens is None):
         meta = read_sidecar(side)
@@ -255,8 +275,10 @@ def load(
         if special_tokens is None:
             special_tokens = meta.get("special_tokens", {})
     if pattern is None:
+        pattern = KNOWN_PATTERNS.get(path.name.removesuffix(SUFFIX))
+    if pattern is None:
         raise TokenmillError(
-            f"{path}: a .tiktoken file holds no pre-tokenization pattern: give --pattern "
+            f"{path}: a .tiktoken file holds no pre-tokenization pattern: give pattern= "
             "(gpt2, cl100k, o200k or a regex)"
         )
     pattern = regex.preset_name(pattern) or pattern
@@ -279,13 +301,13 @@ def load(
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
     check_special_ids(specials, str(path))
-    tok = Tokenizer.imported(
+    tok = Tokenizer._imported(
         table, pattern=pattern, special_tokens=specials, whole_words=True, encoder=encoder
     )
-    return tok.checked(str(path))
+    return tok._checked(str(path))
 
 
-def read_sidecar(path: Path) -> dict:
+def read_sidecar(path: AnyPath) -> dict:
     meta = parse_json(read_bytes(path, "tiktoken settings"), path)
     try:
         if not isinstance(meta, dict) or not isinstance(meta.get("pat_str"), str):
@@ -309,7 +331,7 @@ def ranks_of(tok: Tokenizer) -> dict[bytes, int]:
     if tok.normalization:
         raise TokenmillError(f"tiktoken cannot apply the {tok.normalization} normalization")
     ranks: dict[bytes, int] = {}
-    for i, value in enumerate(tok.byte_vocab):
+    for i, value in enumerate(tok._byte_vocab):
         if value is None:
             continue
         if value in ranks:
@@ -322,7 +344,7 @@ def ranks_of(tok: Tokenizer) -> dict[bytes, int]:
     # tokens; that is tok's rule when its merges are the derived ones, in the
     # order of the ids they yield, and (without whole-word lookup) every
     # multi-byte token is made by a merge.
-    ids = tok.merge_ids
+    ids = tok._merge_ids
     if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
         raise TokenmillError(
             "merge priorities do not follow the ids the merges yield: tiktoken, which "

@@ -13,11 +13,18 @@ def is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
+def one_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`arr` as one array: a chunked array's only chunk as it is, where
+    combine_chunks would copy it (a document the size of memory, twice)."""
+    if not isinstance(arr, pa.ChunkedArray):
+        return arr
+    return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+
+
 def arrow_buffers(arr: pa.Array) -> tuple[memoryview, memoryview, int, int]:
     """(offsets, data, start, length) of a large_string/large_binary array,
     the form in which the native core takes documents without copying."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     _, offsets, data = arr.buffers()
     return byte_view(offsets or bytes(8)), byte_view(data or b""), arr.offset, len(arr)
 

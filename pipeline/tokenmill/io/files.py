@@ -1,20 +1,27 @@
 """Fingerprints of files (size, sha256) and the key-value metadata of Parquet
-files: what resumable stages and `verify` compare."""
+files: what resumable stages and `verify` compare; and `hashed_read`, a
+stage's read of an input that hashes the bytes as the reader reads them."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any, cast
 
-from tokenmill.errors import TokenmillError, one_line
+from tokenmill.errors import InputChanged, TokenmillError, one_line
 from tokenmill.io.storage import (
     AnyPath,
+    fence,
     identity,
     location,
+    open_file,
     open_read,
     parquet_file,
     store_errors,
+    tapped,
 )
 
 HASH_BLOCK = 4 << 20
@@ -30,6 +37,7 @@ def read_json(path: AnyPath, what: str) -> Any:
 
 def read_bytes(path: AnyPath, what: str) -> bytes:
     path = location(path)
+    fence(path, "read")  # under a remote OUT this run holds: io/lock.py
     try:
         return path.read_bytes()
     except OSError as e:
@@ -84,5 +92,146 @@ def parquet_json_metadata(path: AnyPath, key: bytes) -> object | None:
         with parquet_file(location(path)) as pf:
             meta = pf.metadata.metadata or {}
         return json.loads(meta[key]) if key in meta else None
+    except TokenmillError:  # a store's failure (a ValueError too) is no missing file
+        raise
     except (OSError, ValueError):
         return None
+
+
+# A reader that jumps ahead by more than this beyond what it asks for (Parquet
+# and Arrow IPC read their footer first) leaves the bytes between to the end
+# of the read; smaller gaps (another column's chunk) are hashed on the way.
+SKIP_BYTES = 1 << 20
+
+
+@contextmanager
+def hashed_read(path: AnyPath, name: str, stage: str) -> Iterator[HashedRead]:
+    """A stage's read of input `path` (recorded as `name`): every open of it in
+    the block, in this thread, reads one open file whose bytes are hashed as the
+    reader reads them, so the sha256 is of the bytes the stage's outputs were
+    made from and costs no read of its own (but of what the reader skips).
+    `HashedRead.fingerprint()` ends it; InputChanged if the file changed while
+    it was read."""
+    read = HashedRead(location(path), name, stage)
+    try:
+        with tapped(read.path, read):
+            yield read
+    finally:
+        read.close()
+
+
+class HashedRead:
+    """The first `hashed` bytes of a file, hashed in order: a read that starts
+    at or before that point adds what it brings past it; one that jumps ahead a
+    little hashes the gap first; the rest is hashed at the end."""
+
+    def __init__(self, path: AnyPath, name: str, stage: str):
+        self.path, self.name, self.stage = path, name, stage
+        try:
+            self.before = identity(path)
+        except FileNotFoundError:
+            # find_inputs listed it: it was removed (or renamed away) since.
+            raise InputChanged(f"{path}: removed during the run; rerun") from None
+        self.hashed = 0
+        self._sha = hashlib.sha256()
+        self._files: dict[str, IO[bytes]] = {}  # open file by storage cache type
+        self._fingerprint: dict | None = None
+
+    def open(self, cache: str) -> IO[bytes]:
+        """A file object of its own position over the shared open file (storage.Tap)."""
+        if cache not in self._files:
+            self._files[cache] = open_file(self.path, cache)
+        # A _View is the reading part of IO[bytes], all that its readers use.
+        return cast("IO[bytes]", _View(self, self._files[cache]))
+
+    def saw(self, offset: int, data: bytes) -> None:
+        """`data`, read at `offset` by a reader."""
+        end = offset + len(data)
+        if end <= self.hashed or offset - self.hashed > len(data) + SKIP_BYTES:
+            return
+        if offset > self.hashed:
+            self._hash_to(offset)
+        self._sha.update(memoryview(data)[self.hashed - offset :])
+        self.hashed = end
+
+    def _hash_to(self, end: int | None) -> None:
+        """Hash on up to `end` (None: the end of the file)."""
+        if not self._files:
+            self.open("readahead")
+        f = next(iter(self._files.values()))
+        while end is None or self.hashed < end:
+            f.seek(self.hashed)
+            block = f.read(HASH_BLOCK if end is None else min(HASH_BLOCK, end - self.hashed))
+            if not block:
+                break
+            self._sha.update(block)
+            self.hashed += len(block)
+
+    def fingerprint(self) -> dict:
+        """{"path": name, "bytes", "sha256"} of the file as it was read (the rest
+        of it hashed now); InputChanged if it changed while it was read."""
+        if self._fingerprint is None:
+            with store_errors(self.path):
+                self._hash_to(None)
+            after = self._identity()
+            if after is None or after != self.before or after[1] != self.hashed:
+                raise InputChanged(f"{self.path}: changed while {self.stage} read it; rerun")
+            sha256 = self._sha.hexdigest()
+            _known[after] = sha256
+            self._fingerprint = {"path": self.name, "bytes": self.hashed, "sha256": sha256}
+        return self._fingerprint
+
+    def changed(self) -> bool:
+        """Whether the file's size, mtime or inode (an object's ETag) changed since
+        the read began."""
+        return self._identity() != self.before
+
+    def _identity(self) -> tuple | None:
+        try:
+            return identity(self.path)
+        except FileNotFoundError:
+            return None  # removed (or renamed away) since
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+class _View(io.RawIOBase):
+    """One open of a hashed read: reads at its own position, shown to the read."""
+
+    def __init__(self, read: HashedRead, file: IO[bytes]):
+        self.read_, self.file, self.pos = read, file, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            offset += self.file.seek(0, io.SEEK_END)
+        elif whence == io.SEEK_CUR:
+            offset += self.pos
+        self.pos = offset
+        return offset
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.file.seek(self.pos)
+        data = self.file.read() if size is None or size < 0 else self.file.read(size)
+        self.read_.saw(self.pos, data)
+        self.pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read()
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import pyarrow as pa
 
 from tokenmill.io.arrow import is_text
-from tokenmill.io.storage import AnyPath, is_remote, open_read, store_errors
+from tokenmill.io.storage import AnyPath, is_remote, is_tapped, open_read, store_errors
 
 # The file format starts with these bytes; a stream starts with a message length.
 FILE_MAGIC = b"ARROW1"
@@ -42,7 +42,11 @@ def is_file_format(path: AnyPath) -> bool:
 def _reader(path: AnyPath, fields: list[int] | None = None):
     # Tasks already run one per shard in parallel: Arrow's pool would only add hand-offs.
     options = pa.ipc.IpcReadOptions(use_threads=False, included_fields=fields)
-    if is_remote(path):
+    # A tapped local stream (storage.tapped) is read through its tap's object too;
+    # a local file-format file never: PyArrow reads a footer on its I/O thread,
+    # which then holds the Python object, and released there as the interpreter
+    # exits (after a bad footer) it aborts the process. The tap hashes it after.
+    if is_remote(path) or (is_tapped(path) and not is_file_format(path)):
         # One open object for the magic and the batches: each open costs a request.
         with store_errors(path, by_pyarrow=True), open_read(path) as f:
             file_format = f.read(len(FILE_MAGIC)) == FILE_MAGIC

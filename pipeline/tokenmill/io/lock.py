@@ -23,8 +23,40 @@ object FOLDER/.tokenmill.lock, holding the same record, and a lease:
   agree), or at once when its holder was a process of this machine that is
   gone (a run killed here is resumed without waiting). Otherwise it fails at
   once naming the holder and its last heartbeat.
-- A holder whose heartbeat finds the lock taken (it stalled for longer than
-  the stale limit) fails before removing or recording anything (`check`).
+
+A holder that stalls (SIGSTOP, a paused VM, swapping) past the stale limit
+may have lost the lease without knowing it, and what it writes then lands on
+the outputs of the run that took over. So the holder fences its own I/O: it
+remembers when the store last *confirmed* its lease (the moment before it
+sent its last conditional write that the store accepted), and everything
+tokenmill writes, removes, lists or reads under the folder (storage.upload,
+delete, walk_files, abort_uploads, open_read and so parquet_file;
+files.read_bytes; merge's scan of count tables) first asks
+`RemoteLock.confirm`. Confirmed less than `fresh_seconds()` ago (half the
+stale limit, less the second that the store's whole-second dates may take
+off it), it goes on at once; otherwise it rewrites the lock there and then
+(`If-Match`), and if that fails it stops with one line naming the run that
+took over (`LockLost`, a WriteError: --on-error skip never skips it). The
+time since is the largest by the monotonic, boot and wall clocks, so that a
+suspend or a VM pause counts even where one clock misses it.
+
+What this guarantees: a taker needs the store to date our last confirmation
+more than the stale limit ago, so an operation that passes the fence has
+half the stale limit (150 s by default) before any run can take over. A
+request the store receives within that half acts while this run holds the
+lease. An upload in parts (S3 multipart: large files) checks again, without
+I/O, after its last part and before the request that makes it visible; if
+the lease went unconfirmed meanwhile, the upload is dropped, the lease
+confirmed, and the file sent again.
+
+What it does not: S3 cannot make a write conditional on another object, so
+a stall of more than half the stale limit between the check and the store
+receiving the request (or in the middle of sending one PUT's body) can still
+land after a takeover. The stale limit makes that rarer, not impossible.
+Worker processes (--executor processes, ray) write their shards unfenced:
+only the driver holds the lease. State files (stages/state.py) are read
+unfenced; what a run decides from one is followed by a fenced read or write
+before anything reaches OUT.
 
 Filesystems other than S3 without conditional writes get a best effort: the
 object is written, read back, and held only if it still names this run.
@@ -32,11 +64,13 @@ object is written, read back, and held only if it still names this run.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import secrets
 import socket
+import stat
 import sys
 import threading
 import time
@@ -44,9 +78,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tokenmill.errors import TokenmillError, one_line
-from tokenmill.io.storage import AnyPath, is_remote, is_store_error, location, resolved
+from tokenmill.errors import TokenmillError, WriteError, one_line
+from tokenmill.io.storage import AnyPath, fenced, is_remote, is_store_error, location, resolved
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 LOCK = ".tokenmill.lock"
 HEARTBEAT_S = 30.0
@@ -136,9 +174,18 @@ def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
         raise TokenmillError(f"{folder}: exists and is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
         raise TokenmillError(f"{folder}: cannot create the output folder ({e.strerror})") from None
+    try:
+        # Never through a link, nor on a FIFO: the record written here would
+        # truncate the link's target, and reading a FIFO blocks.
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        what = "a link, not tokenmill's lock file" if e.errno == errno.ELOOP else e.strerror
+        raise TokenmillError(f"{folder / LOCK}: cannot open the lock file ({what})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TokenmillError(f"{folder / LOCK}: not a regular file; move it away")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,7 +233,7 @@ def holder_gone(holder: dict) -> bool:
     return process_start(pid) != holder.get("process_start")
 
 
-def precondition_failed(e: BaseException) -> bool:
+def precondition_failed(e: BaseException | None) -> bool:
     """Whether a store error is a conditional write that lost (412, or S3's 409
     for two conditional writes at once)."""
     if isinstance(e, FileExistsError):
@@ -204,20 +251,49 @@ def precondition_failed(e: BaseException) -> bool:
     return False
 
 
+class LockLost(WriteError):
+    """This run's lock on a remote folder was taken over by another run (this
+    one stalled past the stale limit), or cannot be confirmed: nothing more
+    is written, removed or read there."""
+
+
+def _clocks() -> tuple[float, ...]:
+    """Now by every clock that may count a stall: the monotonic clock (never
+    set back), the boot clock (counts a suspend, which the monotonic one does
+    not: Linux) and the wall clock (set forward after a VM resumes, which may
+    count neither)."""
+    boot = time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else 0.0
+    return time.monotonic(), boot, time.time()
+
+
+def _elapsed(since: tuple[float, ...]) -> float:
+    return max(now - then for now, then in zip(_clocks(), since, strict=True))
+
+
+def fresh_seconds() -> float:
+    """How long after its last confirmation the lease is taken as held without
+    asking the store: half the stale limit, less one second because the
+    store's dates (Last-Modified, Date) are whole seconds."""
+    return max(0.0, stale_seconds() / 2 - 1.0)
+
+
 @dataclass
 class RemoteLock:
-    folder: AnyPath
+    folder: UPath
     previous: dict
     note: str | None = None
     record_: dict = field(default_factory=dict)
     etag: str | None = None
     lost: dict | None = None  # the record that replaced ours, once the lock is lost
+    # When the store last confirmed the lease: taken just before sending the
+    # write it accepted (it dates the write later, which only errs safe).
+    confirmed: tuple[float, ...] = (float("-inf"),) * 3
     _mutex: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     @property
-    def path(self) -> AnyPath:
+    def path(self) -> UPath:
         return self.folder / LOCK
 
     def record(self, data: AnyPath | None) -> None:
@@ -228,26 +304,60 @@ class RemoteLock:
         except Lost:
             self.check()
 
+    def fresh(self) -> bool:
+        """Whether the lease was confirmed recently enough to act on without
+        asking the store (no I/O: safe on the store client's own thread)."""
+        return self.lost is None and _elapsed(self.confirmed) < fresh_seconds()
+
+    def confirm(self, path: AnyPath | None = None, action: str = "written") -> None:
+        """Before `path` is written, removed or read (`action`): return if the
+        lease is fresh, or once a conditional rewrite of the lock confirms it;
+        raise LockLost otherwise (see the module's docstring)."""
+        if self.fresh():
+            return
+        what = f"{path}: not {action}: " if path is not None else f"{self.folder}: "
+        try:
+            self._rewrite(unless_fresh=True)
+        except Lost:
+            pass
+        except Exception as e:
+            if not (isinstance(e, OSError) or is_store_error(e)):
+                raise
+            raise LockLost(
+                f"{what}cannot confirm this run's lock on {self.folder} ({one_line(e)}); stopping"
+            ) from None
+        if self.lost is not None:
+            where = "the lock" if path is None else f"the lock of {self.folder}"
+            raise LockLost(
+                f"{what}{where} was taken over by another tokenmill run "
+                f"({describe_holder(self.lost)}) while this one went {stale_seconds():g} s "
+                "without a heartbeat; stopping"
+            )
+
     def check(self) -> None:
         """Fail if another run has taken the lock over (this one stalled past the
         stale limit): it must not remove or record anything in the folder."""
-        if self.lost is not None:
-            raise TokenmillError(
-                f"{self.folder}: the lock was taken over by another tokenmill run "
-                f"({describe_holder(self.lost)}) while this one went {stale_seconds():.0f} s "
-                "without a heartbeat; stopping"
-            )
+        self.confirm()
 
     def _body(self, **extra) -> bytes:
         beat = {"heartbeat": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
         return (json.dumps({**self.record_, **beat}) + "\n").encode()
 
-    def _rewrite(self, **extra) -> None:
+    def _write(self, *, create: bool = False, **extra) -> None:
+        """Write the lock object, created (`create`) or over `etag`; confirmed
+        as of now if the store accepts it."""
+        sent = _clocks()
+        self.etag = _put(self.path, self._body(**extra), create=create, etag=self.etag)
+        self.confirmed = sent
+
+    def _rewrite(self, *, unless_fresh: bool = False, **extra) -> None:
         with self._mutex:
             if self.lost is not None:
                 raise Lost
+            if unless_fresh and self.fresh():
+                return  # the heartbeat confirmed it while we waited for the mutex
             try:
-                self.etag = _put(self.path, self._body(**extra), etag=self.etag)
+                self._write(**extra)
             except Lost:
                 self.lost = last_holder(self.folder)
                 raise
@@ -278,7 +388,7 @@ class RemoteLock:
 
 
 @contextmanager
-def remote_lock(folder: AnyPath) -> Iterator[RemoteLock]:
+def remote_lock(folder: UPath) -> Iterator[RemoteLock]:
     fs = folder.fs
     try:
         if fs.isfile(folder.path):
@@ -292,12 +402,13 @@ def remote_lock(folder: AnyPath) -> Iterator[RemoteLock]:
         raise TokenmillError(f"{folder / LOCK}: cannot take the lock ({one_line(e)})") from None
     lock.start()
     try:
-        yield lock
+        with fenced(folder, lock):
+            yield lock
     finally:
         lock.release()
 
 
-def _take(folder: AnyPath) -> RemoteLock:
+def _take(folder: UPath) -> RemoteLock:
     """Create the lock object, or take over a released or dead holder's."""
     path = folder / LOCK
     record = {
@@ -310,7 +421,7 @@ def _take(folder: AnyPath) -> RemoteLock:
     holder: dict = {}
     for _ in range(TAKE_TRIES):
         try:
-            lock.etag = _put(path, lock._body(), create=True)
+            lock._write(create=True)
             return lock
         except Lost:
             pass
@@ -331,8 +442,9 @@ def _take(folder: AnyPath) -> RemoteLock:
         # Until `record` names this run's DATA, the object keeps saying which
         # DATA the folder's outputs came from (a refused run must not erase it).
         lock.record_["data"] = holder.get("data")
+        lock.etag = etag
         try:
-            lock.etag = _put(path, lock._body(), etag=etag)
+            lock._write()
         except Lost:
             continue  # another run took it first, or the holder beat: look again
         lock.previous = holder
@@ -345,7 +457,7 @@ def _take(folder: AnyPath) -> RemoteLock:
     raise in_use(folder, holder)
 
 
-def _read(path: AnyPath) -> tuple[dict, str | None, float | None] | None:
+def _read(path: UPath) -> tuple[dict, str | None, float | None] | None:
     """(record, ETag, seconds since last written) of the lock object; None if absent."""
     fs = path.fs
     try:
@@ -396,9 +508,7 @@ def _age(modified: object) -> float | None:
     return None
 
 
-def _put(
-    path: AnyPath, body: bytes, *, create: bool = False, etag: str | None = None
-) -> str | None:
+def _put(path: UPath, body: bytes, *, create: bool = False, etag: str | None = None) -> str | None:
     """Write the lock object: only if absent (`create`), or only if still at
     `etag`. Returns the new ETag; raises Lost when the condition fails."""
     fs = path.fs

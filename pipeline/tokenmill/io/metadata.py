@@ -37,6 +37,8 @@ def count_table_source(counts_file: AnyPath) -> str:
     try:
         with parquet_file(counts_file) as pf:
             meta = pf.schema_arrow.metadata or {}
+    except TokenmillError:  # a store's failure (a ValueError too): said already
+        raise
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
     return recorded_source(meta, counts_file)

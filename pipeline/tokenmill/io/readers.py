@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import lzma
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +47,13 @@ import pyarrow.json as pj
 
 from tokenmill.errors import StoreError, TokenmillError, one_line
 from tokenmill.io import ipc
-from tokenmill.io.arrow import is_text, large_text, valid_utf8
+from tokenmill.io.arrow import is_text, large_text, one_array, valid_utf8
 from tokenmill.io.decompress import decompressed
 from tokenmill.io.storage import (
     AnyPath,
     is_remote,
     is_store_error,
+    is_tapped,
     location,
     open_read,
     parquet_file,
@@ -220,6 +221,8 @@ def skipped_file_documents(path: AnyPath, rows_read: int) -> dict:
         try:
             with parquet_file(path) as pf:
                 return {"documents": pf.metadata.num_rows}
+        except TokenmillError:  # a store's failure (a ValueError too): see above
+            raise
         except (*READ_ERRORS, pa.ArrowException, ValueError):
             pass
     if shard_format(path) == "ipc" and (rows := ipc.row_count(path)) is not None:
@@ -389,7 +392,14 @@ def _parquet_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[Ra
         # Tasks already run in parallel, one per shard: Arrow's own thread pool
         # would only add hand-offs (it nearly doubled the time to read a shard).
         rows = _rows_per_batch(pf.metadata, batch_rows)
-        for batch in pf.iter_batches(batch_size=rows, columns=[column], use_threads=False):
+        left = pf.metadata.num_rows
+        batches = pf.iter_batches(batch_size=rows, columns=[column], use_threads=False)
+        for batch in batches:
+            left -= batch.num_rows
+            if left <= 0:
+                # Until closed, the reader keeps its last page, decompressed and
+                # not: twice a document that fills the page, while it is encoded.
+                batches.close()
             yield RawBatch(pick_column(batch, column, path), {})
 
 
@@ -411,13 +421,17 @@ def _ipc_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBat
         yield RawBatch(pick_column(batch, column, path), {})
 
 
-def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytes, pa.Array]]:
+def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytearray, pa.Array]]:
     """(number of lines before the block, the block, its lines as large_binary),
     in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
     that is a block of its own. When reading breaks, raises _StreamBroken with
-    the number of whole lines not matching `blank` read since the last block."""
+    the number of whole lines not matching `blank` read since the last block.
+
+    A block is grown in place (a large one is moved by remapping its pages,
+    not copied), and a long line's block is its one line as it is, not split
+    into a copy: a line of the size of memory is held once, not three times."""
     with open_stream(path) as stream:
-        carry: list[bytes] = []
+        carry = bytearray()  # what the blocks so far end in after their last line end
         before = 0
         first = True
         while True:
@@ -425,24 +439,30 @@ def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytes, pa.Arr
             try:
                 block = _read_block(stream, parts)
             except READ_ERRORS as e:
-                read = b"".join([*carry, *parts])
+                read = bytes(carry) + b"".join(parts)
                 raise _StreamBroken(e, _whole_lines(read, blank), read) from e
             if not block:
                 break
             if first:
                 _check_not_wide(path, block)
                 first = False
+            end = block.find(b"\n")
+            if end >= 0 and len(carry) + end > TEXT_BLOCK_BYTES:
+                carry += memoryview(block)[:end]
+                yield before, carry, _binaries([carry])
+                before += 1
+                carry, block = bytearray(), block[end + 1 :]
             cut = block.rfind(b"\n")
             if cut < 0:
-                carry.append(block)
+                carry += block
                 continue
-            data = b"".join([*carry, block[:cut]])
-            carry = [block[cut + 1 :]]
+            carry += memoryview(block)[:cut]
+            data, carry = carry, bytearray(memoryview(block)[cut + 1 :])
             lines = _split_lines(data)
             yield before, data, lines
             before += len(lines)
-        if rest := b"".join(carry):
-            yield before, rest, _split_lines(rest)
+        if carry:  # no line end in it: one line
+            yield before, carry, _binaries([carry])
 
 
 @contextmanager
@@ -452,11 +472,12 @@ def open_stream(path: AnyPath):
     from it; both are closed after the block."""
     path = location(path)
     with ExitStack() as stack:
-        source = stack.enter_context(open_read(path)) if is_remote(path) else path
+        opened = is_remote(path) or is_tapped(path)  # a tapped file: storage.tapped
+        source = stack.enter_context(open_read(path)) if opened else path
         yield stack.enter_context(decompressed(path.name.lower(), source))
 
 
-def _check_not_wide(path: AnyPath, head: bytes) -> None:
+def _check_not_wide(path: AnyPath, head: bytes | bytearray) -> None:
     """Refuse a file that begins with the byte-order mark of UTF-16 or UTF-32."""
     for bom, encoding in WIDE_BOMS.items():
         if head.startswith(bom):
@@ -500,16 +521,17 @@ def _blank_lines(lines: pa.Array, blank: str) -> pa.BooleanArray:
     return pc.replace_with_mask(maybe, maybe, matched)
 
 
-def _binaries(values: list[bytes]) -> pa.Array:
+def _binaries(values: Sequence[bytes | bytearray]) -> pa.Array:
     """`values` as a large_binary array, made from buffers: pa.array on a
     Python list (or a NumPy array) imports pandas, a fifth of a second of
-    start-up that reading never needs (tests/test_imports.py checks)."""
+    start-up that reading never needs (tests/test_imports.py checks). One
+    value is not copied: it may be a whole file, or a line as long."""
     offsets = pa.py_buffer(np.cumsum([0, *map(len, values)], dtype=np.int64))
-    data = pa.py_buffer(b"".join(values))
+    data = pa.py_buffer(values[0] if len(values) == 1 else b"".join(values))
     return pa.Array.from_buffers(pa.large_binary(), len(values), [None, offsets, data])
 
 
-def _split_lines(data: bytes) -> pa.Array:
+def _split_lines(data: bytes | bytearray) -> pa.Array:
     import pyarrow.compute as pc
 
     return pc.split_pattern(_binaries([data]), b"\n").flatten()
@@ -610,18 +632,18 @@ def _file_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBa
     """The whole file as one document, its bytes exactly as they are (line ends
     and a final newline kept). A file of nothing but ASCII whitespace is no
     document, as a blank line is none in the other units."""
-    parts: list[bytes] = []
+    # One buffer grown in place (a large one is moved by remapping its pages,
+    # not copied): joining the pieces held the file twice at the peak.
+    data = bytearray()
     with open_stream(path) as stream:
         try:
             while piece := stream.read(READ_BYTES):
-                parts.append(piece)
+                data += piece
         except READ_ERRORS as e:
             # The file held a document if anything but whitespace was read.
-            raise _StreamBroken(e, int(any(p.strip() for p in parts))) from e
-    data = b"".join(parts)
-    del parts
+            raise _StreamBroken(e, int(bool(data) and not data.isspace())) from e
     _check_not_wide(path, data)
-    if data.strip():
+    if data and not data.isspace():  # strip() would copy the file
         yield RawBatch(_binaries([data]), {}, [1])
 
 
@@ -646,7 +668,7 @@ def _jsonl_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawB
         keep = pc.indices_nonzero(pc.invert(blank))
         if len(keep) == 0:
             continue
-        records = lines.take(keep)
+        records = lines if len(keep) == len(lines) else lines.take(keep)
         numbers = [before + 1 + i for i in keep.to_pylist()]
         # The block as Arrow should parse it: one object per line, no blank lines.
         block = data if len(keep) == len(lines) else b"\n".join(records.to_pylist())
@@ -668,7 +690,9 @@ def _jsonl_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawB
             ):
                 raise ValueError("a key named like the path")
             values = pick_column(table.drop_columns([column]) if literal else table, column, path)
-            values = values.combine_chunks()
+            values = one_array(values)
+        except TokenmillError:  # no such column (a ValueError too): not a parse failure
+            raise
         except (pa.ArrowException, ValueError, UnicodeDecodeError):
             yield _parse_lines(records.to_pylist(), column, numbers)
             continue

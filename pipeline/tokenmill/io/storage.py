@@ -18,6 +18,10 @@ file and then uploaded under its final key in one PUT (a multipart upload
 for large files), which S3 makes visible only once complete: an object is
 there whole or not at all, and a killed upload leaves no object (see
 `upload`).
+
+Under a remote folder whose lock this process holds (io/lock.py), every
+upload, removal, listing and read made here first passes the lock's fence
+(`fence`), so that a run that stalled past its lease touches nothing there.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Union
+from typing import IO, TYPE_CHECKING, Protocol, Union
 
-from tokenmill.errors import StoreError, TokenmillError, one_line
+from tokenmill.errors import StoreError, TokenmillError, WriteError, one_line
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -73,12 +78,48 @@ def is_remote(path: object) -> TypeIs[UPath]:
     return getattr(path, "protocol", "") not in LOCAL_PROTOCOLS
 
 
+class Tap(Protocol):
+    """How the reads of one input are seen (io/files.hashed_read): every open of
+    it through open_read, in the thread that taps it, is `open`'s file object."""
+
+    def open(self, cache: str) -> IO[bytes]: ...
+
+
+_tap: ContextVar[tuple[str, Tap] | None] = ContextVar("tokenmill_tap", default=None)
+
+
+@contextmanager
+def tapped(path: AnyPath, tap: Tap) -> Iterator[None]:
+    """Send this thread's opens of `path` (open_read; the readers open a tapped
+    local file through it too) to `tap` for the block."""
+    token = _tap.set((str(path), tap))
+    try:
+        yield
+    finally:
+        _tap.reset(token)
+
+
+def is_tapped(path: AnyPath) -> bool:
+    tap = _tap.get()
+    return tap is not None and tap[0] == str(path)
+
+
 def open_read(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
     """A binary file object for reading: local, or remote with read-ahead (so a
     stream is read in large requests). `cache="none"`: every read is one range
     request of exactly its size, for readers that ask for byte ranges themselves
-    (Parquet), so that no range is fetched twice and no block is held."""
+    (Parquet), so that no range is fetched twice and no block is held. A tapped
+    path's (`tapped`) is its tap's."""
+    tap = _tap.get()
+    if tap is not None and tap[0] == str(path):
+        return tap[1].open(cache)
+    return open_file(path, cache)
+
+
+def open_file(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
+    """open_read's file object, never a tap's."""
     if is_remote(path):
+        fence(path, "read")
         with store_errors(path):
             return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
     return open(path, "rb")
@@ -102,9 +143,92 @@ def identity(path: AnyPath) -> tuple:
     return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+class Fence(Protocol):
+    """The lock of a remote folder, as the I/O under it sees it (io/lock.py)."""
+
+    def confirm(self, path: AnyPath, action: str) -> None:
+        """Return once this process may `action` ("written", "read"...) `path`;
+        raise a TokenmillError naming `path` if it may not."""
+
+    def fresh(self) -> bool:
+        """Whether it may act without confirming first (no I/O)."""
+
+
+# The remote folders whose lock this process holds, by same_file_key.
+_fences: dict[str, Fence] = {}
+
+
+@contextmanager
+def fenced(folder: UPath, lock: Fence) -> Iterator[None]:
+    """Make the I/O here under `folder` pass `lock` first, for the block."""
+    key = same_file_key(folder)
+    _fences[key] = lock
+    try:
+        yield
+    finally:
+        _fences.pop(key, None)
+
+
+def fence_of(path: AnyPath) -> Fence | None:
+    """The fence of the held folder that holds `path`, if any."""
+    if not _fences or not is_remote(path):
+        return None
+    key = same_file_key(path)
+    for folder, lock in list(_fences.items()):
+        if key == folder or key.startswith(folder + "/"):
+            return lock
+    return None
+
+
+def fence(path: AnyPath, action: str) -> None:
+    """Before `path` is `action` ("written", "removed", "listed", "read"): pass
+    the fence of the held folder holding it, if any."""
+    if (lock := fence_of(path)) is not None:
+        lock.confirm(path, action)
+
+
+class _Unconfirmed(Exception):
+    """An upload's parts were sent while its folder's lock went unconfirmed."""
+
+
+UPLOAD_TRIES = 3
+
+
 def upload(local: Path, dest: UPath) -> None:
-    """Put the local file `local` at `dest` (remote) in one visible step."""
-    dest.fs.put_file(str(local), dest.path)
+    """Put the local file `local` at `dest` (remote) in one visible step, once
+    the fence of its folder lets it. A large upload checks the fence again
+    after its last part, before the step that makes it visible: if the lock
+    went unconfirmed meanwhile, it is confirmed and the file sent again."""
+    from fsspec.callbacks import Callback
+
+    lock = fence_of(dest)
+    if lock is None:
+        dest.fs.put_file(str(local), dest.path)
+        return
+
+    parts: list[int] = []
+
+    def last_part(size: int | None, value: int, **_) -> None:
+        # s3fs reports each part sent; a single PUT reports once, when already
+        # visible, so only an upload in parts is checked. On the store
+        # client's thread no request can be made: only the check without I/O.
+        if size is None or value < size:
+            parts.append(value)
+        elif any(parts) and not lock.fresh():
+            raise _Unconfirmed
+
+    for _ in range(UPLOAD_TRIES):
+        lock.confirm(dest, "written")
+        parts.clear()
+        try:
+            dest.fs.put_file(str(local), dest.path, callback=Callback(hooks={"fence": last_part}))
+            return
+        except _Unconfirmed:
+            continue  # s3fs aborted the upload in parts: nothing of it is visible
+    raise WriteError(
+        f"{dest}: not written: the lock of its folder went unconfirmed during each of "
+        f"{UPLOAD_TRIES} uploads; stopping"
+    )
 
 
 SCRATCH = "tokenmill-scratch"
@@ -170,6 +294,7 @@ def abort_uploads(root: UPath) -> int:
     fs = root.fs
     if not hasattr(fs, "call_s3"):
         return 0
+    fence(root, "cleaned of unfinished uploads")
     bucket, key, _ = fs.split_path(root.path)
     prefix = key.rstrip("/") + "/" if key else ""
     found = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
@@ -184,6 +309,7 @@ def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     `root`, in sorted order. Object stores have no links and no empty folders."""
     fs = root.fs
     base = PurePosixPath(root.path)
+    fence(root, "listed")
     found = fs.find(root.path, withdirs=False, detail=False)
     for name in sorted(found):
         if name.endswith("/"):  # a folder marker object (S3 consoles make them), not a file
@@ -245,6 +371,7 @@ def remote_errors(path: AnyPath) -> Iterator[None]:
 def delete(path: AnyPath) -> None:
     """Remove a file; a missing one is fine."""
     if is_remote(path):
+        fence(path, "removed")
         try:
             path.fs.rm_file(path.path)
         except FileNotFoundError:
@@ -299,7 +426,9 @@ def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
     # vocabulary starts that before PyArrow is imported (formats/prefetch.py).
     import pyarrow.parquet as pq
 
-    source = open_read(path, cache="none") if is_remote(path) else str(path)
+    # A tapped local file is read through its tap's file object, not by name.
+    opened = is_remote(path) or is_tapped(path)
+    source = open_read(path, cache="none") if opened else str(path)
     try:
         with store_errors(path, by_pyarrow=True):
             yield pq.ParquetFile(source, **options)

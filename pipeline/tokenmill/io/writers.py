@@ -13,9 +13,11 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +25,9 @@ import pyarrow.parquet as pq
 from tokenmill.errors import TokenmillError, WriteError, one_line
 from tokenmill.io import storage
 from tokenmill.io.storage import AnyPath, is_remote, location
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 TMP_MARK = ".tmp-"
 
@@ -38,6 +43,7 @@ def atomic_path(path: AnyPath) -> Iterator[Path]:
         with _remote_atomic_path(path) as tmp:
             yield tmp
         return
+    check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name[:200]}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     try:
@@ -51,8 +57,37 @@ def atomic_path(path: AnyPath) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def check_target(path: AnyPath) -> None:
+    """Refuse, in one line naming it, a local path where a file is to be
+    written that holds something else (a folder, a FIFO, a device) or lies
+    under a file: a write would replace it or fail after the work, and a
+    rerun that reads it first to reuse it could block. A link is checked
+    by what it points to (reuse reads through it); a write replaces the
+    link, never its target."""
+    if is_remote(path):
+        return  # an object store holds objects only
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return  # new, or a dangling link
+    except NotADirectoryError:
+        above = next(p for p in path.parents if os.path.exists(p))
+        raise WriteError(
+            f"{above}: a file where tokenmill writes a folder (for {path}); move it away"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise not_a_file(path)
+
+
+def not_a_file(path: AnyPath) -> WriteError:
+    """The one line for a FIFO, socket, device or folder where tokenmill writes a file."""
+    kind = "a folder" if not is_remote(path) and os.path.isdir(path) else "not a regular file"
+    return WriteError(f"{path}: {kind}, where tokenmill writes a file; move it away")
+
+
 @contextmanager
-def _remote_atomic_path(path: AnyPath) -> Iterator[Path]:
+def _remote_atomic_path(path: UPath) -> Iterator[Path]:
     tmp = storage.scratch_file(path)
     try:
         try:

@@ -25,14 +25,13 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
-from tokenmill.io.storage import location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.stages.results import BinResult
 from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, is_val, split_counts
@@ -50,10 +49,10 @@ def bin_names(shard: TokenShard) -> tuple[str, str]:
 @dataclass(frozen=True)
 class BinTask:
     shard: TokenShard
-    out_dir: Path
+    out_dir: AnyPath
 
 
-def write_offsets(lengths: list[np.ndarray], path: Path) -> np.ndarray:
+def write_offsets(lengths: list[np.ndarray], path: AnyPath) -> np.ndarray:
     """Write the uint64 document offsets of documents of these lengths (one
     more than there are documents) as .npy at `path`; returns them."""
     idx = np.zeros(sum(len(x) for x in lengths) + 1, np.uint64)
@@ -86,7 +85,7 @@ def bin_shard(task: BinTask) -> dict:
     }
 
 
-def split_bins(shards: list[TokenShard], bin_dir: Path, fraction: float) -> list[dict]:
+def split_bins(shards: list[TokenShard], bin_dir: AnyPath, fraction: float) -> list[dict]:
     """train.bin / val.bin (and their .idx.npy) of all `shards` in order; one pass,
     memory bounded by a batch. Returns per shard the documents and tokens of each split."""
     dtype = shards[0].id_dtype.newbyteorder("<")
@@ -119,8 +118,8 @@ def split_bins(shards: list[TokenShard], bin_dir: Path, fraction: float) -> list
 
 
 def run_bin(
-    tokens_dir: Path,
-    bin_dir: Path,
+    tokens_dir: AnyPath,
+    bin_dir: AnyPath,
     *,
     workers: int = 1,
     executor: str = "threads",
@@ -142,9 +141,10 @@ def run_bin(
         "vocab_size": shards[0].vocab_size,
         "tokenizer_sha256": shards[0].sha256,
     }
+    split: dict | None
     if val_fraction > 0:
         results = split_bins(shards, bin_dir, val_fraction)
-        split: dict = {}
+        split = {}
         for r in results:
             split = add_counts(split, r)
         index["split"] = {"val_fraction": val_fraction, **split}

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from tokenmill.io.arrow import text_bytes
 from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
-from tokenmill.io.storage import location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
@@ -36,7 +37,7 @@ def token_schema(tok: Tokenizer, source: str, split: bool = False) -> pa.Schema:
     return pa.schema(
         [
             pa.field("row", pa.uint64(), nullable=False),
-            pa.field("ids", tok.ids_type, nullable=False),
+            pa.field("ids", tok._ids_type, nullable=False),
             pa.field("n_tokens", pa.uint32(), nullable=False),
             *([pa.field("split", pa.string(), nullable=False)] if split else []),
         ],
@@ -50,12 +51,13 @@ def token_schema(tok: Tokenizer, source: str, split: bool = False) -> pa.Schema:
 
 @dataclass(frozen=True)
 class EncodeTask:
-    shard: Path
+    shard: AnyPath
     name: str
-    out: Path
+    out: AnyPath
     tokenizer: Tokenizer
     config: Config
     split: bool = True  # see split_shards
+    counted: dict | None = None  # what count read of the shard in this run (shards.shard_task)
 
 
 def encode_shard(task: EncodeTask) -> dict:
@@ -65,7 +67,7 @@ def encode_shard(task: EncodeTask) -> dict:
     schema = token_schema(tok, task.name, split=fraction > 0)
 
     def write(tmp: Path, on_skip: OnSkip | None, stats: dict, state: Callable) -> dict:
-        result = {"documents": 0, "tokens": 0, "bytes": 0}
+        result: dict[str, Any] = {"documents": 0, "tokens": 0, "bytes": 0}
         if fraction > 0:
             result["split"] = add_counts({}, {})
         # Token ids gain nothing from dictionary pages or min/max statistics
@@ -94,14 +96,21 @@ def encode_shard(task: EncodeTask) -> dict:
             writer.add_key_value_metadata({STATE: state(result)})
         return result
 
-    return shard_task(task.shard, task.name, task.out, c, encode_key(c, tok.sha256), write)
+    key = encode_key(c, tok.sha256)
+    return shard_task(task.shard, task.name, task.out, c, key, write, task.counted)
 
 
 def run_encode(
-    data: Path | Inputs, tokens_dir: Path, tokenizer: Path | Tokenizer, config: Config
+    data: AnyPath | Inputs,
+    tokens_dir: AnyPath,
+    tokenizer: AnyPath | Tokenizer,
+    config: Config,
+    counted: dict[str, dict] | None = None,
 ) -> ShardStageResult:
     """Encode every input of `data` (a folder or file, or the Inputs found in it).
-    `tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads."""
+    `tokenizer`: a Tokenizer, or a tokenizer file of any format `load_any` reads.
+    `counted`: the fingerprint of each input (by name) that count read earlier in
+    the run; an input that reads otherwise now fails the run (InputChanged)."""
     start = time.monotonic()
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_any(tokenizer)
     if config.eos and ENDOFTEXT not in tok.special_tokens:
@@ -112,8 +121,17 @@ def run_encode(
     if not isinstance(data, Inputs):
         data = find_inputs(data, config.glob, exclude=(location(tokens_dir),))
     split = split_shards(data.shards, config)
+    counted = counted or {}
     tasks = [
-        EncodeTask(s.path, s.name, location(tokens_dir) / output_name(s.name), tok, config, split)
+        EncodeTask(
+            s.path,
+            s.name,
+            location(tokens_dir) / output_name(s.name),
+            tok,
+            config,
+            split,
+            counted.get(s.name),
+        )
         for s in data.shards
     ]
     results = run_tasks(
@@ -131,7 +149,7 @@ def run_encode(
         time.monotonic() - start,
         tokens=sum(r.get("tokens", 0) for r in results),
         tokenizer_sha256=tok.sha256,
-        normalizer=tok.normalizer,
+        normalizer=tok._normalizer,
         not_read=data.not_read,
         split=total_counts(results) if config.val_fraction > 0 else None,
     )

@@ -1,5 +1,5 @@
-"""The output folder of `run`: where each output goes, and keeping the folder
-to exactly what the run's manifest lists.
+"""The output folder of `run`: where each output goes, which folders are
+tokenmill's to write, and keeping them to what the run's manifest lists.
 
     OUT/counts/<input path>.parquet   one count table per input (output_name)
     OUT/counts.parquet                the merged table
@@ -10,29 +10,69 @@ to exactly what the run's manifest lists.
     OUT/bin/<input path>.bin, .idx.npy, index.json   --format bin
     OUT/bin/{train,val}.bin, {train,val}.idx.npy, index.json   --format bin --val-fraction
     OUT/manifest.json
-    OUT/report.html, OUT/sweep.json   written by `report` and `sweep` after a run
+    OUT/report.html, OUT/sweep.json   views: written by `report` and `sweep` after a run
     OUT/.tokenmill.lock               io/lock.py
 
 Beside each file a run may keep sits its state file `.NAME.state.json`
-(stages/state.py). Anything else in tokenmill's folders is stale (the
-output of an input since removed, of a stage not run this time, or a
-temporary of a killed run) and is removed by the run.
+(stages/state.py).
+
+What a run may delete (docs/guarantees.md, "What tokenmill may delete"):
+only in a folder that is tokenmill's (`check_out_folder`: it holds
+tokenmill's manifest or lock file, or was new or empty, or --force said
+so), and there only what it can tell is its own and not kept: in counts/,
+tokens/ and packed/ `*.parquet`, in bin/ `*.bin`, `*.idx.npy` and
+`index.json`; `counts.parquet` and `tokenizer.json`; a view with the state
+file `report` or `sweep` wrote beside it; state files; temporaries. Any other
+file is kept and named. Nothing is deleted through a link: a link is removed
+as a file, and a folder that is a link is never walked, so neither the
+sweep nor `verify` sees what lies behind it.
+
+The views are no outputs of a run: the manifest does not list them and
+`verify` does not check them. Each records what it was made from (stages/
+views.py); a rerun keeps it while that is what the run's manifest lists,
+and removes it as stale once the inputs, tokenizer or token shards change.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 
-from tokenmill.io.storage import AnyPath, delete, is_remote, location, same_file_key, walk_files
-from tokenmill.stages.state import state_file
+from tokenmill.errors import TokenmillError
+from tokenmill.io import writers
+from tokenmill.io.lock import LOCK
+from tokenmill.io.storage import (
+    AnyPath,
+    delete,
+    is_remote,
+    location,
+    remote_errors,
+    same_file_key,
+    walk_files,
+)
+from tokenmill.io.writers import is_temporary
+from tokenmill.stages.state import recorded_state, state_file
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
 SWEEP = "sweep.json"  # written by `tokenmill sweep` after a run
 TOKENIZER = "tokenizer.json"  # beside tokens/
 FOLDERS = ("counts", "tokens", "packed", "bin")
-FILES = ("counts.parquet", TOKENIZER, REPORT, SWEEP)
+VIEWS = (REPORT, SWEEP)
+OWN_FILES = ("counts.parquet", TOKENIZER)  # a view is tokenmill's by its state file
+FILES = (*OWN_FILES, *VIEWS)
+# The names a file of tokenmill's folders has when tokenmill wrote it.
+OUTPUT_SUFFIXES = {
+    "counts": (".parquet",),
+    "tokens": (".parquet",),
+    "packed": (".parquet",),
+    "bin": (".bin", ".idx.npy"),
+}
+BIN_INDEX = "index.json"
+STATE_SUFFIX = ".state.json"
 
 
 def output_paths(out: AnyPath) -> dict[str, AnyPath]:
@@ -52,49 +92,200 @@ def with_state_files(paths: set[AnyPath]) -> set[AnyPath]:
     return paths | {state_file(p) for p in paths}
 
 
-def tokenmill_files(out: AnyPath) -> list[AnyPath]:
-    """Every file in tokenmill's folders and top-level names of OUT."""
+def is_tokenmill_out(folder: AnyPath) -> bool:
+    """Whether `folder` holds tokenmill's lock file or manifest: a folder a
+    run or a stage command wrote (a killed first run leaves its lock file)."""
+    folder = location(folder)
+    if is_remote(folder):
+        return (folder / LOCK).exists() or is_tokenmill_manifest(folder / MANIFEST)
+    return os.path.lexists(folder / LOCK) or is_tokenmill_manifest(folder / MANIFEST)
+
+
+def is_tokenmill_manifest(path: AnyPath) -> bool:
+    """Whether `path` is a manifest tokenmill wrote (a model folder's or a web
+    app's manifest.json is not)."""
+    try:
+        if not path.is_file():
+            return False
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and "tokenmill_version" in manifest
+
+
+def check_out_folder(out: AnyPath, force: bool = False, *, whole: bool = False) -> None:
+    """Before OUT is locked, so that a refusal creates nothing there: refuse
+    an OUT inside another tokenmill output folder or holding one, and a
+    folder holding files tokenmill did not write (no manifest, no lock file)
+    unless `force`. `whole`: every name in the folder may be an output (a
+    stage command's folder), so a FIFO or device anywhere is refused too
+    (reading it to reuse it would block)."""
     out = location(out)
+    with remote_errors(out):  # a missing bucket, no credentials: one line naming OUT
+        _check_out_folder(out, force, whole)
+
+
+def _check_out_folder(out: AnyPath, force: bool, whole: bool) -> None:
+    for parent in ancestors(out):
+        if is_tokenmill_out(parent):
+            raise TokenmillError(
+                f"{out}: inside the tokenmill output folder {parent}, whose reruns would "
+                "remove it; give a folder of its own"
+            )
+    if not out.is_dir():
+        return  # new, or a file (output_lock says so)
+    own = is_tokenmill_out(out)
+    for name, kind, path in walk_out(out):
+        base = PurePosixPath(name).name
+        if "/" in name and (
+            base == LOCK or (base == MANIFEST and is_tokenmill_manifest(location(path)))
+        ):
+            raise TokenmillError(
+                f"{out}: holds the tokenmill output folder {location(path).parent}, which "
+                "its runs would remove; give a folder of its own"
+            )
+        if whole and is_special(kind, path):
+            raise writers.not_a_file(path)
+        if not (own or force or kind in ("dir", "link to dir") or is_temporary(base)):
+            raise TokenmillError(
+                f"{out}: not a tokenmill output folder (it holds {name}, and no {MANIFEST} "
+                f"or {LOCK}); give a new or empty folder, or --force to write into it "
+                "(tokenmill then replaces or removes only files named as its outputs)"
+            )
+
+
+def is_special(kind: str, path: AnyPath) -> bool:
+    """Whether an entry of walk_out is, or links to, a FIFO, socket or device."""
+    if kind != "file" or is_remote(path) or not os.path.islink(path):
+        return kind == "other"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # dangling: a write replaces the link
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def ancestors(out: AnyPath) -> list[AnyPath]:
+    """The folders above OUT: by its resolved path, so that a link into
+    another output folder is inside it."""
+    if is_remote(out):
+        return list(out.parents)  # up to the bucket
+    return list(Path(os.path.realpath(out)).parents)
+
+
+def walk_out(folder: AnyPath) -> Iterator[tuple[str, str, AnyPath]]:
+    """(name relative to `folder` with '/', kind, path) of every entry under
+    it: kind "dir"; "link to dir", never entered; "file", a regular file or a
+    link to anything else (a dangling link too); "other", a FIFO, socket or
+    device. An object store lists objects only."""
+    folder = location(folder)
+    if is_remote(folder):
+        with remote_errors(folder):
+            for name, path in walk_files(folder):
+                yield name, "file", path
+        return
+    stack = [(Path(folder), "")]
+    while stack:
+        at, prefix = stack.pop()
+        try:
+            entries = sorted(os.scandir(at), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for e in entries:
+            name = prefix + e.name
+            if e.is_dir(follow_symlinks=False):
+                yield name, "dir", Path(e.path)
+                stack.append((Path(e.path), name + "/"))
+            elif e.is_symlink():
+                yield name, "link to dir" if e.is_dir() else "file", Path(e.path)
+            elif e.is_file(follow_symlinks=False):
+                yield name, "file", Path(e.path)
+            else:
+                yield name, "other", Path(e.path)
+
+
+def tokenmill_files(out: AnyPath) -> list[tuple[str, AnyPath]]:
+    """(name relative to OUT, path) of every file in tokenmill's folders and
+    top-level names of OUT; a folder that is a link is not entered."""
+    out = location(out)
+    top = {n for name in FILES for n in (name, state_file(out / name).name)}
     if is_remote(out):
         # One listing of OUT (an object store has no folders to walk).
-        top = {n for name in FILES for n in (name, state_file(out / name).name)}
         return [
-            p
+            (name, p)
             for name, p in walk_files(out)
             if ("/" in name and name.split("/", 1)[0] in FOLDERS) or name in top
         ]
-    found = []
-    for name in FILES:
-        for p in (out / name, state_file(out / name)):
-            if p.is_file() or p.is_symlink():
-                found.append(p)
+    found: list[tuple[str, AnyPath]] = [
+        (name, out / name)
+        for name in sorted(top)
+        if (out / name).is_file() or (out / name).is_symlink()  # a FIFO is never tokenmill's
+    ]
     for folder in FOLDERS:
-        for root, _, files in os.walk(out / folder):
-            found.extend(Path(root) / f for f in files)
+        if not (out / folder).is_symlink():
+            found.extend(
+                (f"{folder}/{name}", p)
+                for name, kind, p in walk_out(out / folder)
+                if kind == "file"
+            )
     return found
 
 
-def remove_stale(out: AnyPath, keep: set[AnyPath]) -> list[AnyPath]:
+def is_own_file(name: str, path: AnyPath) -> bool:
+    """Whether the file `name` (relative to OUT) is one tokenmill wrote, by
+    the policy in this module's docstring."""
+    base = PurePosixPath(name).name
+    if is_temporary(base) or (base.startswith(".") and base.endswith(STATE_SUFFIX)):
+        return True
+    if "/" not in name:
+        # A view is tokenmill's only with the state file `report` or `sweep` wrote.
+        return base in OWN_FILES or (base in VIEWS and bool(recorded_state(path)))
+    folder = name.split("/", 1)[0]
+    return base.endswith(OUTPUT_SUFFIXES[folder]) or (folder == "bin" and base == BIN_INDEX)
+
+
+def remove_stale(out: AnyPath, keep: set[AnyPath]) -> tuple[list[AnyPath], list[AnyPath]]:
     """Remove every file of tokenmill's under OUT that is not in `keep` (nor a
-    state file of one), then the folders left empty. Returns what was removed."""
+    state file of one), then the folders left empty. Returns what was removed,
+    and the files there that tokenmill did not write, which it keeps."""
     out = location(out)
     keep_keys = {same_file_key(p) for p in with_state_files(set(keep))}
-    removed = []
-    for p in tokenmill_files(out):
-        if same_file_key(p) not in keep_keys:
-            delete(p)
-            removed.append(p)
+    stale = [(n, p) for n, p in tokenmill_files(out) if same_file_key(p) not in keep_keys]
+    own = [is_own_file(n, p) for n, p in stale]  # all decided before any state file goes
+    removed = [p for (_, p), mine in zip(stale, own, strict=True) if mine]
+    for p in removed:
+        delete(p)
+    theirs = [p for (_, p), mine in zip(stale, own, strict=True) if not mine]
     if is_remote(out):
-        return removed  # no folders to remove: a prefix is gone with its last object
+        return removed, theirs  # no folders to remove: a prefix is gone with its last object
     for folder in FOLDERS:
-        for root, dirs, _ in os.walk(Path(out) / folder, topdown=False):
-            for d in dirs:
+        if (Path(out) / folder).is_symlink():
+            continue
+        for _, kind, path in sorted(walk_out(Path(out) / folder), reverse=True):
+            if kind == "dir":
                 try:
-                    (Path(root) / d).rmdir()
+                    path.rmdir()
                 except OSError:
                     pass  # not empty
         try:
             (Path(out) / folder).rmdir()
         except OSError:
             pass
+    return removed, theirs
+
+
+def remove_temporaries(out: AnyPath) -> list[AnyPath]:
+    """The temporaries of killed runs in tokenmill's folders and top level
+    of OUT (never in a folder of someone else's under OUT)."""
+    out = location(out)
+    if is_remote(out):
+        return writers.remove_temporaries(out)  # tokenmill writes none there itself
+    removed: list[AnyPath] = []
+    for name in os.listdir(out):
+        if is_temporary(name) and not (out / name).is_dir():
+            (out / name).unlink(missing_ok=True)
+            removed.append(out / name)
+    for folder in FOLDERS:
+        if (out / folder).is_dir() and not (out / folder).is_symlink():
+            removed.extend(writers.remove_temporaries(out / folder))
     return removed

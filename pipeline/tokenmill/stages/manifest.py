@@ -23,7 +23,7 @@ from tokenmill.io.storage import (
     walk_files,
 )
 from tokenmill.io.writers import write_json
-from tokenmill.stages.layout import MANIFEST, REPORT, with_state_files
+from tokenmill.stages.layout import MANIFEST, VIEWS, with_state_files
 
 
 def git_revision() -> str | None:
@@ -56,6 +56,11 @@ def relative(path: AnyPath | str, out: AnyPath) -> str:
     path, out = location(path), location(out)
     if is_remote(path) or is_remote(out):
         return relative_name(path, out) if is_inside(path, out) else str(path)
+    # By name first, as the sweep and verify walk OUT: an output under a
+    # linked folder (OUT/tokens on another disk) is still tokens/NAME.
+    named = os.path.relpath(os.path.abspath(path), os.path.abspath(out))
+    if named != os.pardir and not named.startswith(os.pardir + os.sep):
+        return Path(named).as_posix()
     path = path.resolve()
     try:
         return path.relative_to(Path(out).resolve()).as_posix()
@@ -75,6 +80,25 @@ def shard_outputs(shards: list[dict], out: AnyPath) -> list[dict]:
         entry["bytes"] = r["output"]["bytes"]
         entry["sha256"] = r["output"]["sha256"]
         entries.append(entry)
+    return entries
+
+
+def input_entries(stages: dict) -> list[dict]:
+    """Manifest entries of the inputs: the fingerprint of each as the outputs
+    were made from it (encode's read, or count's when only count ran), and under
+    "read_by" the sha256 each stage of the run read it as (count: the counts,
+    and so the tokenizer, were made from it; encode: the tokens), which verify
+    holds against the input as it is."""
+    count, encode = stages.get("count"), stages.get("encode")
+    counted = {r["shard"]: r["input"]["sha256"] for r in count.shards} if count else {}
+    reader = encode or count
+    assert reader is not None  # a run counts or encodes
+    entries = []
+    for r in reader.shards:
+        read_by = {"count": counted[r["shard"]]} if r["shard"] in counted else {}
+        if encode:
+            read_by["encode"] = r["input"]["sha256"]
+        entries.append({**r["input"], "read_by": read_by})
     return entries
 
 
@@ -112,6 +136,13 @@ def read_manifest(out: AnyPath) -> dict:
             raise TokenmillError(
                 f"{path}: not a tokenmill manifest ({group!r} is not a list of "
                 "entries with a path and a sha256)"
+            )
+    for entry in manifest.get("inputs", []):
+        read_by = entry.get("read_by", {})  # none in a manifest from before it
+        if not isinstance(read_by, dict) or not all(isinstance(v, str) for v in read_by.values()):
+            raise TokenmillError(
+                f"{path}: not a tokenmill manifest (input {entry['path']!r}: 'read_by' is "
+                "not a sha256 by stage)"
             )
     if "tokenizer" in manifest and not _is_entry(manifest["tokenizer"]):
         raise TokenmillError(f"{path}: not a tokenmill manifest (bad 'tokenizer' entry)")
@@ -153,7 +184,8 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
         root = data if data.is_dir() else data.parent
         path = data if data.is_file() and entry["path"] == data.name else root / entry["path"]
         checks.append(("input", entry["path"], path, entry))
-    listed = {out / MANIFEST, out / LOCK, out / REPORT}
+    # The views are no outputs of the run (stages/layout.py).
+    listed = {out / MANIFEST, out / LOCK, *(out / name for name in VIEWS)}
     for entry in listed_outputs(manifest):
         path = listed_path(out, entry["path"])
         checks.append(("output", entry["path"], path, entry))
@@ -170,6 +202,11 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
         sha = file_sha256(path)
         if sha != entry["sha256"]:
             differences.append(f"{kind} {name}: changed, sha256 {sha}, was {entry['sha256']}")
+            continue
+        # An input must be what every stage read: else its outputs do not follow from it.
+        for stage, read in sorted(entry.get("read_by", {}).items()):
+            if read != sha:
+                differences.append(f"{kind} {name}: read by {stage} as sha256 {read}, now {sha}")
     known = {same_file_key(p) for p in with_state_files(listed)}
     for relative_path, path in files_under(out, data):
         if same_file_key(path) not in known:
@@ -183,7 +220,7 @@ def files_under(out: AnyPath, data: AnyPath) -> list[tuple[str, AnyPath]]:
     as extras)."""
     if is_remote(out):
         return [(name, p) for name, p in walk_files(out) if not is_inside(p, data)]
-    found = []
+    found: list[tuple[str, AnyPath]] = []
     data_root = None if is_remote(data) else os.path.realpath(data)
     for root, dirs, files in os.walk(out):
         if os.path.realpath(root) == data_root:

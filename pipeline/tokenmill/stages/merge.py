@@ -21,7 +21,7 @@ import polars as pl
 from tokenmill.errors import TokenmillError
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import count_table_source
-from tokenmill.io.storage import AnyPath, is_remote, location, scratch_file, walk_files
+from tokenmill.io.storage import AnyPath, fence, is_remote, location, scratch_file, walk_files
 from tokenmill.io.writers import TMP_MARK, atomic_path
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ def scan_tables(files: list[AnyPath]) -> pl.LazyFrame:
     if not is_remote(first):
         return pl.scan_parquet(cast("list[Path]", files), glob=False)
     remote = cast("list[UPath]", files)
+    for f in remote:
+        fence(f, "read")  # Polars reads them itself: the lock's check first (io/lock.py)
     protocol = first.protocol if isinstance(first.protocol, str) else first.protocol[0]
     if protocol in POLARS_PROTOCOLS:
         return pl.scan_parquet([str(f) for f in remote], glob=False)

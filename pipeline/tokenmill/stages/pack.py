@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +46,7 @@ from tqdm import tqdm
 from tokenmill.errors import TokenmillError
 from tokenmill.faults import checkpoint
 from tokenmill.io.metadata import BOS_ID, EOS_ID, SEQ_LEN, SOURCE, TOKENIZER_SHA256, VOCAB_SIZE
-from tokenmill.io.storage import location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.results import PackResult
 from tokenmill.stages.split import SPLITS, TRAIN, VAL, is_val
@@ -69,7 +68,7 @@ def packed_schema(tok: Tokenizer, shard: TokenShard, seq_len: int, bos: int | No
     return pa.schema(
         [
             ("sequence", pa.uint64()),
-            ("ids", pa.large_list(tok.id_type)),
+            ("ids", pa.large_list(tok._id_type)),
             ("n_tokens", pa.uint32()),
             ("documents", pa.large_list(PIECE)),
         ],
@@ -225,12 +224,12 @@ class Packer:
 
 
 def run_pack(
-    tokens_dir: Path,
-    packed_dir: Path,
+    tokens_dir: AnyPath,
+    packed_dir: AnyPath,
     seq_len: int,
     *,
     bos: bool = False,
-    tokenizer: Path | Tokenizer | None = None,
+    tokenizer: AnyPath | Tokenizer | None = None,
     names: list[str] | None = None,
     val_fraction: float = 0.0,
 ) -> PackResult:
@@ -258,7 +257,7 @@ def run_pack(
             f"(train it with --bos or --special-token '{BOS}')"
         )
     bos_id = tok.special_id(BOS) if bos else None
-    id_dtype = np.uint32 if tok.wide_ids else np.uint16
+    id_dtype = np.uint32 if tok._wide_ids else np.uint16
     # With a split, each side is its own stream of documents, packed on its own.
     packed_dir = location(packed_dir)
     sides = {"": packed_dir}

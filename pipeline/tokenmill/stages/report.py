@@ -4,17 +4,17 @@ colour-coded sample documents (rendered by `tokenmill.report`)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
-from tokenmill.io.storage import is_remote, location
+from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.report import SampleDocument, page
 from tokenmill.stages.layout import REPORT
 from tokenmill.stages.results import ReportResult
 from tokenmill.stages.stats import corpus_stats
 from tokenmill.stages.tokens import TokenShard
+from tokenmill.stages.views import record_view
 from tokenmill.tokenizer import END_OF_WORD, Tokenizer
 
 LONGEST = 16  # token lengths from here on share one bucket
@@ -54,7 +54,8 @@ def pieces(tok: Tokenizer, ids: list[int]) -> list[tuple[str, list[int], str]]:
     values = tok.token_values
     special = {i: name for name, i in tok.special_map.items()}
     out: list[tuple[str, list[int], str]] = []
-    buf, held = b"", []
+    buf = b""
+    held: list[int] = []
 
     def flush():
         nonlocal buf, held
@@ -105,7 +106,7 @@ def sample_document(tok: Tokenizer, shard: TokenShard, max_tokens: int) -> Sampl
     )
 
 
-def current_sweep(out: Path, tok: Tokenizer) -> dict | None:
+def current_sweep(out: AnyPath, tok: Tokenizer) -> dict | None:
     """OUT/sweep.json when it was made with this tokenizer."""
     from tokenmill.stages.sweep import read_sweep
 
@@ -114,10 +115,10 @@ def current_sweep(out: Path, tok: Tokenizer) -> dict | None:
 
 
 def run_report(
-    out: Path,
+    out: AnyPath,
     *,
-    data: Path | None = None,
-    tokenizer: Path | None = None,
+    data: AnyPath | None = None,
+    tokenizer: AnyPath | None = None,
     source_column: str | None = "source",
     samples: int = 5,
     sample_tokens: int = 300,
@@ -146,13 +147,14 @@ def run_report(
         length_buckets=labels,
         vocab_lengths=vocab_share,
         corpus_lengths=corpus_share,
-        merge_counts=st.counts[tok.merge_ids].tolist() if tok.merges else [],
+        merge_counts=st.counts[tok._merge_ids].tolist() if tok.merges else [],
         samples=[d for d in docs if d is not None],
         sweep=current_sweep(out, tok),
     )
     path = out / REPORT
     with atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")
+    record_view(path)
     return ReportResult(
         report=str(path),
         documents=s["documents"],

@@ -10,6 +10,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tokenmill.errors import TokenmillError
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def skipped_documents(skipped: list[dict]) -> str:
+    """The documents `skipped` lists, as the manifest's documents_skipped counts
+    them, and the skips they come from: whole files (unreadable) and rows."""
+    documents = sum(s.get("documents", 0) for s in skipped)
+    at_least = "at least " if any(s.get("lower_bound") for s in skipped) else ""
+    line = f"{at_least}{plural(documents, 'document')} skipped"
+    files = sum(s.get("row") is None for s in skipped)
+    if files:
+        rows = len(skipped) - files
+        line += f" ({plural(files, 'whole file')}" + (f", {plural(rows, 'row')})" if rows else ")")
+    return line
+
+
+class NothingRead(TokenmillError):
+    """Every document that count or encode met was skipped (--on-error skip):
+    a run with nothing in it, which must not pass for a successful one."""
+
+    def __init__(self, result: ShardStageResult):
+        self.skipped = result.skipped
+        first = result.skipped[0]
+        more = len(result.skipped) - 1
+        super().__init__(
+            f"{result.stage}: no document read, every input skipped: {first['shard']}: "
+            f"{first['reason']}" + (f" (and {plural(more, 'more skip')})" if more else "")
+        )
+
+
+def check_read(result: ShardStageResult) -> ShardStageResult:
+    """`result`, unless its stage skipped documents and read none (NothingRead)."""
+    if result.skipped and not result.documents:
+        raise NothingRead(result)
+    return result
+
 
 @dataclass(kw_only=True)
 class StageResult:
@@ -39,7 +79,7 @@ class StageResult:
 
     def skips(self) -> str:
         skipped = getattr(self, "skipped", None)
-        return f", {len(skipped)} skipped" if skipped else ""
+        return f", {skipped_documents(skipped)}" if skipped else ""
 
     # Read-only mapping access (result["tokens"]), for callers written against the
     # dicts the stages used to return (bench/).

@@ -9,13 +9,16 @@ running it again.
 
 from __future__ import annotations
 
+import hashlib
 import time
-from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import load_any
-from tokenmill.io.inputs import check_overlap, find_inputs
+from tokenmill.io.files import file_sha256, read_bytes
+from tokenmill.io.inputs import Inputs, check_overlap, find_inputs, output_name
 from tokenmill.io.lock import output_lock
 from tokenmill.io.storage import (
     AnyPath,
@@ -25,14 +28,21 @@ from tokenmill.io.storage import (
     remote_errors,
     resolved,
 )
-from tokenmill.io.writers import remove_temporaries
+from tokenmill.io.writers import atomic_path, check_target
 from tokenmill.stages.binfmt import run_bin
 from tokenmill.stages.count import run_count
 from tokenmill.stages.encode import run_encode
-from tokenmill.stages.layout import MANIFEST, output_paths, remove_stale
+from tokenmill.stages.layout import (
+    MANIFEST,
+    check_out_folder,
+    output_paths,
+    remove_stale,
+    remove_temporaries,
+)
 from tokenmill.stages.manifest import (
     base_manifest,
     file_entry,
+    input_entries,
     listed_outputs,
     listed_path,
     read_manifest,
@@ -42,14 +52,27 @@ from tokenmill.stages.manifest import (
 )
 from tokenmill.stages.merge import run_merge
 from tokenmill.stages.pack import run_pack
-from tokenmill.stages.results import BinResult, PackResult, RunResult, StageResult
+from tokenmill.stages.results import (
+    BinResult,
+    PackResult,
+    RunResult,
+    ShardStageResult,
+    StageResult,
+    check_read,
+)
+from tokenmill.stages.state import state_file
 from tokenmill.stages.train import load_base, run_train
+from tokenmill.stages.views import current_views
 from tokenmill.tokenizer import Tokenizer
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
 STEPS = ("all", "count", "encode")
+S = TypeVar("S", bound=StageResult)
 
 
-def check_previous_data(out: Path, data: Path, previous: dict, force: bool) -> None:
+def check_previous_data(out: AnyPath, data: AnyPath, previous: dict, force: bool) -> None:
     """Refuse an OUT whose outputs came from another DATA (unless --force):
     a run would otherwise replace them without a word."""
     manifest = location(out) / MANIFEST
@@ -69,11 +92,11 @@ def check_previous_data(out: Path, data: Path, previous: dict, force: bool) -> N
 
 
 def pretraining_steps(
-    paths: dict[str, Path], config: Config, tok: Tokenizer, names: list[str]
-) -> list:
+    paths: dict[str, AnyPath], config: Config, tok: Tokenizer, names: list[str]
+) -> list[Callable[[], PackResult | BinResult]]:
     """--pack and --format bin: stages after encode, over the token shards `names`
     (paths relative to tokens/) that this run wrote or kept."""
-    steps = []
+    steps: list[Callable[[], PackResult | BinResult]] = []
     if config.pack:
         steps.append(
             lambda: run_pack(
@@ -101,21 +124,59 @@ def pretraining_steps(
     return steps
 
 
-def pretraining_files(result: PackResult | BinResult, out: Path) -> list[dict]:
+def pretraining_files(result: PackResult | BinResult, out: AnyPath) -> list[dict]:
     """Manifest entries (checked by verify) for what pack or bin wrote."""
     if isinstance(result, PackResult):
         return [file_entry(location(r["file"]), out, rows=r["sequences"]) for r in result.shards]
     return [file_entry(location(result.dir) / f, out) for f in result.files]
 
 
+# Options of training only: an encode-only run does not use them.
+TRAINING_ONLY = ("min_count",)
+
+
+def encode_only_config(config: Config, tok: Tokenizer, tokenizer_entry: dict | None) -> dict:
+    """The options an encode-only run used: the tokenizer given (its file and
+    the file's sha256) and its own mode, pattern, vocabulary and special
+    tokens (as --special-token NAME=ID), in place of the training options."""
+    d = {k: v for k, v in config.to_dict().items() if k not in TRAINING_ONLY}
+    if tokenizer_entry is not None:
+        d["tokenizer"] = {"path": tokenizer_entry["path"], "sha256": tokenizer_entry["sha256"]}
+    d |= {
+        "mode": tok.mode,
+        "pattern": tok.pattern,
+        "lowercase": tok.lowercase,
+        "vocab_size": tok.vocab_size,
+        "special_tokens": [f"{name}={i}" for name, i in tok.special_map.items()],
+    }
+    return d
+
+
+def save_tokenizer(tok: Tokenizer, given: AnyPath | None, path: AnyPath) -> None:
+    """OUT/tokenizer.json of an encode-only run: the tokenizer the shards were
+    encoded with, in tokenmill's format, so that the commands reading OUT
+    (stats, report, sweep, pack, decode) need no --tokenizer or --pattern. Its
+    sha256 is the one the shards record: a tokenmill file given is copied as
+    it is (its sha256 is its bytes'), any other written by `save`."""
+    if path.is_file() and file_sha256(path) == tok.sha256:
+        return  # kept, and so is the state file of a `train` that wrote it
+    delete(state_file(path))  # it described another tokenizer.json
+    data = read_bytes(given, "tokenizer") if given is not None else b""
+    if hashlib.sha256(data).hexdigest() == tok.sha256:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+    else:
+        tok.save(path)
+
+
 def run_all(
-    data: Path,
-    out: Path,
+    data: AnyPath,
+    out: AnyPath,
     config: Config,
     on_stage=None,
     *,
     steps: str = "all",
-    tokenizer: Path | Tokenizer | None = None,
+    tokenizer: AnyPath | Tokenizer | None = None,
     load_options: dict | None = None,
     on_note=None,
     extend_pattern: str | None = None,
@@ -137,47 +198,78 @@ def run_all(
         if not data.exists():
             raise TokenmillError(f"{data}: no such file or directory")
     check_overlap(data, out)
+    check_out_folder(out, config.force)
     note = on_note or (lambda _: None)
     with output_lock(out) as lock:
         if lock.note:
             note(lock.note)
         check_previous_data(out, data, lock.previous, config.force)
-        lock.record(data)
         tok = tokenizer
         if is_file(tokenizer):
             tok = load_any(tokenizer, **(load_options or {}))
-        return _run_locked(
-            data, out, config, on_stage, steps, tokenizer, tok, note, lock.check, base
-        )
+        return _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, lock, base)
 
 
-def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> bool:
+def some_names(paths: list[AnyPath], out: AnyPath) -> str:
+    return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
+
+
+def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> TypeIs[AnyPath | str]:
     """Whether `tokenizer` names a tokenizer file (local or remote)."""
     return tokenizer is not None and not isinstance(tokenizer, Tokenizer)
 
 
+def check_targets(paths: dict[str, AnyPath], inputs: Inputs, config: Config, steps: str) -> None:
+    """Refuse, before any work, a run that would write a file where a folder,
+    a FIFO or a device is, or a folder where a file is (writers.check_target)."""
+    files = [paths["manifest"]]
+    folders = []
+    if steps in ("all", "count"):
+        files.append(paths["counts_file"])
+        folders.append(paths["counts_dir"])
+    if steps in ("all", "encode"):
+        files.append(paths["tokenizer"])
+        folders.append(paths["tokens_dir"])
+        if config.pack:
+            folders.append(paths["packed_dir"])
+        if config.format == "bin":
+            folders.append(paths["bin_dir"])
+    files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
+    for path in files:
+        check_target(path)
+        check_target(state_file(path))
+
+
 def _run_locked(
-    data, out, config, on_stage, steps, tokenizer, tok, note, check_lock, base=None
+    data, out, config, on_stage, steps, tokenizer, tok, note, lock, base=None
 ) -> RunResult:
     start = time.monotonic()
+    check_lock = lock.check
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
+    check_targets(paths, inputs, config, steps)
+    lock.record(data)  # sure to write now: a refused run leaves the last holder's record
     if line := inputs.not_read_line():
         note(f"{line}; listed in the manifest under not_read")
-    remove_temporaries(out)  # under OUT's lock, every temporary is a killed run's
+    remove_temporaries(out)  # under OUT's lock, every temporary there is a killed run's
     # The old manifest no longer describes OUT once any output changes.
     delete(paths["manifest"])
     stages: dict[str, StageResult] = {}
 
-    def stage(result: StageResult) -> StageResult:
+    def stage(result: S) -> S:
         stages[result.stage] = result
         if on_stage:
             on_stage(result)
         return result
 
-    manifest = base_manifest(data, config.to_dict(), steps)
+    given = None  # encode only: the manifest entry of the tokenizer file given
+    if steps == "encode" and is_file(tokenizer):
+        tokenizer = location(tokenizer)
+        given = file_entry(tokenizer, out)
+    resolved_config = encode_only_config(config, tok, given) if steps == "encode" else None
+    manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
     if steps in ("all", "count"):
-        count = stage(run_count(inputs, paths["counts_dir"], config))
+        count = check_read(stage(run_count(inputs, paths["counts_dir"], config)))
         tables = [location(f) for f in count.written]
         merge = stage(
             run_merge(
@@ -195,12 +287,20 @@ def _run_locked(
         tokenizer = paths["tokenizer"]
         tok = load_any(tokenizer)
     if steps in ("all", "encode"):
-        encode = stage(run_encode(inputs, paths["tokens_dir"], tok, config))
-        if is_file(tokenizer):
-            tokenizer = location(tokenizer)
+        # What count read of each input: encode must read the same (shards.check_counted).
+        counted = {r["shard"]: r["input"] for r in count.shards} if steps == "all" else None
+        encode = check_read(
+            stage(run_encode(inputs, paths["tokens_dir"], tok, config, counted=counted))
+        )
+        if steps == "all":
             manifest["tokenizer"] = file_entry(tokenizer, out)
+        else:
+            if given is not None:
+                manifest["tokenizer"] = given
+            save_tokenizer(tok, tokenizer if given else None, paths["tokenizer"])
+            manifest.setdefault("files", []).append(file_entry(paths["tokenizer"], out))
         manifest["tokenizer_sha256"] = tok.sha256
-        manifest["normalizer"] = tok.normalizer
+        manifest["normalizer"] = tok._normalizer
         manifest["outputs"] = shard_outputs(encode.shards, out)
         if encode.split:
             manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
@@ -208,7 +308,8 @@ def _run_locked(
         for step in pretraining_steps(paths, config, tok, names):
             manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))
     reader = stages["encode"] if "encode" in stages else stages["count"]
-    manifest["inputs"] = [r["input"] for r in reader.shards]
+    assert isinstance(reader, ShardStageResult)
+    manifest["inputs"] = input_entries(stages)
     manifest["not_read"] = inputs.not_read
     skipped = reader.skipped
     manifest["documents_in"] = reader.documents + sum(s["documents"] for s in skipped)
@@ -218,7 +319,7 @@ def _run_locked(
     manifest["documents_in_lower_bound"] = any(s.get("lower_bound") for s in skipped)
     manifest["skipped"] = skipped
     if "encode" in stages:
-        manifest["tokens"] = stages["encode"].tokens
+        manifest["tokens"] = reader.tokens
     manifest["stages"] = {
         name: {
             "seconds": round(s.seconds, 3),
@@ -234,12 +335,18 @@ def _run_locked(
     }
     check_lock()  # a run whose lock was taken over must not remove or record anything
     keep = {listed_path(out, e["path"]) for e in listed_outputs(manifest)}
-    if removed := remove_stale(out, keep):
+    keep |= current_views(out, manifest)
+    removed, theirs = remove_stale(out, keep)
+    if removed:
         note(
             f"removed {len(removed)} stale file{'s' if len(removed) > 1 else ''} from {out} "
-            f"(outputs of removed inputs or of stages not run): "
-            + ", ".join(relative_name(p, out) for p in removed[:5])
-            + (", ..." if len(removed) > 5 else "")
+            f"(outputs of removed inputs or of stages not run, views of other outputs): "
+            + some_names(removed, out)
+        )
+    if theirs:
+        note(
+            f"kept {len(theirs)} file{'s' if len(theirs) > 1 else ''} in {out} that tokenmill "
+            "did not write (verify lists them as extra): " + some_names(theirs, out)
         )
     manifest["seconds"] = round(time.monotonic() - start, 3)
     check_lock()

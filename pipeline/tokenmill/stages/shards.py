@@ -1,15 +1,17 @@
 """The part of a per-shard task that count and encode share: keep a finished
-output whose input and options are unchanged, else write it again, and under
---on-error skip turn bad documents and unreadable files into listed skips."""
+output whose input and options are unchanged, else write it again, hashing
+the input as it is read, and under --on-error skip turn bad documents and
+unreadable files into listed skips. An input that changes while it is read,
+or between count's read and encode's, fails the run (InputChanged)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from pathlib import Path
 
 from tokenmill.config import Config
-from tokenmill.errors import StoreError, TokenmillError, WriteError
-from tokenmill.io.files import fingerprint
+from tokenmill.errors import InputChanged, StoreError, TokenmillError, WriteError
+from tokenmill.io.files import hashed_read
 from tokenmill.io.readers import OnSkip, skipped_file_documents
 from tokenmill.io.storage import AnyPath, delete, location, parquet_file, size
 from tokenmill.io.writers import atomic_path
@@ -27,15 +29,26 @@ def output_record(out: AnyPath, sha256: str) -> dict:
     return {"file": str(out), "rows": rows, "bytes": size(out), "sha256": sha256}
 
 
-def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, write: Writer) -> dict:
+def shard_task(
+    shard: AnyPath,
+    name: str,
+    out: AnyPath,
+    config: Config,
+    key: dict,
+    write: Writer,
+    counted: dict | None = None,
+) -> dict:
     """Run (or keep) one shard's output. The summary: the writer's result,
-    "skipped" (a list), "shard", "input" (fingerprint), "output" (file, rows,
-    sha256; None when the whole file was skipped) and "reused"."""
+    "skipped" (a list), "shard", "input" (fingerprint of what was read), "output"
+    (file, rows, sha256; None when the whole file was skipped) and "reused".
+    `counted`: the fingerprint count read of this shard earlier in the run; an
+    input read otherwise now is InputChanged, and no output is kept of it."""
     out = location(out)
-    source = fingerprint(shard, name)
-    kept = reusable_shard(out, source, key, config)
+    stage = key["stage"]
+    kept = reusable_shard(out, shard, name, key, config)
     if kept is not None:
-        result, sha256 = kept
+        result, sha256, source = kept
+        check_counted(shard, counted, source, stage)
         return {
             **result,
             "shard": name,
@@ -48,22 +61,38 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
     def on_skip(skip: dict) -> None:
         skipped.append({"shard": name, **skip})
 
-    def state(result: dict) -> bytes:
-        return shard_state(source, key, {**result, "skipped": skipped})
+    with hashed_read(shard, name, stage) as read:
 
-    stats = {"rows": 0}
-    try:
-        with atomic_path(out) as tmp:
-            result = write(tmp, on_skip if config.on_error == "skip" else None, stats, state)
-    except TokenmillError as e:
-        if config.on_error != "skip" or isinstance(e, WriteError | StoreError):
-            raise
-        delete(out)  # an output of an earlier version of the file
-        # The documents it is known to hold: exact from a Parquet footer, else those
-        # read before it broke ("lower_bound": True).
-        known = skipped_file_documents(shard, stats["rows"])
-        skip = {"shard": name, "row": None, "reason": str(e), **known}
-        return {"shard": name, "input": source, "output": None, "reused": False, "skipped": [skip]}
+        def state(result: dict) -> bytes:
+            # Called once the writer has read the shard, before its output is in place.
+            source = check_counted(shard, counted, read.fingerprint(), stage)
+            return shard_state(source, key, {**result, "skipped": skipped})
+
+        stats = {"rows": 0}
+        try:
+            with atomic_path(out) as tmp:
+                result = write(tmp, on_skip if config.on_error == "skip" else None, stats, state)
+        except TokenmillError as e:
+            if isinstance(e, WriteError | StoreError | InputChanged):
+                raise  # never the file's fault: never a skip
+            if read.changed():  # the likely cause of a file that reads as broken
+                raise InputChanged(f"{shard}: changed while {stage} read it; rerun") from e
+            if config.on_error != "skip":
+                raise
+            delete(out)  # an output of an earlier version of the file
+            source = check_counted(shard, counted, read.fingerprint(), stage)
+            # The documents it is known to hold: exact from a Parquet footer, else those
+            # read before it broke ("lower_bound": True).
+            known = skipped_file_documents(shard, stats["rows"])
+            skip = {"shard": name, "row": None, "reason": str(e), **known}
+            return {
+                "shard": name,
+                "input": source,
+                "output": None,
+                "reused": False,
+                "skipped": [skip],
+            }
+        source = read.fingerprint()
     return {
         **result,
         "skipped": skipped,
@@ -74,7 +103,18 @@ def shard_task(shard: Path, name: str, out: Path, config: Config, key: dict, wri
     }
 
 
-def split_shards(shards: list[Path], config: Config) -> bool:
+def check_counted(shard: AnyPath, counted: dict | None, source: dict, stage: str) -> dict:
+    """`source`, the fingerprint `stage` read, if count read the same earlier in
+    the run; else InputChanged: outputs of one content and of another never mix."""
+    if counted is not None and counted["sha256"] != source["sha256"]:
+        raise InputChanged(
+            f"{shard}: changed during the run (read by count as sha256 {counted['sha256']}, "
+            f"by {stage} as {source['sha256']}); rerun"
+        )
+    return source
+
+
+def split_shards(shards: Sized, config: Config) -> bool:
     """Whether each task should split its shard's batches over the native
     thread pool: only when shards are fewer than workers. Otherwise the shards
     keep every core busy, and a task working on its own thread is less work."""

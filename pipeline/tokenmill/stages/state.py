@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 
 from tokenmill.config import Config
-from tokenmill.io.files import file_sha256, known_sha256, parquet_json_metadata
+from tokenmill.io.files import file_sha256, fingerprint, known_sha256, parquet_json_metadata
 from tokenmill.io.metadata import STATE
-from tokenmill.io.storage import AnyPath, location
+from tokenmill.io.storage import AnyPath, location, size
 from tokenmill.io.writers import write_json
 
 # Bumped when the readers change what a shard's documents are (2: blank .txt
@@ -63,20 +63,29 @@ def shard_state(source: dict, key: dict, result: dict) -> bytes:
 
 
 def reusable_shard(
-    out: AnyPath, source: dict, key: dict, config: Config
-) -> tuple[dict, str] | None:
-    """(the recorded result of `out`, its sha256) if it can be kept, else None."""
+    out: AnyPath, shard: AnyPath, name: str, key: dict, config: Config
+) -> tuple[dict, str, dict] | None:
+    """(the recorded result of `out`, its sha256, the fingerprint of input `shard`
+    recorded as `name`) if `out` can be kept, else None. The input is hashed
+    only when it has the size recorded: an output made anew hashes it as it
+    reads it (files.hashed_read)."""
     if config.force:
         return None
     state = parquet_json_metadata(out, STATE)
-    if not isinstance(state, dict) or state.get("input") != source or state.get("key") != key:
+    if not isinstance(state, dict) or state.get("key") != key:
+        return None
+    recorded = state.get("input")
+    if not isinstance(recorded, dict) or recorded.get("bytes") != size(shard):
+        return None
+    source = fingerprint(shard, name)
+    if recorded != source:
         return None
     result = state.get("result") or {}
     # A shard that had skipped documents is redone under --on-error fail, so it fails.
     if result.get("skipped") and config.on_error != "skip":
         return None
     sha256 = verified_sha256(out)
-    return None if sha256 is None else (result, sha256)
+    return None if sha256 is None else (result, sha256, source)
 
 
 def state_file(out: AnyPath) -> AnyPath:

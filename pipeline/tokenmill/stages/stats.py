@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from tokenmill.errors import TokenmillError
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.readers import read_batches
-from tokenmill.io.storage import location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.stages.layout import MANIFEST
 from tokenmill.stages.manifest import read_manifest
 from tokenmill.stages.results import StatsResult
@@ -65,7 +65,7 @@ def token_text(tok: Tokenizer, i: int) -> str:
     return value
 
 
-def find_inputs(out: Path, data: Path | None) -> tuple[Path, dict]:
+def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict]:
     """The input folder (DATA) of a `run` output folder, and its recorded config."""
     recorded = read_manifest(out) if (location(out) / MANIFEST).is_file() else {}
     if data is None:
@@ -80,7 +80,7 @@ def find_inputs(out: Path, data: Path | None) -> tuple[Path, dict]:
     return data, recorded.get("config", {})
 
 
-def input_path(data: Path, shard: TokenShard) -> Path:
+def input_path(data: AnyPath, shard: TokenShard) -> AnyPath:
     path = data if data.is_file() else data / shard.source
     if not path.is_file():
         raise TokenmillError(f"{path}: input shard of {shard.path} not found; give --data DATA")
@@ -88,7 +88,7 @@ def input_path(data: Path, shard: TokenShard) -> Path:
 
 
 def input_bytes(
-    path: Path, text_column: str, txt_unit: str = "line"
+    path: AnyPath, text_column: str, txt_unit: str = "line"
 ) -> tuple[np.ndarray, np.ndarray]:
     """(UTF-8 bytes of each row, whether the row is a document) of an input shard
     read as the run read it (`text_column`, `txt_unit`); rows that are not
@@ -109,10 +109,10 @@ def input_bytes(
 
 
 def corpus_stats(
-    out: Path,
+    out: AnyPath,
     *,
-    data: Path | None = None,
-    tokenizer: Path | None = None,
+    data: AnyPath | None = None,
+    tokenizer: AnyPath | None = None,
     text_column: str | None = None,
     txt_unit: str | None = None,
     source_column: str | None = "source",
@@ -182,11 +182,11 @@ def corpus_stats(
             for name, *numbers in grouped.select(
                 "source", "documents", "bytes", "tokens", "text_tokens"
             ).iter_rows():
-                line = np.array(numbers, np.int64)
+                counted = np.array(numbers, np.int64)
                 if name not in sources and len(sources) >= MAX_SOURCES:
                     name = OTHER
-                sources[name] = sources.get(name, 0) + line
-                totals += line
+                sources[name] = sources.get(name, 0) + counted
+                totals += counted
         if totals[0] != present.sum():
             raise TokenmillError(
                 f"{shard.path}: {totals[0]} rows, but {path} has {present.sum()} documents "
@@ -243,7 +243,7 @@ def corpus_stats(
     return CorpusStats(summary, counts, tok, shards)
 
 
-def extension_stats(out: Path, config: dict, tok: Tokenizer, warnings: list[str]) -> dict | None:
+def extension_stats(out: AnyPath, config: dict, tok: Tokenizer, warnings: list[str]) -> dict | None:
     """A run with --extend: its base, how many merges are new, and bytes per
     token with the base and with the extended tokenizer on the word table the
     run counted (counts.parquet, each word weighted by its count: in byte mode

@@ -12,14 +12,13 @@ over the tokens that are not special (no `<|endoftext|>`).
 Sizes are vocabulary sizes as `--vocab-size` gives them: the ids that are no
 merge (base tokens, special tokens; an extended tokenizer's base) plus the
 merges kept. The result is printed and written to OUT/sweep.json, which
-`report` plots (a rerun of `run` removes it: it described the old tokenizer).
+`report` plots (a view of OUT: see stages/layout.py).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -29,13 +28,14 @@ import pyarrow.compute as pc
 from tokenmill.errors import TokenmillError
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.readers import read_batches
-from tokenmill.io.storage import location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.layout import MANIFEST, SWEEP, TOKENIZER
 from tokenmill.stages.results import SweepResult
 from tokenmill.stages.split import document_hashes
 from tokenmill.stages.stats import MAX_SOURCES, OTHER, find_inputs, input_path
 from tokenmill.stages.tokens import TokenShard, manifest_token_shards, token_shards
+from tokenmill.stages.views import record_view
 from tokenmill.tokenizer import Tokenizer
 
 
@@ -66,7 +66,7 @@ def prefix(tok: Tokenizer, size: int) -> Tokenizer:
         # tokenizer's special ids among its merges would fall out of range):
         # the ids change, the tokens do not.
         base = tok.vocab_size - len(tok.merges) - len(tok.special_tokens)
-        renumber = {old: base + j for j, old in enumerate(tok.merge_ids[:k])}
+        renumber = {old: base + j for j, old in enumerate(tok._merge_ids[:k])}
         renumber.update({old: j for j, old in enumerate(tok.alphabet_ids or ())})
         return Tokenizer(
             mode=tok.mode,
@@ -79,7 +79,7 @@ def prefix(tok: Tokenizer, size: int) -> Tokenizer:
             normalization=tok.normalization,
         )
     vocab = list(tok.vocab)
-    for i in tok.merge_ids[k:]:
+    for i in tok._merge_ids[k:]:
         vocab[i] = None
     return Tokenizer(
         mode=tok.mode,
@@ -114,11 +114,11 @@ def sampled_rows(shards: list[TokenShard], sample: int | None) -> list[np.ndarra
 
 
 def run_sweep(
-    out: Path,
+    out: AnyPath,
     *,
     sizes: list[int] | None = None,
     sample: int | None = None,
-    data: Path | None = None,
+    data: AnyPath | None = None,
     text_column: str | None = None,
     txt_unit: str | None = None,
     source_column: str | None = "source",
@@ -195,10 +195,11 @@ def run_sweep(
     if write:
         with atomic_path(out / SWEEP) as tmp:
             tmp.write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
+        record_view(out / SWEEP)
     return result
 
 
-def read_sweep(out: Path) -> dict | None:
+def read_sweep(out: AnyPath) -> dict | None:
     """OUT/sweep.json, if a sweep wrote one for the current tokenizer."""
     out = location(out)
     path = out / SWEEP

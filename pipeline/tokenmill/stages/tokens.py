@@ -18,14 +18,14 @@ from tokenmill.io.metadata import STATE, TOKENIZER_SHA256, VOCAB_SIZE, recorded_
 from tokenmill.io.storage import AnyPath, is_remote, location, parquet_file, walk_files
 from tokenmill.stages.layout import TOKENIZER
 from tokenmill.stages.manifest import read_manifest
-from tokenmill.tokenizer import Tokenizer
+from tokenmill.tokenizer import PATTERNS, Tokenizer
 
 BATCH_ROWS = 8192
 
 
 @dataclass(frozen=True)
 class TokenShard:
-    path: Path
+    path: AnyPath
     name: str  # its path relative to its tokens folder (output_name of its source)
     source: str  # the input shard's name (its path relative to DATA)
     sha256: str  # of the tokenizer it was encoded with
@@ -61,11 +61,12 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         sha256=meta[TOKENIZER_SHA256].decode(),
         vocab_size=int(meta.get(VOCAB_SIZE, b"0")),
         documents=rows,
-        id_dtype=np.dtype(id_type.to_pandas_dtype()),
+        # By name ("uint16"): before pyarrow 26, to_pandas_dtype() needs pandas installed.
+        id_dtype=np.dtype(str(id_type)),
     )
 
 
-def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[TokenShard]:
+def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[TokenShard]:
     """The token shards of a folder in input order (sorted by input shard name, the
     order `encode` read them in), all encoded with the same tokenizer: exactly
     `names` (paths relative to the folder) when given, else every Parquet file
@@ -88,7 +89,7 @@ def token_shards(tokens_dir: Path, names: list[str] | None = None) -> list[Token
     return shards
 
 
-def manifest_token_shards(out: Path) -> list[TokenShard]:
+def manifest_token_shards(out: AnyPath) -> list[TokenShard]:
     """The token shards a `run` output folder's manifest lists, and only those
     (a stray file in tokens/ is not read; `verify` reports it)."""
     out = location(out)
@@ -105,7 +106,7 @@ def manifest_token_shards(out: Path) -> list[TokenShard]:
 
 
 def shard_tokenizer(
-    shard: TokenShard, tokenizer_file: Path | None = None, **load_options
+    shard: TokenShard, tokenizer_file: AnyPath | None = None, **load_options
 ) -> Tokenizer:
     """The tokenizer `shard` was encoded with: `tokenizer_file` if given, else the
     tokenizer.json of the `run` output folder holding the shard; either way its
@@ -120,13 +121,48 @@ def shard_tokenizer(
             raise TokenmillError(
                 f"{shard.path}: no {TOKENIZER} beside its folder; give --tokenizer"
             )
-    tok = load_any(location(tokenizer_file), **load_options)
+    tok = read_tokenizer(tokenizer_file, sha256=shard.sha256, **load_options)
     if tok.sha256 != shard.sha256:
         raise TokenmillError(
             f"{tokenizer_file}: not the tokenizer {shard.path} was encoded with "
             f"(sha256 {tok.sha256[:12]}..., the shard says {shard.sha256[:12]}...)"
         )
     return tok
+
+
+def read_tokenizer(
+    path: AnyPath,
+    *,
+    sha256: str | None = None,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+) -> Tokenizer:
+    """A tokenizer file read to turn ids back into text, which needs no
+    pre-tokenization pattern. A .tiktoken file holds none: given none (no
+    `pattern`, no JSON beside it), it is read with tiktoken's presets in turn
+    for the one giving `sha256` (the tokenizer a shard records), else that of
+    tiktoken's public encoding of its size, whose special tokens it has (the
+    first preset when it is none: decoding never uses the pattern)."""
+    from tokenmill.formats.tiktoken import KNOWN_SPECIALS, SUFFIX
+
+    path = location(path)
+    settings = path.with_name(path.name + ".json")  # a .tiktoken's pattern, when it has one
+    if pattern is not None or not path.name.endswith(SUFFIX) or settings.is_file():
+        return load_any(path, pattern=pattern, special_tokens=special_tokens)
+    loaded: dict[str, Tokenizer] = {}
+
+    def read(preset: str) -> Tokenizer:
+        if preset not in loaded:
+            loaded[preset] = load_any(path, pattern=preset, special_tokens=special_tokens)
+        return loaded[preset]
+
+    first = read(PATTERNS[0])
+    ranks = first.vocab_size - len(first.special_tokens)
+    public = [p for p in PATTERNS if (p, ranks) in KNOWN_SPECIALS]
+    for preset in [*public, *PATTERNS]:
+        if sha256 is None or read(preset).sha256 == sha256:
+            return read(preset)
+    return first  # not the one: the caller says so
 
 
 def list_ids(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 from tqdm import tqdm
 
@@ -12,7 +11,7 @@ from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.faults import checkpoint
 from tokenmill.io.files import known_sha256
-from tokenmill.io.storage import location, parquet_file
+from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.stages.results import TrainResult
 from tokenmill.stages.state import record_file, reusable_file
 from tokenmill.tokenizer import PATTERNS, Tokenizer
@@ -40,7 +39,7 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
 
 
 def run_train(
-    counts_file: Path, tokenizer_file: Path, config: Config, base: Tokenizer | None = None
+    counts_file: AnyPath, tokenizer_file: AnyPath, config: Config, base: Tokenizer | None = None
 ) -> TrainResult:
     """Train on the word table, or with --extend grow `base` (loaded from
     config.extend when not given) on it."""
@@ -52,6 +51,8 @@ def run_train(
         # ParquetFile, not read_table: read_table would import pyarrow.dataset.
         with parquet_file(counts_file) as pf:
             table = pf.read(columns=["word", "count"], use_threads=False)
+    except TokenmillError:  # a store's failure (a ValueError too): said already
+        raise
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
     if table.num_rows == 0:
@@ -84,7 +85,7 @@ def run_train(
             tok.save(tokenizer_file)
             record_file(tokenizer_file, key)
             return summary(table.num_rows, tok, start, reused=False, extend=grown)
-        tok = Tokenizer.train_from_word_arrays(
+        tok = Tokenizer._train_from_word_arrays(
             table["word"],
             table["count"],
             mode=config.mode,

@@ -17,6 +17,7 @@ The package's parts, each importing only those above it:
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from tokenmill.tokenizer.ids import (
     BOS,
@@ -42,6 +43,9 @@ from tokenmill.tokenizer.options import (
 # Loaded on first use (PEP 562): the names, ids and option checks above need no
 # native core, so a Config (every command's option check) does not load it.
 _CORE = ("Tokenizer", "word_table")
+
+if TYPE_CHECKING:  # what __getattr__ loads, as type checkers see it
+    from tokenmill.tokenizer.core import Tokenizer, word_table
 
 
 def __getattr__(name: str) -> object:

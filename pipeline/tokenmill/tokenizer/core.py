@@ -2,7 +2,8 @@
 
 Ids of a tokenizer trained by tokenmill: byte mode has the 256 byte values as
 base tokens; char mode has the characters seen in training plus `</w>`,
-sorted. Merge k gets id base + k. Special tokens follow the merges.
+sorted. Merge k gets id base + k. Special tokens follow the merges, or sit at
+ids chosen in training past them.
 
 Byte-level vocabularies imported from other tools (see `tokenmill.formats`)
 number their tokens otherwise, so a byte-mode Tokenizer may carry an explicit
@@ -14,18 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields
-from functools import cached_property
-from pathlib import Path
+from functools import cache, cached_property
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
 from tokenmill import _native
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError
 from tokenmill.io.arrow import arrow_buffers, byte_view, is_text, large_text
 from tokenmill.io.files import parse_json, read_bytes
+from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
 from tokenmill.memory import gc_paused, release_memory
 from tokenmill.tokenizer.bytelevel import from_byte_level
@@ -34,23 +37,28 @@ from tokenmill.tokenizer.ids import (
     FORMAT,
     MODES,
     NORMALIZATIONS,
+    PATTERNS,
     check_special_ids,
+    id_limit,
     show,
 )
 from tokenmill.tokenizer.modes import Mode, mode_of
 from tokenmill.tokenizer.options import (
+    check_chosen_ids,
     check_count,
     check_options,
-    default_special_tokens,
+    lay_out_specials,
     merges_to_learn,
+    special_names,
 )
 from tokenmill.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
 
 
 @dataclass
 class Tokenizer:
-    """A byte-pair-encoding tokenizer: train it, encode and decode with it,
-    save it and load it again.
+    """A byte-pair-encoding tokenizer: train it (or `tokenmill.load` any
+    tokenizer file), encode and decode with it as with tiktoken's Encoding,
+    save it and load it again (docs/python-api.md).
 
     >>> from tokenmill import Tokenizer
     >>> corpus = ["the cat sat on the mat", "the dog sat on the log"] * 50
@@ -84,10 +92,12 @@ class Tokenizer:
     merges: list[tuple[int, int]] = field(default_factory=list)  # (left, right) ids, rank order
     special_tokens: list[str] = field(default_factory=list)
     # Imported byte-level vocabularies only (None for tokenmill's own numbering):
-    # vocab[i] is the bytes of id i (None where the id is a special token or unused);
-    # special_ids[k] is the id of special_tokens[k]. (A factory, not a class-level
-    # default: a tokenizer of a native table has no `vocab` until __getattr__
-    # makes it, see `imported`.)
+    # vocab[i] is the bytes of id i (None where the id is a special token or unused).
+    # (A factory, not a class-level default: a tokenizer of a native table has no
+    # `vocab` until __getattr__ makes it, see `_imported`.)
+    # special_ids[k] is the id of special_tokens[k], where the numbering does not
+    # put them right after the merges (imported tables; ids chosen in training;
+    # an extended tokenizer's base's).
     vocab: list[bytes | None] | None = field(default_factory=lambda: None)
     special_ids: list[int] | None = None
     # A pre-token that is itself a token maps straight to its id (Hugging Face's
@@ -107,28 +117,48 @@ class Tokenizer:
         texts: Iterable[str],
         *,
         mode: str = "byte",
-        pattern: str = "cl100k",
+        pattern: str | None = "cl100k",
         lowercase: bool = False,
         vocab_size: int | None = None,
         num_merges: int | None = None,
-        special_tokens: Sequence[str] | None = None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None = None,
     ) -> Tokenizer:
-        """Train on in-memory texts (the whole pipeline in one process):
-        count their words, then learn merges until the vocabulary holds
-        `vocab_size` tokens (or exactly `num_merges` merges are made, or no
-        pair is left). `special_tokens` are added after the merges, with the
-        mode's own (`<|endoftext|>`; char mode also `<unk>`).
+        """Train on in-memory texts: count their words, then learn merges
+        until the vocabulary holds `vocab_size` tokens (or exactly `num_merges`
+        merges are made, or no pair is left).
+
+        `pattern` splits byte mode's text into words before merging: a preset
+        (`"gpt2"`, `"cl100k"`, `"o200k"`: tiktoken's regexes), any regex in
+        fancy-regex syntax (tiktoken's `pat_str`), or None: no split, each
+        text one word, as minbpe's BasicTokenizer (recorded as the regex
+        `[\\s\\S]+`). Char mode splits at whitespace and takes no pattern.
+
+        `special_tokens`: a list of names, whose ids follow the merges in
+        order; or a dict choosing each one's id (past the merges; ids left
+        unused between them make `vocab_size` the highest id + 1, as
+        tiktoken's `n_vocab`). The mode's own (`<|endoftext|>`; char mode
+        also `<unk>`) are added when missing, after the merges.
 
         >>> tok = Tokenizer.train(["low lower lowest"] * 10, vocab_size=262)
         >>> tok.merge_pairs()[:2]
         [(b'l', b'o'), (b'lo', b'w')]
+        >>> words = Tokenizer.train(["hi there"] * 5, pattern=r"\\S+|\\s+", num_merges=2)
+        >>> words.tokens("hi there")
+        ['hi', ' ', 'th', 'e', 'r', 'e']
+        >>> nosplit = Tokenizer.train(["hi there"] * 5, pattern=None, num_merges=4)
+        >>> nosplit.tokens("hi there")
+        ['hi th', 'e', 'r', 'e']
+        >>> eot = Tokenizer.train(["aaab"], num_merges=2, special_tokens={"<|endoftext|>": 300})
+        >>> eot.eos_id, eot.vocab_size
+        (300, 301)
         >>> Tokenizer.train(["x"], vocab_size=10)
         Traceback (most recent call last):
         ...
-        tokenmill.errors.TokenmillError: --vocab-size 10 is below the base vocabulary: ...
+        tokenmill.errors.TokenmillError: vocab_size=10 is below the base vocabulary: ...
         """
+        pattern = _training_pattern(mode, pattern)
         table = word_table([pa.array(list(texts), pa.large_string())], mode, pattern, lowercase)
-        return cls.train_from_word_arrays(
+        return cls._train_from_word_arrays(
             table["word"],
             table["count"],
             mode=mode,
@@ -141,15 +171,39 @@ class Tokenizer:
 
     @classmethod
     def train_from_word_counts(
-        cls, words: Sequence[str], counts: Sequence[int], **options
+        cls,
+        words: Sequence[str],
+        counts: Sequence[int],
+        *,
+        mode: str = "byte",
+        pattern: str | None = "cl100k",
+        lowercase: bool = False,
+        vocab_size: int | None = None,
+        num_merges: int | None = None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None = None,
     ) -> Tokenizer:
-        """Train on a word table whose words are in first-occurrence order."""
-        return cls.train_from_word_arrays(
-            pa.array(words, pa.large_string()), pa.array(counts, pa.uint64()), **options
+        """Train on words already counted (in first-occurrence order: ties
+        between pairs go to the pair seen first), as `train` does on the
+        words it splits texts into; `pattern` is the one that split them,
+        which encoding splits text with.
+
+        >>> tok = Tokenizer.train_from_word_counts(["low", " lower"], [5, 3], num_merges=2)
+        >>> tok.merge_pairs()
+        [(b'l', b'o'), (b'lo', b'w')]
+        """
+        return cls._train_from_word_arrays(
+            pa.array(words, pa.large_string()),
+            pa.array(counts, pa.uint64()),
+            mode=mode,
+            pattern=_training_pattern(mode, pattern),
+            lowercase=lowercase,
+            vocab_size=vocab_size,
+            num_merges=num_merges,
+            special_tokens=special_tokens,
         )
 
     @classmethod
-    def train_from_word_arrays(
+    def _train_from_word_arrays(
         cls,
         words: pa.Array,
         counts: pa.Array,
@@ -159,28 +213,28 @@ class Tokenizer:
         lowercase: bool = False,
         vocab_size: int | None = None,
         num_merges: int | None = None,
-        special_tokens: Sequence[str] | None = None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> Tokenizer:
-        """Train on Arrow arrays (large_string words, uint64 counts)."""
+        """Train on Arrow arrays (large_string words, uint64 counts); `pattern`
+        as `_training_pattern` resolves it."""
         check_options(mode, pattern)
-        check_count(vocab_size, "--vocab-size")
+        check_count(vocab_size, "vocab_size")
         check_count(num_merges, "num_merges")
-        specials = list(special_tokens) if special_tokens is not None else []
-        for required in default_special_tokens(mode):
-            if required not in specials:
-                specials.append(required)
+        names, chosen = special_names(special_tokens, mode)
         words = words.cast(pa.large_string())
         counts = counts.cast(pa.uint64())
         model = mode_of(mode)
         alphabet, base = model.train_alphabet(words)
-        fixed = base + len(specials)
+        fixed = base + len(names)
         num_merges = merges_to_learn(
             vocab_size,
             num_merges,
             fixed,
-            f"the base vocabulary: {base} base tokens + {len(specials)} special tokens = {fixed}",
+            f"the base vocabulary: {base} base tokens + {len(names)} special tokens = {fixed}",
         )
+        if chosen:
+            check_chosen_ids(chosen, base + num_merges, fixed + num_merges)
         pattern, lowercase = model.trained_options(pattern, lowercase)
         # The merges come back as tens of thousands of new tuples: gc_paused.
         with gc_paused():
@@ -197,6 +251,14 @@ class Tokenizer:
                 except _native.NativeError as e:  # a word table beyond what training can hold
                     raise TokenmillError(f"train: {e}") from None
                 release_memory()
+            if chosen and len(merges) < num_merges:
+                try:  # fewer tokens than planned number fewer ids
+                    check_chosen_ids(chosen, base + len(merges), fixed + len(merges))
+                except TokenmillError as e:
+                    raise TokenmillError(
+                        f"training stopped at {len(merges)} merges (no pair left): {e}"
+                    ) from None
+            specials, special_ids = lay_out_specials(names, chosen, base + len(merges))
             return cls(
                 mode=mode,
                 pattern=pattern,
@@ -204,10 +266,11 @@ class Tokenizer:
                 alphabet=alphabet or [],
                 merges=merges,
                 special_tokens=specials,
+                special_ids=special_ids,
             )
 
     @classmethod
-    def imported(
+    def _imported(
         cls,
         table: _native.Vocabulary,
         *,
@@ -218,12 +281,12 @@ class Tokenizer:
         encoder: _native.Encoder | None = None,
     ) -> Tokenizer:
         """A byte-mode tokenizer of a vocabulary that the native core read from
-        another tool's file (`tokenmill.formats`), not yet checked (`checked`).
+        another tool's file (`tokenmill.formats`), not yet checked (`_checked`).
         The encoder is built from the table where it is (`encoder`: one the
         caller already built from `table`, `pattern` and `whole_words`);
         `vocab` and `merges` become Python lists (400k objects for 200k
         tokens) only when first read."""
-        order = sorted(special_tokens, key=special_tokens.get)
+        order = sorted(special_tokens, key=special_tokens.__getitem__)
         tok = cls(
             mode="byte",
             pattern=pattern,
@@ -240,7 +303,7 @@ class Tokenizer:
 
     def __getattr__(self, name: str) -> object:
         # Reached only for an attribute that is not set: `vocab` and `merges`
-        # of a tokenizer made by `imported`, until first read.
+        # of a tokenizer made by `_imported`, until first read.
         table = self.__dict__.get("_table")
         if table is None or name not in ("vocab", "merges"):
             raise AttributeError(f"'Tokenizer' object has no attribute {name!r}")
@@ -248,7 +311,7 @@ class Tokenizer:
         return self.__dict__[name]
 
     @property
-    def normalizer(self) -> str | None:
+    def _normalizer(self) -> str | None:
         """The Unicode normalization applied to text before splitting ("NFC"),
         or None: what a run's output names, since it changes the ids."""
         return self.normalization or None
@@ -269,18 +332,22 @@ class Tokenizer:
         (held by the native core, or as Python lists)."""
         table = self.__dict__.get("_table")
         if table is not None:
-            return NativeNumbering(
-                table, self.special_tokens, self.special_ids, lambda: (self.vocab, self.merges)
-            )
+            assert self.special_ids is not None  # `_imported` gives them with the table
+
+            def lists() -> tuple[list[bytes | None], list[tuple[int, int]]]:
+                assert self.vocab is not None  # __getattr__ makes it from the table
+                return self.vocab, self.merges
+
+            return NativeNumbering(table, self.special_tokens, self.special_ids, lists)
         if self.vocab is None:
             return OwnNumbering(
-                self.base_size, self.merges, self.special_tokens, self.special_ids,
+                self._base_size, self.merges, self.special_tokens, self.special_ids,
                 self.alphabet_ids,
             )  # fmt: skip
         return ImportedNumbering(self.vocab, self.merges, self.special_tokens, self.special_ids)
 
     @property
-    def base_size(self) -> int:
+    def _base_size(self) -> int:
         return self._mode.base_size(self.alphabet)
 
     @property
@@ -304,7 +371,7 @@ class Tokenizer:
         return self.special_id(ENDOFTEXT)
 
     @cached_property
-    def token_values(self) -> list[bytes] | list[str]:
+    def token_values(self) -> list[bytes | None] | list[str | None]:
         """Each id's bytes (byte mode) or string (char mode), specials as their text.
 
         An id that is no token (a gap in an imported vocabulary) has None.
@@ -315,12 +382,12 @@ class Tokenizer:
         )
 
     @cached_property
-    def byte_vocab(self) -> list[bytes | None]:
+    def _byte_vocab(self) -> list[bytes | None]:
         """Byte mode: the bytes of every non-special id (None for gaps)."""
         return self._numbering.non_special(lambda: self.token_values)
 
     @cached_property
-    def merge_ids(self) -> list[int]:
+    def _merge_ids(self) -> list[int]:
         """The id each merge yields, in rank order."""
         tables = self._native_tables
         if tables is not None:
@@ -342,15 +409,15 @@ class Tokenizer:
         Python methods name."""
         return self._numbering.native_tables()
 
-    def given_tables(self, byte_ids: list[int], merge_ids: list[int]) -> None:
+    def _given_tables(self, byte_ids: list[int], merge_ids: list[int]) -> None:
         """Take the id of each byte and the id each merge yields from the code
         that made the merges (deriving a ranks file's merges yields both), so
         that validation does not build them again: they must be what
-        `custom_byte_ids` and `merge_ids` would give."""
+        `_custom_byte_ids` and `_merge_ids` would give."""
         self.__dict__["_native_tables"] = (byte_ids, merge_ids)
 
     @cached_property
-    def custom_byte_ids(self) -> list[int] | None:
+    def _custom_byte_ids(self) -> list[int] | None:
         """The id of each of the 256 bytes where they are not the byte values
         (imported vocabularies), else None."""
         tables = self._native_tables
@@ -359,16 +426,16 @@ class Tokenizer:
         return self._numbering.byte_ids(self._index)
 
     @property
-    def byte_ids(self) -> list[int]:
+    def _byte_ids(self) -> list[int]:
         """Byte mode: the id of each of the 256 bytes."""
-        ids = self.custom_byte_ids
+        ids = self._custom_byte_ids
         return list(range(256)) if ids is None else ids
 
-    def checked(self, source: str, *, compile_pattern: bool = True) -> Tokenizer:
-        """`validate`, and build the encoder (compiling a custom pattern), with
+    def _checked(self, source: str, *, compile_pattern: bool = True) -> Tokenizer:
+        """`_validate`, and build the encoder (compiling a custom pattern), with
         errors naming `source`, the file the tokenizer came from."""
         try:
-            self.validate()
+            self._validate()
             if compile_pattern:
                 self._encoder  # noqa: B018
             else:
@@ -378,11 +445,11 @@ class Tokenizer:
         except _native.NativeError as e:  # tables the encoder cannot be built from
             raise TokenmillError(f"{source}: {e}") from None
         except (TypeError, OverflowError, IndexError) as e:
-            # A value of the wrong type that slipped past validate: still one line.
+            # A value of the wrong type that slipped past _validate: still one line.
             raise TokenmillError(f"{source}: malformed tokenizer ({e})") from None
         return self
 
-    def validate(self) -> Tokenizer:
+    def _validate(self) -> Tokenizer:
         """Check that the tables are consistent; raise TokenmillError if not.
 
         Linear in the size of the tables: the checks are what keeps a bad file
@@ -405,9 +472,9 @@ class Tokenizer:
             )
         self._mode.check_fields(self)
         self._numbering.check(self._mode, self)
-        self.custom_byte_ids  # noqa: B018  (raises when a byte is missing)
+        self._custom_byte_ids  # noqa: B018  (raises when a byte is missing)
         if not self._numbering.core_made_merge_ids:
-            self.merge_ids  # noqa: B018  (raises when a merge yields no token)
+            self._merge_ids  # noqa: B018  (raises when a merge yields no token)
         return self
 
     def merge_pairs(self) -> list[tuple]:
@@ -426,11 +493,11 @@ class Tokenizer:
         encoder = self._numbering.encoder(self)
         if encoder is not None:
             return encoder
-        if len(self.merges) != len(self.merge_ids):
+        if len(self.merges) != len(self._merge_ids):
             raise ValueError("merges and merge_ids differ in length")
         # The core pairs merges with their ids: zipping 32k triples here took
         # ~4 ms. It takes merges as a list (a Tokenizer may hold a tuple).
-        return self._mode.encoder(self, list(self.merges), self.merge_ids)
+        return self._mode.encoder(self, list(self.merges), self._merge_ids)
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
@@ -440,67 +507,221 @@ class Tokenizer:
         return docs
 
     @property
-    def wide_ids(self) -> bool:
+    def _wide_ids(self) -> bool:
         """Whether ids need 32 bits (else they fit uint16)."""
         return self.vocab_size > 1 << 16
 
     @property
-    def id_type(self) -> pa.DataType:
-        return pa.uint32() if self.wide_ids else pa.uint16()
+    def _id_type(self) -> pa.DataType:
+        return pa.uint32() if self._wide_ids else pa.uint16()
 
     @property
-    def ids_type(self) -> pa.DataType:
+    def _ids_type(self) -> pa.DataType:
         """A document's token ids: never null, which also makes Parquet's level
         encoding of the column cheaper."""
-        return pa.large_list(pa.field("item", self.id_type, nullable=False))
+        return pa.large_list(pa.field("item", self._id_type, nullable=False))
 
-    def encode(self, text: str, *, eos: bool = False) -> list[int]:
-        """The token ids of `text`, then `<|endoftext|>`'s when `eos`.
+    @property
+    def special_tokens_set(self) -> frozenset[str]:
+        """The special tokens, as a set (tiktoken's `special_tokens_set`)."""
+        return frozenset(self.special_tokens)
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Set[str] | Literal["all"] = frozenset(),
+        disallowed_special: Collection[str] | Literal["all"] = "all",
+        eos: bool = False,
+    ) -> list[int]:
+        """The token ids of `text` (then `<|endoftext|>`'s when `eos`), as
+        tiktoken's `Encoding.encode`: the text of a special token in
+        `allowed_special` (a set, or "all") becomes that token's id; the text
+        of one in `disallowed_special` (by default every special token not
+        allowed) raises DisallowedSpecialTokenError, a ValueError; any other
+        text is encoded as text. Lone surrogates become U+FFFD, as in tiktoken.
 
         >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
         >>> tok.encode("hello")
         [259]
         >>> tok.encode("hello", eos=True) == [259, tok.eos_id]
         True
+        >>> tok.encode("hello<|endoftext|>", allowed_special="all") == [259, tok.eos_id]
+        True
+        >>> tok.encode("hello<|endoftext|>")
+        Traceback (most recent call last):
+        ...
+        tokenmill.errors.DisallowedSpecialTokenError: Encountered text corresponding to ...
+        >>> text = "hello<|endoftext|>"
+        >>> tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
+        True
         """
+        allowed = self._allowed_specials([text], allowed_special, disallowed_special)
+        if allowed:
+            ids: list[int] = []
+            for part in self._split_specials(text, allowed):
+                if isinstance(part, str):
+                    ids += self.encode_ordinary(part)
+                else:
+                    ids.append(part)
+        else:
+            ids = self.encode_ordinary(text)
+        if eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """The token ids of `text`, the text of special tokens encoded as any
+        other text (tiktoken's `encode_ordinary`).
+
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> tok.encode_ordinary("hello") == tok.encode("hello")
+        True
+        """
+        try:
+            return self._encode_native(text)
+        except UnicodeEncodeError:  # lone surrogates, which UTF-8 cannot hold
+            return self._encode_native(_valid_unicode(text))
+
+    def _encode_native(self, text: str) -> list[int]:
         if self.normalization:
             text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
         try:
-            return self._encoder.encode(text, self.eos_id if eos else None)
+            return self._encoder.encode(text, None)
         except _native.NativeError as e:  # a custom pattern hit the regex engine's limits
             raise TokenmillError(str(e)) from None
 
     def encode_batch(
-        self, texts: Iterable[str], *, eos: bool = False, parallel: bool = True
+        self,
+        texts: Iterable[str],
+        *,
+        allowed_special: Set[str] | Literal["all"] = frozenset(),
+        disallowed_special: Collection[str] | Literal["all"] = "all",
+        eos: bool = False,
+        parallel: bool = True,
     ) -> list[list[int]]:
-        """The token ids of each text, encoded on the native thread pool (or
-        on the calling thread alone when not `parallel`): as `encode` on each.
+        """The token ids of each text, as `encode` gives them, encoded on the
+        native thread pool (or on the calling thread alone when not
+        `parallel`).
 
         >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
         >>> tok.encode_batch(["hello", " world", ""])
         [[259], [264], []]
         >>> tok.encode_batch(["hello"]) == [tok.encode("hello")]
         True
+        >>> tok.encode_batch(["hi<|endoftext|>"], allowed_special="all")[0][-1] == tok.eos_id
+        True
         """
-        ids, _ = self.encode_arrow(
-            pa.array(list(texts), pa.large_string()), eos=eos, parallel=parallel
-        )
+        texts = list(texts)
+        allowed = self._allowed_specials(texts, allowed_special, disallowed_special)
+        if not allowed:
+            return self._encode_texts(texts, eos, parallel)
+        # Every text's ordinary parts in one batch, then each text put together.
+        split = [self._split_specials(text, allowed) for text in texts]
+        ordinary = [part for parts in split for part in parts if isinstance(part, str)]
+        encoded = iter(self._encode_texts(ordinary, False, parallel))
+        out = []
+        for parts in split:
+            ids: list[int] = []
+            for part in parts:
+                if isinstance(part, str):
+                    ids += next(encoded)
+                else:
+                    ids.append(part)
+            if eos:
+                ids.append(self.eos_id)
+            out.append(ids)
+        return out
+
+    def encode_ordinary_batch(
+        self, texts: Iterable[str], *, parallel: bool = True
+    ) -> list[list[int]]:
+        """`encode_ordinary` of each text, on the native thread pool (or on the
+        calling thread alone when not `parallel`).
+
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> tok.encode_ordinary_batch(["hello", "<|endoftext|>"])[0]
+        [259]
+        """
+        return self._encode_texts(list(texts), False, parallel)
+
+    def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
+        try:
+            docs = pa.array(texts, pa.large_string())
+        except UnicodeEncodeError:  # lone surrogates: as encode_ordinary
+            docs = pa.array([_valid_unicode(t) for t in texts], pa.large_string())
+        ids, _ = self.encode_arrow(docs, eos=eos, parallel=parallel)
         return ids.to_pylist()
+
+    def _allowed_specials(
+        self,
+        texts: list[str],
+        allowed_special: Set[str] | Literal["all"],
+        disallowed_special: Collection[str] | Literal["all"],
+    ) -> frozenset[str]:
+        """The special tokens whose text `encode` makes their ids, after refusing
+        a text that holds a disallowed one, as tiktoken does."""
+        for name, value in (
+            ("allowed_special", allowed_special),
+            ("disallowed_special", disallowed_special),
+        ):
+            if isinstance(value, str) and value != "all":
+                raise TokenmillError(
+                    f"{name}={show(value)}: want a set of special tokens, or 'all'"
+                )
+        specials = self.special_tokens_set
+        allowed = specials if allowed_special == "all" else frozenset(allowed_special)
+        if disallowed_special == "all":
+            disallowed = specials - allowed
+        else:
+            disallowed = frozenset(disallowed_special)
+        if disallowed:
+            search = _special_regex(disallowed).search
+            for k, text in enumerate(texts):
+                found = search(text)
+                if found:
+                    token = found.group()
+                    where = f" (text {k} of the batch)" if len(texts) > 1 else ""
+                    raise DisallowedSpecialTokenError(
+                        f"Encountered text corresponding to disallowed special token "
+                        f"{token!r}{where}: pass allowed_special={{{token!r}}} (or 'all') to "
+                        "encode it as the special token, or disallowed_special=() to encode "
+                        "it as text"
+                    )
+        return allowed & specials
+
+    def _split_specials(self, text: str, allowed: frozenset[str]) -> list[str | int]:
+        """`text` as its ordinary parts (str, never empty) and the ids of the
+        `allowed` special tokens between them, in order."""
+        parts = _special_regex(allowed).split(text)
+        ids = self.special_map
+        # split() with one group: the special tokens at the odd places.
+        return [ids[p] if k % 2 else p for k, p in enumerate(parts) if p]
 
     def encode_arrow(
         self, docs: pa.Array, *, eos: bool = True, parallel: bool = True
     ) -> tuple[pa.Array, pa.Array]:
         """Encode an array of strings (string, large_string or string_view;
-        chunked or not): (ids as list<uint16|uint32>, n_tokens uint32), on the
-        native thread pool (`parallel`) or on the calling thread."""
+        chunked or not) as ordinary text, as the pipeline encodes documents:
+        (ids as list<uint16|uint32>, n_tokens uint32), on the native thread
+        pool (`parallel`) or on the calling thread.
+
+        >>> import pyarrow as pa
+        >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
+        >>> ids, n_tokens = tok.encode_arrow(pa.array(["hello", "hello world"]))
+        >>> ids.to_pylist() == [tok.encode(t, eos=True) for t in ["hello", "hello world"]]
+        True
+        >>> n_tokens.to_pylist()
+        [2, 3]
+        """
         docs = _text_array(docs)
         n = len(docs)
-        id_type, list_type = self.id_type, self.ids_type
+        id_type, list_type = self._id_type, self._ids_type
         try:
             ids, lens = self._encoder.encode_batch(
                 *arrow_buffers(self._normalize(docs)),
                 self.eos_id if eos else None,
-                self.wide_ids,
+                self._wide_ids,
                 parallel,
             )
         except _native.NativeError as e:
@@ -516,12 +737,19 @@ class Tokenizer:
         return pa.LargeListArray.from_arrays(offsets, flat, type=list_type), n_tokens
 
     def tokens(self, text: str) -> list[str]:
-        """The text's segmentation as token strings (bytes shown decoded)."""
+        """The text's segmentation as token strings (bytes shown decoded), as
+        `encode_ordinary` makes it.
+
+        >>> Tokenizer.train(["hello world"] * 10, vocab_size=270).tokens("hello world!")
+        ['hello', ' world', '!']
+        """
         values = self.token_values
-        return [
-            v if isinstance(v, str) else v.decode("utf-8", errors="replace")
-            for v in (values[i] for i in self.encode(text))
-        ]
+        texts = []
+        for i in self.encode_ordinary(text):
+            v = values[i]
+            assert v is not None  # encoding yields tokens, never a gap's id
+            texts.append(v if isinstance(v, str) else v.decode("utf-8", errors="replace"))
+        return texts
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of token ids (invalid UTF-8 replaced by U+FFFD).
@@ -547,8 +775,8 @@ class Tokenizer:
                 )
             parts = [values[i] for i in ids]
         except TypeError:
-            bad = next((i for i in ids if type(i) is not int), None)
-            raise TokenmillError(f"id {show(bad)} is not an integer") from None
+            odd = next((i for i in ids if type(i) is not int), None)
+            raise TokenmillError(f"id {show(odd)} is not an integer") from None
         if None in parts:
             raise TokenmillError(
                 f"id {ids[parts.index(None)]} is no token (a gap in a vocabulary of {n})"
@@ -558,6 +786,7 @@ class Tokenizer:
     # ---- persistence ------------------------------------------------
 
     def to_dict(self) -> dict:
+        """The tokenizer file as a dict (`from_dict` reads it back)."""
         d = self._file_head()
         d.update(self._numbering.file_fields())
         d["merges"] = [list(m) for m in self.merges]
@@ -580,6 +809,7 @@ class Tokenizer:
         return d
 
     def to_json(self) -> str:
+        """The tokenizer file that `save` writes, as text."""
         return self._file_bytes.decode()
 
     @cached_property
@@ -605,7 +835,7 @@ class Tokenizer:
         """Of the saved file's bytes: the file save() writes, or the one load() read."""
         return hashlib.sha256(self._file_bytes).hexdigest()
 
-    def save(self, path: Path) -> None:
+    def save(self, path: AnyPath) -> None:
         """Write the tokenizer as tokenmill JSON (atomically: a reader sees
         the old file or the new one). `load` reads it back.
 
@@ -637,7 +867,7 @@ class Tokenizer:
         def malformed(what: str) -> TokenmillError:
             return TokenmillError(f"{source}: malformed tokenizer file ({what})")
 
-        def field_of(key: str, kind: type | tuple[type, ...], default: object) -> object:
+        def field_of(key: str, kind: type | tuple[type, ...], default: object) -> Any:
             value = d.get(key, default)
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 raise malformed(f"{key} is {show(value)}")
@@ -655,7 +885,7 @@ class Tokenizer:
         if not isinstance(raw_specials, dict):
             raise malformed("special_tokens must map each special token to its id")
         check_special_ids(raw_specials, source)
-        specials = sorted(raw_specials, key=raw_specials.get)
+        specials = sorted(raw_specials, key=raw_specials.__getitem__)
         by_id: dict[int, str] = {}
         for name in specials:
             i = raw_specials[name]
@@ -709,7 +939,7 @@ class Tokenizer:
             normalization=field_of("normalization", str, ""),
             alphabet_ids=field_of("alphabet_ids", (list, type(None)), None),
         )
-        tok.checked(source, compile_pattern=False)
+        tok._checked(source, compile_pattern=False)
         try:
             tok._numbering.check_file_special_ids(raw_specials)
         except TokenmillError as e:
@@ -717,23 +947,37 @@ class Tokenizer:
         size = d.get("vocab_size", tok.vocab_size)
         if type(size) is not int or size != tok.vocab_size:
             raise TokenmillError(
-                f"{source}: vocab_size is {show(size)} but the file's tokens number "
-                f"{tok.vocab_size}"
+                f"{source}: vocab_size is {show(size)} but the file's tokens have "
+                f"{tok.vocab_size} ids (0 to {tok.vocab_size - 1})"
             )
         return tok
 
     @classmethod
-    def load(cls, path: Path) -> Tokenizer:
+    def load(cls, path: AnyPath) -> Tokenizer:
         """A tokenizer file that `save` wrote, checked (TokenmillError naming
-        the file when it is malformed). Other tools' files (Hugging Face
-        tokenizer.json, .tiktoken): `tokenmill.formats.load_any`.
+        the file when it is malformed). `tokenmill.load` reads it too, and
+        other tools' files (Hugging Face tokenizer.json, .tiktoken ranks).
+
+        >>> Tokenizer.load("vocabularies/gpt2.tiktoken")
+        Traceback (most recent call last):
+        ...
+        tokenmill.errors.TokenmillError: vocabularies/gpt2.tiktoken: not a tokenmill ...
         """
         data = read_bytes(path, "tokenizer")
+        other = TokenmillError(
+            f"{path}: not a tokenmill tokenizer file: tokenmill.load(path) reads it if it is "
+            "a Hugging Face tokenizer.json or .tiktoken ranks"
+        )
+        if data.lstrip()[:1] != b"{":
+            raise other
         with gc_paused():
-            return cls.from_file(parse_json(data, path), data, str(path))
+            d = parse_json(data, path)
+            if not isinstance(d, dict) or d.get("format") != FORMAT:
+                raise other
+            return cls._from_file(d, data, str(path))
 
     @classmethod
-    def from_file(
+    def _from_file(
         cls,
         d: dict,
         data: bytes,
@@ -754,8 +998,8 @@ class Tokenizer:
             and merges is not None
             and tok.mode == "byte"
             and not tok.whole_words
-            and tok.custom_byte_ids is None
-            and tok.merge_ids == list(range(256, 256 + len(tok.merges)))
+            and tok._custom_byte_ids is None
+            and tok._merge_ids == list(range(256, 256 + len(tok.merges)))
         ):
             tok.__dict__["_encoder"] = encoder
         # The file's own hash: re-serializing 32k merges just to hash them
@@ -806,15 +1050,57 @@ def _own_special_ids(
 ) -> list[int] | None:
     """A file in tokenmill's numbering: its special ids where they are not right
     after the merges but among them, as an extended tokenizer keeps its base's
-    (`tokenizer/extend.py`); else None (the numbering puts them, and a file
-    that puts them elsewhere is refused, naming where they belong)."""
+    (`tokenizer/extend.py`), or past them, as training may choose them; else
+    None (the numbering puts them, and a file that puts them elsewhere is
+    refused, naming where they belong)."""
     base = 256 if mode == "byte" else len(alphabet)
     size = base + merges + len(ids)
     default = list(range(base + merges, size))
     low = 0 if grown_alphabet else base  # added characters have ids after the specials
-    if ids == default or not all(type(i) is int and low <= i < size for i in ids):
+    if ids == default or not all(type(i) is int and low <= i < id_limit(size) for i in ids):
         return None
     return ids
+
+
+@cache
+def _special_regex(tokens: frozenset[str]) -> re.Pattern[str]:
+    """One group matching any of `tokens`; the longest first, so that a token
+    that begins another does not cut it short."""
+    alternation = "|".join(map(re.escape, sorted(tokens, key=lambda t: (-len(t), t))))
+    return re.compile(f"({alternation})")
+
+
+def _valid_unicode(text: str) -> str:
+    """`text` as UTF-8 can hold it, as tiktoken makes it: a surrogate pair
+    written as two code points joined, a lone surrogate U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+# No split: each text is one word (minbpe's BasicTokenizer). A regex, not a
+# flag, so that every file format records it as any pattern, and one that
+# Hugging Face's engine reads the same (no inline flags).
+NO_SPLIT = r"[\s\S]+"
+
+
+def _training_pattern(mode: str, pattern: str | None) -> str:
+    """Train's `pattern` as a tokenizer records it: a preset by its name (its
+    regex written out too), None as NO_SPLIT, any other regex compiled here,
+    so that a bad one fails before any counting."""
+    check_options(mode, pattern)
+    if mode != "byte":
+        return pattern or ""  # char mode splits at whitespace
+    if pattern is None:
+        return NO_SPLIT
+    if pattern in PATTERNS:
+        return pattern
+    preset = next((p for p in PATTERNS if _native.preset_regex(p) == pattern), None)
+    if preset is not None:
+        return preset
+    try:
+        _native.Counter.byte(pattern)  # compiles it, no more
+    except _native.NativeError as e:
+        raise TokenmillError(str(e)) from None
+    return pattern
 
 
 def _dumps(d: dict) -> str:
@@ -837,7 +1123,7 @@ def _byte_level_vocab(raw_vocab: list) -> list[bytes | None]:
 
 def _byte_level(v: object) -> bool:
     try:
-        from_byte_level(v)  # type: ignore[arg-type]
+        from_byte_level(v)  # type: ignore[arg-type]  # anything: its errors say no
     except (ValueError, TypeError, AttributeError):
         return False
     return True

@@ -89,7 +89,7 @@ def extend(
     check_base(base)
     if extend_alphabet and base.mode != "char":
         raise TokenmillError("--extend-alphabet is for char mode (byte mode has every byte)")
-    check_count(vocab_size, "--vocab-size")
+    check_count(vocab_size, "vocab_size")
     check_count(num_merges, "num_merges")
     words = words.cast(pa.large_string())
     counts = counts.cast(pa.uint64())
@@ -121,7 +121,7 @@ def extend(
         except _native.NativeError as e:
             raise TokenmillError(f"train: {e}") from None
         release_memory()
-    tok = _grown(base, [tuple(m) for m in merges], new_specials)
+    tok = _grown(base, list(merges), new_specials)
     return Extension(
         tokenizer=tok,
         new_merges=len(merges),
@@ -169,7 +169,7 @@ def _with_characters(base: Tokenizer, words: pa.Array) -> Tokenizer:
         merges=list(base.merges),
         special_tokens=list(base.special_tokens),
         special_ids=[base.special_id(t) for t in base.special_tokens],
-    ).checked("extended alphabet")
+    )._checked("extended alphabet")
 
 
 def _grown(base: Tokenizer, new: list[tuple[int, int]], new_specials: list[str]) -> Tokenizer:
@@ -193,9 +193,10 @@ def _grown(base: Tokenizer, new: list[tuple[int, int]], new_specials: list[str])
             special_tokens=names,
             special_ids=None if ids == default and base.alphabet_ids is None else ids,
             alphabet_ids=base.alphabet_ids,
-        ).checked("extended tokenizer")
-    vocab = list(base.byte_vocab) + [None] * (size - len(base.byte_vocab))
+        )._checked("extended tokenizer")
+    vocab = list(base._byte_vocab) + [None] * (size - len(base._byte_vocab))
     for a, b in new:
+        # Not None: merges join the ids of words, which all have bytes.
         vocab.append(vocab[a] + vocab[b])  # type: ignore[operator]
     return Tokenizer(
         mode="byte",
@@ -206,7 +207,7 @@ def _grown(base: Tokenizer, new: list[tuple[int, int]], new_specials: list[str])
         special_ids=ids,
         whole_words=base.whole_words,
         normalization=base.normalization,
-    ).checked("extended tokenizer")
+    )._checked("extended tokenizer")
 
 
 def _bytes_per_token(words: pa.Array, counts: pa.Array, lens: pa.Array) -> float | None:

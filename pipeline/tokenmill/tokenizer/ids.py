@@ -3,6 +3,8 @@ tokens tokenmill knows, the modes and patterns, and what counts as an id."""
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from tokenmill.errors import TokenmillError
 
 ENDOFTEXT = "<|endoftext|>"
@@ -40,11 +42,12 @@ def show(value: object) -> str:
     try:
         text = repr(value)
     except ValueError:  # an int too long to print
+        # Only an int's repr raises it (more digits than sys.int_info allows).
         return f"an integer of {value.bit_length()} bits"  # type: ignore[attr-defined]
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def is_id(value: object) -> bool:
+def is_id(value: object) -> TypeGuard[int]:
     """An id: an int (not a bool, float or string) that uint32 holds. (How far
     ids may reach beyond the tokens is `id_limit`'s to say.)
 
@@ -58,7 +61,7 @@ def check_id(value: object, what: str) -> int:
     """`value` if it is an id, else a TokenmillError naming `what`."""
     if not is_id(value):
         raise TokenmillError(f"{what} has id {show(value)}: ids are integers from 0 to 2**32-1")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_special_ids(specials: dict, source: str | None = None) -> None:

@@ -41,10 +41,16 @@ class Tokenizer(Protocol):
     alphabet_ids: list[int] | None
 
     @property
-    def byte_vocab(self) -> list[bytes | None]: ...
+    def _byte_vocab(self) -> list[bytes | None]: ...
 
     @property
-    def custom_byte_ids(self) -> list[int] | None: ...
+    def _custom_byte_ids(self) -> list[int] | None: ...
+
+    @property
+    def _byte_ids(self) -> list[int]: ...
+
+    @property
+    def _merge_ids(self) -> list[int]: ...
 
     def special_id(self, token: str) -> int: ...
 
@@ -142,13 +148,13 @@ class ByteMode(Mode):
     def encoder(self, tok: Tokenizer, merges: list, merge_ids: list[int]) -> _native.Encoder:
         whole_words = None
         if tok.whole_words:
-            whole_words = [(v, i) for i, v in enumerate(tok.byte_vocab) if v is not None]
+            whole_words = [(v, i) for i, v in enumerate(tok._byte_vocab) if v is not None]
         try:
             return _native.Encoder.byte(
                 tok.pattern,
                 merges,
                 merge_ids,
-                byte_ids=tok.custom_byte_ids,
+                byte_ids=tok._custom_byte_ids,
                 whole_words=whole_words,
             )
         except _native.NativeError as e:
@@ -200,8 +206,10 @@ class CharMode(Mode):
             )
         if len(set(alphabet)) != len(alphabet):
             seen: set[str] = set()
-            twice = next(c for c in alphabet if c in seen or seen.add(c))
-            raise TokenmillError(f"char mode's alphabet lists {twice!r} twice")
+            for c in alphabet:
+                if c in seen:
+                    raise TokenmillError(f"char mode's alphabet lists {c!r} twice")
+                seen.add(c)
         if END_OF_WORD not in alphabet:
             raise TokenmillError(f"char mode's alphabet lacks {END_OF_WORD}")
         if UNK not in tok.special_tokens:

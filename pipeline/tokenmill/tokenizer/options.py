@@ -3,10 +3,19 @@ command's option check) must not load it just to say an option is wrong."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tokenmill.errors import TokenmillError
-from tokenmill.tokenizer.ids import ENDOFTEXT, MAX_VOCAB_SIZE, MODES, PATTERNS, UNK, show
+from tokenmill.tokenizer.ids import (
+    ENDOFTEXT,
+    MAX_VOCAB_SIZE,
+    MODES,
+    PATTERNS,
+    UNK,
+    check_id,
+    id_limit,
+    show,
+)
 
 # The special tokens every tokenizer of a mode has, in id order.
 REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
@@ -21,13 +30,24 @@ def default_special_tokens(mode: str) -> list[str]:
     return list(REQUIRED_SPECIALS.get(mode, REQUIRED_SPECIALS["byte"]))
 
 
-def check_options(mode: str, pattern: str) -> None:
-    """The mode and, for byte mode, the training pattern (a preset: the native
-    pre-tokenizers implement exactly tiktoken's regexes for these)."""
+def check_options(mode: str, pattern: str | None, *, cli: bool = False) -> None:
+    """The mode and, for byte mode, the pattern's type: a preset name, a regex
+    (compiled where the tokenizer is made: that needs the native core), or
+    None, no split. The CLI (`cli`) trains with a preset only, and its
+    messages name its options."""
     if mode not in MODES:
-        raise TokenmillError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "byte" and pattern not in PATTERNS:
+        if cli:
+            raise TokenmillError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise TokenmillError(f"mode={show(mode)}: want one of {', '.join(map(repr, MODES))}")
+    if mode != "byte":
+        return
+    if cli and pattern not in PATTERNS:
         raise TokenmillError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+    if pattern is not None and (not isinstance(pattern, str) or not pattern):
+        raise TokenmillError(
+            f"pattern={show(pattern)}: want a preset ({', '.join(PATTERNS)}), a regex, "
+            "or None (no split)"
+        )
 
 
 def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
@@ -55,10 +75,10 @@ def merges_to_learn(
     total must fit 32-bit ids either way."""
     if num_merges is None:
         if vocab_size is None:
-            raise TokenmillError("give --vocab-size (or num_merges)")
+            raise TokenmillError("give vocab_size= (or num_merges=)")
         num_merges = vocab_size - fixed
         if num_merges < 0:
-            raise TokenmillError(f"--vocab-size {vocab_size} is below {fixed_ids}")
+            raise TokenmillError(f"vocab_size={vocab_size} is below {fixed_ids}")
     if fixed + num_merges > MAX_VOCAB_SIZE:
         raise TokenmillError(
             f"{fixed} base and special ids + {num_merges} merges is more than the "
@@ -67,12 +87,96 @@ def merges_to_learn(
     return num_merges
 
 
-def check_count(value: object, what: str) -> None:
-    """A count given to training: None, or an int from 0 to MAX_VOCAB_SIZE."""
+def check_count(value: object, name: str) -> None:
+    """A count given to training (the argument `name`): None, or an int from 0
+    to MAX_VOCAB_SIZE."""
     if value is None:
         return
     if type(value) is bool or not isinstance(value, int) or not 0 <= value <= MAX_VOCAB_SIZE:
         raise TokenmillError(
-            f"{what} {show(value)}: want a whole number from 0 to {MAX_VOCAB_SIZE} "
+            f"{name}={show(value)}: want a whole number from 0 to {MAX_VOCAB_SIZE} "
             "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
         )
+
+
+def special_names(
+    special_tokens: Sequence[str] | Mapping[str, int] | None, mode: str
+) -> tuple[list[str], dict[str, int] | None]:
+    """Train's `special_tokens` as (every special token, in order; the ids
+    chosen for them, or None). A list is named tokens whose ids follow the
+    merges, in order; a dict chooses each token's id. The mode's own tokens
+    (`<|endoftext|>`; char mode also `<unk>`) are added when missing.
+
+    >>> special_names({"<|endoftext|>": 100257, "<|pad|>": 100258}, "byte")
+    (['<|endoftext|>', '<|pad|>'], {'<|endoftext|>': 100257, '<|pad|>': 100258})
+    """
+    chosen = None
+    if isinstance(special_tokens, Mapping):
+        chosen = dict(special_tokens)
+        for name, i in chosen.items():
+            if not isinstance(name, str) or not name:
+                raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
+            check_id(i, f"special_tokens: {name!r}")
+        by_id: dict[int, str] = {}
+        for name, i in chosen.items():
+            if i in by_id:
+                raise TokenmillError(
+                    f"special_tokens: {by_id[i]!r} and {name!r} have the same id {i}"
+                )
+            by_id[i] = name
+    elif isinstance(special_tokens, str):
+        raise TokenmillError(
+            f"special_tokens={show(special_tokens)}: want a list of names or a dict of "
+            "name to id, not a string"
+        )
+    names = list(special_tokens or [])
+    names += [t for t in default_special_tokens(mode) if t not in names]
+    return names, chosen
+
+
+def check_chosen_ids(chosen: Mapping[str, int], first_free: int, n_tokens: int) -> None:
+    """Ids chosen for special tokens lie past the base tokens and merges (ids
+    below `first_free`), and below `id_limit` of the `n_tokens` tokens: ids
+    may be left unused between them, but not more than tokens."""
+    for name, i in chosen.items():
+        if i < first_free:
+            raise TokenmillError(
+                f"special_tokens: {name!r} has id {i}, which a base token or merge has "
+                f"(ids 0 to {first_free - 1}): give ids from {first_free}"
+            )
+        if i >= id_limit(n_tokens):
+            raise TokenmillError(
+                f"special_tokens: {name!r} has id {i}, beyond the ids a vocabulary of "
+                f"{n_tokens} tokens numbers (below {id_limit(n_tokens)}: ids may be left "
+                "unused, but not more than tokens)"
+            )
+
+
+def lay_out_specials(
+    names: Sequence[str], chosen: Mapping[str, int] | None, first_free: int
+) -> tuple[list[str], list[int] | None]:
+    """(special tokens in id order, their ids; None where they are the ids
+    right after the merges, `first_free` on, as a list gives them). Tokens
+    `chosen` has no id for take the lowest ids from `first_free` that no
+    chosen one has.
+
+    >>> lay_out_specials(["<|endoftext|>", "<|pad|>"], {"<|pad|>": 300}, 290)
+    (['<|endoftext|>', '<|pad|>'], [290, 300])
+    >>> lay_out_specials(["<|endoftext|>"], None, 290)
+    (['<|endoftext|>'], None)
+    """
+    if chosen is None:
+        return list(names), None
+    ids = dict(chosen)
+    free = first_free
+    for name in names:
+        if name not in ids:
+            while free in ids.values():
+                free += 1
+            ids[name] = free
+            free += 1
+    order = sorted(ids, key=ids.__getitem__)
+    special_ids = [ids[t] for t in order]
+    if special_ids == list(range(first_free, first_free + len(order))):
+        return order, None
+    return order, special_ids

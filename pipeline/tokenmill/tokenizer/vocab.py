@@ -6,7 +6,9 @@ Two numberings, behind one interface:
 - `OwnNumbering`, tokenmill's: the base tokens, then one id per merge in rank
   order, then the special tokens. An extended tokenizer (`tokenizer/extend.py`)
   keeps its base's special ids among them: merges then take the ids the
-  special tokens leave free, in order.
+  special tokens leave free, in order. Special ids chosen in training
+  (`Tokenizer.train(special_tokens={...})`) lie past the merges, and may
+  leave ids unused between them, as tiktoken's cl100k does.
 - `ImportedNumbering`, a byte-level vocabulary read from another tool's file:
   an explicit table of each id's bytes (gaps allowed), special tokens at ids of
   their own, and a merge (a, b) yields the id whose bytes are a's then b's.
@@ -58,8 +60,14 @@ class OwnNumbering:
         self.alphabet_ids = alphabet_ids
 
     @property
-    def size(self) -> int:
+    def n_tokens(self) -> int:
         return self.base_size + len(self.merges) + len(self.special_tokens)
+
+    @property
+    def size(self) -> int:
+        """The ids: the tokens, and any unused ids below a special token's."""
+        ids = [i + 1 for i in self.special_ids or () if type(i) is int]
+        return max([self.n_tokens, *ids])
 
     def special_id(self, k: int) -> int:
         """The id of the k-th special token (given ones: see `check`)."""
@@ -70,7 +78,8 @@ class OwnNumbering:
     def _free_ids(self) -> list[int]:
         """The id of each merge: the ids from the base on that no special token has."""
         taken = set(self.special_ids or ())
-        ids, i = [], self.base_size
+        ids: list[int] = []
+        i = self.base_size
         if self.alphabet_ids is not None:
             taken |= set(self.alphabet_ids)
             i = 0
@@ -169,7 +178,7 @@ class OwnNumbering:
         ids made before it, no merge twice, specials right after the merges."""
         mode.check_base(tok)
         base = self.base_size
-        if base + len(self.merges) + len(self.special_tokens) > MAX_VOCAB_SIZE:
+        if self.n_tokens > MAX_VOCAB_SIZE:
             raise TokenmillError(f"more than {MAX_VOCAB_SIZE} tokens: ids are 32-bit")
         # Merge k makes its id (base + k, or the k-th id no special token has)
         # from ids made before it, none of them a special token.
@@ -183,8 +192,9 @@ class OwnNumbering:
                 raise TokenmillError(fault)
 
     def _check_special_layout(self) -> bool:
-        """Given special ids: distinct integers from the base to below the size
-        (merges fill the ids between them). Whether they are laid out so."""
+        """Given special ids: distinct integers from the base on, below
+        `id_limit` of the tokens (merges fill the ids free between them, from
+        the base on). Whether they are laid out so."""
         if not self._laid_out():
             return False
         ids = list(self.special_ids or ())
@@ -199,10 +209,12 @@ class OwnNumbering:
             low = 0
         if any(type(i) is not int for i in ids) or len(set(ids)) != len(ids):
             raise TokenmillError("special token and alphabet ids must be distinct integers")
-        if not all(low <= i < self.size for i in ids):
+        limit = id_limit(self.n_tokens)
+        if not all(low <= i < limit for i in ids):
             raise TokenmillError(
                 f"special token ids must lie from {self.base_size} (after the base tokens) "
-                f"to {self.size - 1}, with the merges in the ids between them"
+                f"to {limit - 1}, with the merges in the ids free between them (gaps are "
+                "allowed, but not more unused ids than tokens)"
             )
         return True
 
@@ -306,8 +318,8 @@ class ImportedNumbering:
                 tok.pattern,
                 self.vocab,
                 self.merges,
-                tok.merge_ids,
-                tok.byte_ids,
+                tok._merge_ids,
+                tok._byte_ids,
                 whole_words=tok.whole_words,
             )
         except _native.NativeError:

@@ -1,0 +1,180 @@
+# The Rust core's Python surface (native/src/lib.rs); keep in step with its
+# #[pyfunction]s and #[pyclass]es. Buffers are read as C-contiguous bytes:
+# `offsets`/`data` are a large_string array's buffers, `start` its offset.
+
+from collections.abc import Callable, Sequence
+from typing import final
+
+from typing_extensions import Buffer
+
+__all__ = [
+    "NativeError",
+    "pretokenize",
+    "char_words",
+    "preset_regex",
+    "valid_utf8",
+    "set_threads",
+    "release_memory",
+    "bound_retained_memory",
+    "char_alphabet",
+    "train_merges",
+    "train_segmented",
+    "parse_tiktoken",
+    "derive_merges",
+    "table_ids",
+    "merges_valid",
+    "merges_json",
+    "byte_level_tables",
+    "Counter",
+    "Encoder",
+    "Vocabulary",
+    "ModelJson",
+    "FileMerges",
+]
+
+class NativeError(ValueError):
+    """Any error of the native core: bad input, never a bug."""
+
+def pretokenize(text: str, pattern: str = "cl100k") -> list[str]: ...
+def char_words(text: str, lowercase: bool = False) -> list[str]: ...
+def valid_utf8(offsets: Buffer, data: Buffer, start: int, n: int) -> bool: ...
+def preset_regex(name: str) -> str | None: ...
+def set_threads(threads: int) -> None: ...
+def bound_retained_memory() -> None: ...
+def release_memory() -> None: ...
+def char_alphabet(offsets: Buffer, data: Buffer, start: int, n: int) -> list[str]: ...
+def train_merges(
+    offsets: Buffer,
+    data: Buffer,
+    start: int,
+    n: int,
+    counts: Buffer,
+    alphabet: Sequence[str] | None,
+    num_merges: int,
+    progress: Callable[[int], object] | None = None,
+) -> list[tuple[int, int]]: ...
+def train_segmented(
+    symbols: Buffer,
+    lens: Buffer,
+    counts: Buffer,
+    texts: Sequence[bytes | None],
+    num_merges: int,
+    progress: Callable[[int], object] | None = None,
+) -> list[tuple[int, int]]: ...
+def merges_valid(
+    merges: Sequence[tuple[int, int]],
+    base: int,
+    made: Sequence[int] | None,
+    specials: Sequence[int],
+) -> bool: ...
+def merges_json(merges: list[tuple[int, int]]) -> bytes: ...
+def parse_tiktoken(data: Buffer) -> list[bytes | None]: ...
+def derive_merges(
+    vocab: list[bytes | None],
+) -> tuple[list[tuple[int, int]], list[int], list[int] | None]:
+    """(merges, the id each yields, each byte's id or None)."""
+
+def table_ids(
+    vocab: list[bytes | None], merges: list[tuple[int, int]]
+) -> tuple[list[int], list[int]]:
+    """(each byte's id, the id each merge yields)."""
+
+def byte_level_tables(
+    texts: list[str],
+    ids: Sequence[int],
+    special_ids: Sequence[int],
+    merges: str | list[str] | list[list[str]] | list[tuple[str, str]],
+) -> tuple[list[bytes | None], list[tuple[int, int]]]: ...
+
+@final
+class Counter:
+    @staticmethod
+    def byte(pattern: str = "cl100k") -> Counter: ...
+    @staticmethod
+    def char(lowercase: bool = False) -> Counter: ...
+    def add(
+        self,
+        offsets: Buffer,
+        data: Buffer,
+        start: int,
+        n: int,
+        first_row: int,
+        parallel: bool = True,
+    ) -> None: ...
+    def finish(self) -> tuple[bytes, bytes, bytes, bytes, int]:
+        """(word offsets i64, word data, counts u64, first keys u64, number of words)."""
+
+@final
+class Vocabulary:
+    @staticmethod
+    def from_tiktoken(data: Buffer) -> Vocabulary: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def n_tokens(self) -> int: ...
+    def token(self, i: int) -> bytes | None: ...
+    def tokens(self) -> list[bytes | None]: ...
+    def merges(self) -> list[tuple[int, int]]: ...
+    def merge_ids(self) -> list[int]: ...
+    def byte_ids(self) -> list[int] | None: ...
+    def file_tables(self) -> bytes: ...
+
+@final
+class FileMerges:
+    @staticmethod
+    def split(data: Buffer) -> tuple[FileMerges, bytes]: ...
+    def pairs(self) -> list[tuple[int, int]]: ...
+
+@final
+class ModelJson:
+    @staticmethod
+    def split(data: Buffer) -> tuple[ModelJson, bytes]: ...
+    def vocabulary(self, special_ids: Sequence[int]) -> Vocabulary: ...
+
+@final
+class Encoder:
+    @staticmethod
+    def byte(
+        pattern: str,
+        merges: list[tuple[int, int]],
+        merge_ids: Sequence[int],
+        *,
+        byte_ids: Sequence[int] | None = None,
+        whole_words: Sequence[tuple[bytes, int]] | None = None,
+    ) -> Encoder: ...
+    @staticmethod
+    def file_merges(pattern: str, merges: FileMerges, first_id: int) -> Encoder: ...
+    @staticmethod
+    def byte_table(
+        pattern: str,
+        vocab: list[bytes | None],
+        merges: list[tuple[int, int]],
+        merge_ids: Sequence[int],
+        byte_ids: Sequence[int],
+        *,
+        whole_words: bool,
+    ) -> Encoder: ...
+    @staticmethod
+    def from_vocabulary(pattern: str, vocabulary: Vocabulary, *, whole_words: bool) -> Encoder: ...
+    @staticmethod
+    def char(
+        merges: list[tuple[int, int]],
+        merge_ids: Sequence[int],
+        alphabet: Sequence[str],
+        *,
+        end_of_word: int,
+        unk: int,
+        lowercase: bool = False,
+    ) -> Encoder: ...
+    def encode(self, text: str, eos: int | None = None) -> list[int]: ...
+    def encode_batch(
+        self,
+        offsets: Buffer,
+        data: Buffer,
+        start: int,
+        n: int,
+        eos: int | None = None,
+        wide: bool = True,
+        parallel: bool = True,
+    ) -> tuple[bytes, bytes]:
+        """(ids as little-endian u16 or u32 bytes, per-document token counts as u32 bytes)."""

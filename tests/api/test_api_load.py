@@ -1,0 +1,100 @@
+"""`tokenmill.load` reads every tokenizer file the CLI reads; tiktoken's own
+files need no pattern (as `tiktoken.get_encoding` needs none); `Tokenizer.load`
+of another tool's file says in one line to use `tokenmill.load`; library
+errors name Python arguments, the CLI its options."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from realtext import CL100K_FILE, GPT2_FILE, O200K_FILE
+
+import tokenmill
+from tokenmill import Tokenizer, TokenmillError
+from tokenmill.formats import export, load_any
+
+TEXT = "hello world, the cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def trained() -> Tokenizer:
+    return Tokenizer.train([TEXT] * 20, vocab_size=300)
+
+
+@pytest.mark.parametrize(
+    "path, eos, hello",
+    [
+        (GPT2_FILE, 50256, [31373, 995]),  # tiktoken's test_simple
+        (CL100K_FILE, 100257, [15339, 1917]),
+        (O200K_FILE, 199999, None),
+    ],
+)
+def test_tiktoken_files_load_by_name_without_a_pattern(path, eos, hello):
+    enc = tokenmill.load(path)
+    assert enc.eos_id == eos
+    assert enc.decode(enc.encode("hello world")) == "hello world"
+    if hello is not None:
+        assert enc.encode("hello world") == hello
+    # The same as naming the pattern: the stem only stands in for it.
+    pattern = {GPT2_FILE: "gpt2", CL100K_FILE: "cl100k", O200K_FILE: "o200k"}[path]
+    assert enc.sha256 == load_any(path, pattern=pattern).sha256
+
+
+def test_r50k_base_is_gpt2s_pattern(tmp_path):
+    path = tmp_path / "r50k_base.tiktoken"
+    shutil.copy(GPT2_FILE, path)
+    assert tokenmill.load(path).encode("hello world") == [31373, 995]
+
+
+def test_a_ranks_file_of_another_name_needs_a_pattern(tmp_path):
+    path = tmp_path / "mine.tiktoken"
+    shutil.copy(GPT2_FILE, path)
+    with pytest.raises(TokenmillError, match="give pattern=") as e:
+        tokenmill.load(path)
+    assert "--" not in str(e.value) and "\n" not in str(e.value)
+    assert tokenmill.load(path, pattern="gpt2").encode("hello world") == [31373, 995]
+    assert tokenmill.load(str(path), pattern="gpt2").eos_id == 50256  # a str path too
+
+
+def test_every_format_the_cli_reads(tmp_path, trained):
+    trained.save(tmp_path / "tok.json")
+    export(trained, tmp_path / "hf.json", "hf")
+    export(trained, tmp_path / "t.tiktoken", "tiktoken")  # with its JSON beside it
+    for name in ("tok.json", "hf.json", "t.tiktoken", "t.tiktoken.json"):
+        tok = tokenmill.load(tmp_path / name)
+        assert tok.encode(TEXT) == trained.encode(TEXT), name
+        assert tok.eos_id == trained.eos_id
+
+
+def test_tokenizer_load_of_another_format_says_to_use_tokenmill_load(tmp_path, trained):
+    export(trained, tmp_path / "hf.json", "hf")
+    for path in (GPT2_FILE, tmp_path / "hf.json"):
+        with pytest.raises(TokenmillError) as e:
+            Tokenizer.load(path)
+        message = str(e.value)
+        assert "\n" not in message and str(path) in message
+        assert "tokenmill.load(path)" in message and "JSON" not in message
+    trained.save(tmp_path / "tok.json")
+    assert Tokenizer.load(tmp_path / "tok.json") == trained
+
+
+def test_library_errors_name_arguments_and_the_cli_its_options(tmp_path, trained, cli):
+    with pytest.raises(TokenmillError, match=r"^vocab_size=10 is below"):
+        Tokenizer.train([TEXT], vocab_size=10)
+    trained.save(tmp_path / "tok.json")
+    with pytest.raises(TokenmillError, match="pattern= and special_tokens= apply"):
+        tokenmill.load(tmp_path / "tok.json", pattern="gpt2")
+    result = cli(
+        "tokenize", "--tokenizer", tmp_path / "tok.json", "--pattern", "gpt2", "hi", ok=False
+    )
+    assert "--pattern and --special-token apply" in result.output, result.output
+    ranks = tmp_path / "mine.tiktoken"
+    shutil.copy(GPT2_FILE, ranks)
+    result = cli("tokenize", "--tokenizer", ranks, "hi", ok=False)
+    assert "give --pattern (gpt2" in result.output, result.output
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text(TEXT + "\n", encoding="utf-8")
+    result = cli("run", data, tmp_path / "out", "--mode", "char", "--vocab-size", "2", ok=False)
+    assert "--vocab-size 2 is below" in result.output and "vocab_size" not in result.output
