@@ -25,6 +25,8 @@ REPEAT ?= 5
 # The run writes its tables to bench/RESULTS.md and its summary rows into README.md.
 BENCH_ARGS ?=
 JOB ?= jobs/sample.toml
+# More pytest options for `make test`, e.g. PYTEST_ARGS="-k s3 -n 0".
+PYTEST_ARGS ?=
 # One stamp per install, so that each target installs what it needs, once: tokenize and job
 # the package alone (`pip install -e .`); test, lint, fmt and bench its dev extra too.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
@@ -60,7 +62,7 @@ job: $(RUNTIME_STAMP)
 
 test: $(STAMP)
 	cd native && cargo test --lib --quiet
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 8 --dist loadgroup $(PYTEST_ARGS)
 
 # mypy checks the package ([tool.mypy] in pyproject.toml); stubtest checks the
 # native module's stub (_native.pyi) against the built module.

@@ -27,6 +27,17 @@ WORDS = (
 ).split()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite on several workers (pytest-xdist, --dist
+    loadgroup): a file's tests stay together, so its module fixtures are made
+    once, and the Ray tests share one group, as two local Ray clusters on one
+    machine would join each other."""
+    for item in items:
+        group = "ray" if item.path.name.startswith("test_ray") else item.path.stem
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def zstd(data: bytes) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.CompressedOutputStream(sink, "zstd") as f:

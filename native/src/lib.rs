@@ -606,6 +606,23 @@ fn byte_level_tables<'py>(
     Ok((bytes_list(py, &vocab)?, merges))
 }
 
+/// The first fault of a merge list (id pairs in rank order, merge k making
+/// `merge_ids[k]`): ("repeats", k, first) or ("early", k, maker), or None.
+#[pyfunction]
+fn merge_fault(
+    merges: Vec<(u32, u32)>,
+    merge_ids: Vec<u32>,
+) -> Option<(&'static str, usize, usize)> {
+    fault_tuple(vocab::merge_fault(&merges, &merge_ids))
+}
+
+fn fault_tuple(fault: Option<vocab::MergeFault>) -> Option<(&'static str, usize, usize)> {
+    Some(match fault? {
+        vocab::MergeFault::Repeats { k, first } => ("repeats", k, first),
+        vocab::MergeFault::Early { k, maker } => ("early", k, maker),
+    })
+}
+
 /// A list of each id's bytes (None for an id with none).
 fn bytes_list<'py>(py: Python<'py>, table: &[Option<Vec<u8>>]) -> PyResult<Bound<'py, PyList>> {
     let items = table.iter().map(|v| match v {
@@ -678,6 +695,14 @@ impl Vocabulary {
     /// The id each merge yields.
     fn merge_ids(&self) -> Vec<u32> {
         self.inner.merge_ids.clone()
+    }
+
+    /// The first fault of the merges (`merge_fault`), if any.
+    fn merge_fault(&self) -> Option<(&'static str, usize, usize)> {
+        fault_tuple(vocab::merge_fault(
+            &self.inner.merges,
+            &self.inner.merge_ids,
+        ))
     }
 
     /// Each byte's id; None when some byte has no token.
@@ -1009,6 +1034,7 @@ impl Encoder {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_fault, m)?)?;
     m.add_function(wrap_pyfunction!(char_words, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
     m.add_function(wrap_pyfunction!(valid_utf8, m)?)?;

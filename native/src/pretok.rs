@@ -6,10 +6,21 @@
 //! tiktoken itself uses. Char mode splits on whitespace exactly like Python's
 //! `str.split()` (optionally lowercasing first), because that is what the
 //! articles' reference code does.
+//!
+//! Byte mode is lossless only if the pieces cover the text. tiktoken drops
+//! what a pattern leaves unmatched (`\w+` encodes "Hello, world" as
+//! "Helloworld"), so there is no reference to copy for the gaps: a custom
+//! pattern that leaves any text unmatched is refused, when it is compiled if
+//! it misses part of `PROBE`, else on the first text it misses.
 
 use crate::error::{Error, Result};
 use crate::scanner::{self, Preset};
 use fancy_regex::Regex;
+
+/// Letters, digits, punctuation, symbols and whitespace of several scripts:
+/// a pattern that leaves any of it unmatched would drop text.
+const PROBE: &str = "Hello, world! It's 1,234.5 \t\r\n  x_y-z (a+b)=c; \"q\" @#$%^&*\\/ \
+    Ünïcödé ΑΒΓ αβγ кириллица 日本語の文 中文 한국어 عربى עברית हिन्दी 😀👍🏽 \u{a0}\u{3000}\u{200b}\u{1f}\0\n";
 
 /// The regex source of a preset name, or `None` for an unknown name.
 pub fn preset_regex(name: &str) -> Option<&'static str> {
@@ -40,13 +51,14 @@ impl PreTokenizer {
         if let Some(preset) = preset {
             return Ok(PreTokenizer::Scanner(preset));
         }
-        Regex::new(name_or_regex)
-            .map(|re| PreTokenizer::Regex(Box::new(re)))
-            .map_err(|e| {
-                Error::Pattern(format!(
-                    "invalid pre-tokenization pattern {name_or_regex:?}: {e}"
-                ))
-            })
+        let re = Regex::new(name_or_regex).map_err(|e| {
+            Error::Pattern(format!(
+                "invalid pre-tokenization pattern {name_or_regex:?}: {e}"
+            ))
+        })?;
+        let pt = PreTokenizer::Regex(Box::new(re));
+        pt.for_each_word(PROBE, |_| ())?;
+        Ok(pt)
     }
 
     pub fn whitespace(lowercase: bool) -> Self {
@@ -73,11 +85,19 @@ impl PreTokenizer {
         match self {
             PreTokenizer::Scanner(preset) => scanner::for_each_piece(*preset, text, f),
             PreTokenizer::Regex(re) => {
+                let mut end = 0;
                 for m in re.find_iter(text) {
                     let m = m.map_err(|e| {
                         Error::Pattern(format!("pre-tokenization pattern failed: {e}"))
                     })?;
+                    if m.start() > end {
+                        return Err(uncovered(re.as_str(), &text[end..m.start()]));
+                    }
                     f(&text[m.start()..m.end()]);
+                    end = m.end();
+                }
+                if end < text.len() {
+                    return Err(uncovered(re.as_str(), &text[end..]));
                 }
             }
             PreTokenizer::Whitespace { .. } => split_whitespace(text, f),
@@ -122,6 +142,16 @@ impl PreTokenizer {
         self.for_each_word(text, |w| out.push(w.to_string()))?;
         Ok(out)
     }
+}
+
+fn uncovered(pattern: &str, gap: &str) -> Error {
+    let shown: String = gap.chars().take(20).collect();
+    let more = if shown.len() < gap.len() { "..." } else { "" };
+    Error::Pattern(format!(
+        "pre-tokenization pattern {pattern:?} leaves text such as {shown:?}{more} unmatched, which \
+         byte mode would drop: end the pattern with |[\\s\\S] to make each such character a \
+         piece of its own"
+    ))
 }
 
 fn split_whitespace<'a>(text: &'a str, f: impl FnMut(&'a str)) {

@@ -370,6 +370,41 @@ impl Imported {
     }
 }
 
+/// A merge list that merging by rank reads otherwise than Hugging Face's
+/// BPE, which ranks a merge listed twice by its last place and merges a
+/// pair as soon as it appears, whatever the rank of the merge that made it.
+pub enum MergeFault {
+    /// Merge `k` repeats merge `first`.
+    Repeats { k: usize, first: usize },
+    /// Merge `k` joins a token that only merge `maker` (>= k) makes.
+    Early { k: usize, maker: usize },
+}
+
+/// The first fault of `merges` (id pairs, in rank order, merge k making
+/// `merge_ids[k]`), if any.
+pub fn merge_fault(merges: &[(u32, u32)], merge_ids: &[u32]) -> Option<MergeFault> {
+    let size = merge_ids.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut made_by = vec![usize::MAX; size];
+    for (k, &id) in merge_ids.iter().enumerate().rev() {
+        made_by[id as usize] = k;
+    }
+    let mut seen: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+    seen.reserve(merges.len());
+    for (k, &(left, right)) in merges.iter().enumerate() {
+        if let Some(&first) = seen.get(&(left, right)) {
+            return Some(MergeFault::Repeats { k, first });
+        }
+        seen.insert((left, right), k);
+        for side in [left, right] {
+            let maker = made_by.get(side as usize).copied().unwrap_or(usize::MAX);
+            if maker != usize::MAX && maker >= k {
+                return Some(MergeFault::Early { k, maker });
+            }
+        }
+    }
+    None
+}
+
 /// The byte a character of GPT-2's byte-to-unicode alphabet stands for
 /// (tokenizer.json files write token bytes in it): printable Latin-1 stands
 /// for itself, U+0100 onwards for the other bytes in order; None for any

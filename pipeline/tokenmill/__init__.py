@@ -14,18 +14,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from tokenmill.errors import (
-    DisallowedSpecialTokenError,
-    InputChanged,
-    StoreError,
-    TokenmillError,
-    WorkerLost,
-    WriteError,
-)
-
 if TYPE_CHECKING:
     from os import PathLike
 
+    from tokenmill.errors import (
+        DisallowedSpecialTokenError,
+        InputChanged,
+        StoreError,
+        TokenmillError,
+        WorkerLost,
+        WriteError,
+    )
     from tokenmill.tokenizer import Tokenizer
 
     __version__: str  # made by __getattr__
@@ -68,10 +67,20 @@ def load(
     return formats.load_any(path, pattern=pattern, special_tokens=special_tokens)
 
 
+_ERRORS = {
+    "DisallowedSpecialTokenError",
+    "InputChanged",
+    "StoreError",
+    "TokenmillError",
+    "WorkerLost",
+    "WriteError",
+}
+
+
 def __getattr__(name: str) -> object:
-    """`Tokenizer` and `__version__`, made on first use (PEP 562): a bare
-    `import tokenmill` (the CLI's entry point) imports neither PyArrow nor
-    the native core."""
+    """`Tokenizer`, the errors and `__version__`, made on first use (PEP 562):
+    a bare `import tokenmill` (the console script's first step, before it can
+    turn Ctrl-C into one line) runs no import of its own."""
     if name == "__version__":
         # The installed distribution's (Cargo.toml's) version, read on use:
         # importlib.metadata is slow to import, and the console script imports
@@ -79,6 +88,8 @@ def __getattr__(name: str) -> object:
         from importlib.metadata import version
 
         return version("tokenmill")
+    if name in _ERRORS:
+        return getattr(importlib.import_module("tokenmill.errors"), name)
     if name == "Tokenizer":
         # importlib rather than an import statement: the package's own module
         # must not depend on a submodule that imports `tokenmill._native` from it.

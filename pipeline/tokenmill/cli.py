@@ -697,12 +697,20 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
 @user_errors
 def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     """Print the token ids of TEXT (or of standard input when TEXT is - or
-    missing), for quick checks of a tokenizer."""
+    missing), for quick checks of a tokenizer. TEXT and standard input must be
+    UTF-8 text, as the documents `encode` reads: other bytes are an error."""
     from tokenmill.formats import load_any
 
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
-        text = click.get_text_stream("stdin", encoding="utf-8", errors="strict").read()
+        text = utf8_text(click.get_binary_stream("stdin").read(), "standard input")
+    else:
+        # Python hands a non-UTF-8 argument over with its bytes as surrogate
+        # escapes, which the encoder would silently turn into U+FFFD.
+        try:
+            text = utf8_text(text.encode("utf-8", "surrogateescape"), "TEXT")
+        except UnicodeEncodeError:
+            raise TokenmillError("TEXT is not UTF-8 text") from None
     ids = tok.encode_ordinary(text)
     if not pieces:
         click.echo(" ".join(map(str, ids)))
@@ -716,6 +724,15 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     else:
         for i, piece in zip(ids, texts, strict=True):
             click.echo(f"{i}\t{json.dumps(piece, ensure_ascii=False)}")
+
+
+def utf8_text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TokenmillError(
+            f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start}"
+        ) from None
 
 
 PIECE_COLOURS = ("bright_blue", "bright_green", "bright_magenta", "bright_yellow", "bright_cyan")

@@ -104,3 +104,23 @@ def test_a_bad_tokenizer_file_is_one_line(cli, tmp_path):
     bad.write_text("{")
     result = cli("tokenize", "--tokenizer", bad, "x", ok=False)
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "where"),
+    [
+        (["-"], b"ok \xff\xfe", "standard input is not UTF-8 text: byte 0xff at offset 3"),
+        ([], b"\xc3(", "standard input is not UTF-8 text: byte 0xc3 at offset 0"),
+        # Python hands this argument over as surrogate escapes, which the encoder
+        # would silently have turned into U+FFFD.
+        ([b"a\xff"], b"", "TEXT is not UTF-8 text: byte 0xff at offset 1"),
+    ],
+)
+def test_text_that_is_not_utf8_is_one_line(trained, args, stdin, where):
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", str(trained), *args],
+        input=stdin,
+        capture_output=True,
+    )
+    assert result.returncode == 1 and result.stdout == b""
+    assert result.stderr.decode().strip() == f"Error: {where}"

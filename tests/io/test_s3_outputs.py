@@ -311,3 +311,20 @@ def test_s3_to_s3_is_identical_uninterrupted_and_resumed(
     here("run", remote_data, resumed, *RUN)
     assert_same_run(resumed, local_run())
     assert "files match the manifest" in here("verify", resumed).output
+
+
+def test_verify_finds_a_local_tokenizer_given_to_a_run_into_s3(
+    s3, data, local_run, scratch, here, tmp_path, monkeypatch
+):
+    """The manifest lists the tokenizer given by its absolute local path: neither
+    under OUT nor relative to wherever `run` was started."""
+    (tmp_path / "local.json").write_bytes((local_run() / "tokenizer.json").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    url = s3.url("out")
+    here("run", data, url, "--tokenizer", "./local.json", "--workers", "1")
+    assert remote_manifest(url)["tokenizer"]["path"] == str(tmp_path / "local.json")
+    assert "files match the manifest" in here("verify", url).output
+    (tmp_path / "local.json").write_bytes(b"{}")
+    check = here("verify", url, ok=False)
+    assert "verify: output ./local.json" not in check.output
+    assert f"verify: output {tmp_path / 'local.json'}: changed" in check.output

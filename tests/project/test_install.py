@@ -41,7 +41,7 @@ PROMISED = {
     "ray": {"ray"},
     "interop": {"tiktoken", "tokenizers", "transformers", "datasets"},
 }
-TOOLS = {"pytest", "hypothesis", "ruff", "mypy", "maturin"}
+TOOLS = {"pytest", "pytest-xdist", "hypothesis", "ruff", "mypy", "maturin"}
 DOCS = ["the cat sat on the mat", "καλημέρα κόσμε, café naïve 東京 don't"]
 
 

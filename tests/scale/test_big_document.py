@@ -1,66 +1,190 @@
-"""A shard holding one 200 MB document goes through the whole pipeline:
-readers cut a line into blocks without copying it over and over, and memory
-follows the batch (here: the one document), not the shard."""
+"""One large document through each stage, each stage in a process of its
+own: its peak memory, less that of the same command on a tiny document (the
+imports, the threads), is bounded by the document's size (docs/memory.md).
+Readers hold the document once, not a copy per step, and a stage holds no
+reader's buffers while it works."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
-from runs import manifest
+import pytest
 
+from tokenmill.io.arrow import one_array
 from tokenmill.tokenizer import Tokenizer
 
-SIZE = 200 << 20
-# The whole run's peak memory, a generous bound: some copies of the document,
-# its pre-token spans and its ids. Reading the shard twice over would exceed it.
-MAX_RSS_BYTES = 24 * SIZE
+SIZE = 64 << 20
+# PyArrow's Parquet writer holds one document's ids as one page, built from
+# 32-bit values and levels in buffers that grow by doubling: ~21 bytes per id
+# on top of the ids themselves, whatever the document's format.
+ENCODE_BYTES_PER_TOKEN = 28
+# Letters of several scripts, of two to three UTF-8 bytes as well as one.
+LETTERS = "abcdefghijklmnopqrstuvwxyzαβγδεζηθικλμνξοπρστυφχψωабвгдежзийклмнопрстуфх東京大阪中国語"
 
-RSS_WRAPPER = """
-import resource, sys
-from tokenmill.cli import main
-try:
-    main()
-finally:
-    print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+# Peak resident memory from /proc: a child's ru_maxrss may also count what it
+# shared with pytest before it started.
+PEAK = r"""
+import atexit, re, sys
+
+def peak():
+    status = open("/proc/self/status").read()
+    print("peak_kb", re.search(r"VmHWM:\s*(\d+)", status).group(1), file=sys.stderr)
+
+atexit.register(peak)
+sys.argv[0] = "tokenmill"
+from tokenmill.entry import main
+
+main()
 """
 
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
 
-def test_a_200_mb_document(tmp_path):
-    rng = random.Random(0)
-    words = "the cat sat on a mat καλημέρα κόσμε привіт 東京 naïve café self.x = 42;".split()
-    chunk = " ".join(rng.choice(words) for _ in range(100_000)).encode() + b" "
-    data = tmp_path / "data"
-    data.mkdir()
-    with open(data / "one.txt", "wb") as f:
-        for _ in range(SIZE // len(chunk) + 1):
-            f.write(chunk)
-        f.write(b"end\n")
-    size = (data / "one.txt").stat().st_size
-    assert size > SIZE
-    out = tmp_path / "out"
+
+def peak(*args) -> int:
+    """Peak resident bytes of `tokenmill ARGS`."""
     result = subprocess.run(
-        [sys.executable, "-c", RSS_WRAPPER, "run", data, out, "--vocab-size", "300"],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", PEAK, *map(str, args)], capture_output=True, text=True
     )
-    assert result.returncode == 0, result.stderr
-    m = manifest(out)
-    assert m["documents"] == 1 and m["inputs"][0]["bytes"] == size
-    table = pq.read_table(out / "tokens" / "one.txt.parquet")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return int(re.findall(r"peak_kb (\d+)", result.stderr)[-1]) * 1024
+
+
+def growth(stage: str, big: list, tiny: list) -> int:
+    """Peak of `tokenmill STAGE BIG...` less that of `tokenmill STAGE TINY...`."""
+    return peak(stage, *big) - peak(stage, *tiny)
+
+
+def words_text(size: int) -> str:
+    """About `size` bytes of words of several scripts, 50,000 of them drawn
+    Zipf-like, so that the word table is a corpus's, not a handful of words."""
+    rng = random.Random(0)
+    words = ["".join(rng.choices(LETTERS, k=rng.randint(1, 10))) for _ in range(50_000)]
+    weights = [1 / (i + 1) for i in range(len(words))]
+    chunks = [" ".join(rng.choices(words, weights, k=200_000)) + ".\n" for _ in range(3)]
+    parts, n = [], 0
+    while n < size:
+        parts.append(chunks[len(parts) % len(chunks)])
+        n += len(parts[-1].encode())
+    return "".join(parts)
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory) -> tuple[str, Path]:
+    """The large document, and a folder for the tiny one's inputs."""
+    tiny = tmp_path_factory.mktemp("tiny")
+    (tiny / "doc.txt").write_text("a tiny document\n", encoding="utf-8")
+    return words_text(SIZE), tiny
+
+
+def shard_ids(tokens: Path) -> pa.Array:
+    (shard,) = tokens.glob("*.parquet")
+    table = pq.read_table(shard)
     assert table.num_rows == 1
-    ids = table["ids"][0].values
-    assert len(ids) == table["n_tokens"][0].as_py() == m["tokens"]
-    tok = Tokenizer.load(out / "tokenizer.json")
-    assert ids[-1].as_py() == tok.eos_id
-    head = tok.decode(ids[:200].to_pylist())
-    assert chunk.decode().startswith(head)
-    assert tok.decode(ids[-40:-1].to_pylist()).endswith(" end")
-    peak = int(result.stderr.rsplit("maxrss_kb", 1)[1].split()[0]) * 1024
-    assert peak < MAX_RSS_BYTES, f"peak memory {peak / 1e9:.1f} GB"
+    return table["ids"][0].values
+
+
+def test_each_stage_holds_a_large_text_document_once(document, tmp_path):
+    text, tiny = document
+    path = tmp_path / "doc.txt"
+    path.write_text(text, encoding="utf-8")
+    size = path.stat().st_size
+    big, small = tmp_path / "big", tmp_path / "tiny"
+    unit = ["--txt-unit", "file"]
+    count = growth(
+        "count", [path, big / "counts", *unit], [tiny / "doc.txt", small / "counts", *unit]
+    )
+    merge = growth(
+        "merge",
+        [big / "counts", big / "counts.parquet"],
+        [small / "counts", small / "counts.parquet"],
+    )
+    vocab = ["--vocab-size", 1000]
+    train = growth(
+        "train",
+        [big / "counts.parquet", big / "tok.json", *vocab],
+        [small / "counts.parquet", small / "tok.json", *vocab],
+    )
+    tok = ["--tokenizer", big / "tok.json", *unit]
+    encode = growth(
+        "encode", [path, big / "tokens", *tok], [tiny / "doc.txt", small / "tokens", *tok]
+    )
+    ids = shard_ids(big / "tokens")
+    sizes = f"{size >> 20} MB, {len(ids)} tokens: count {count >> 20} MB, merge {merge >> 20} MB, "
+    sizes += f"train {train >> 20} MB, encode {encode >> 20} MB"
+    # The file read once, as one buffer (joining its pieces held it twice).
+    assert count <= 1.5 * size, sizes
+    assert merge <= 3 * size and train <= 3 * size, sizes
+    assert encode <= size + ENCODE_BYTES_PER_TOKEN * len(ids), sizes
+    tokenizer = Tokenizer.load(big / "tok.json")
+    assert ids[-1].as_py() == tokenizer.eos_id
+    assert text.startswith(tokenizer.decode(ids[:200].to_pylist()))
+    assert text.endswith(tokenizer.decode(ids[-40:-1].to_pylist()))
+
+
+def test_a_json_line_or_parquet_row_as_large(document, tmp_path):
+    """A JSON line is read into one buffer (its blocks joined held it twice)
+    and not split into a copy; Arrow's parser then holds the line and its
+    text twice while it parses it. A Parquet reader keeps its last page,
+    decoded and not, until closed: it is closed once the last row is read,
+    before the row is encoded."""
+    text, tiny = document
+    jsonl, parquet = tmp_path / "doc.jsonl", tmp_path / "doc.parquet"
+    jsonl.write_text(json.dumps({"id": 1, "text": text}, ensure_ascii=False) + "\n", "utf-8")
+    pq.write_table(pa.table({"text": pa.array([text], pa.large_string())}), parquet)
+    (tiny / "doc.jsonl").write_text(json.dumps({"text": "tiny"}) + "\n", encoding="utf-8")
+    pq.write_table(pa.table({"text": ["tiny"]}), tiny / "doc.parquet")
+    size = len(text.encode())
+    Tokenizer.train([text[: 1 << 20]], vocab_size=1000).save(tmp_path / "tok.json")
+    tok = ["--tokenizer", tmp_path / "tok.json"]
+    count = growth("count", [jsonl, tmp_path / "c"], [tiny / "doc.jsonl", tmp_path / "tc"])
+    encoded = {}
+    for path in (jsonl, parquet):
+        out = tmp_path / f"{path.suffix[1:]}-tokens"
+        tiny_out = tmp_path / f"tiny-{path.suffix[1:]}-tokens"
+        encode = growth("encode", [path, out, *tok], [tiny / path.name, tiny_out, *tok])
+        encoded[path.suffix] = ids = shard_ids(out)
+        sizes = f"{path.name}: {size >> 20} MB, {len(ids)} tokens: encode {encode >> 20} MB"
+        held = 2 if path == jsonl else 1  # the line as read, and its text
+        assert encode <= held * size + ENCODE_BYTES_PER_TOKEN * len(ids), sizes
+    assert count <= 4 * size, f"{size >> 20} MB: count {count >> 20} MB"
+    assert encoded[".jsonl"].equals(encoded[".parquet"])
+
+
+def test_a_word_as_large_as_the_document(tmp_path):
+    """A document without a space is one word: counted, it is the count
+    table's one entry, written without min/max statistics, which copied the
+    word twice more."""
+    piece = "".join(random.Random(0).choices(LETTERS, k=1 << 20)).encode()
+    path = tmp_path / "word.txt"
+    path.write_bytes(piece * (SIZE // len(piece) + 1))
+    (tmp_path / "tiny.txt").write_text("tiny", encoding="utf-8")
+    size = path.stat().st_size
+    unit = ["--txt-unit", "file"]
+    count = growth(
+        "count", [path, tmp_path / "c", *unit], [tmp_path / "tiny.txt", tmp_path / "tc", *unit]
+    )
+    (shard,) = (tmp_path / "c").glob("*.parquet")
+    assert pq.read_table(shard)["count"].to_pylist() == [1]
+    assert count <= 3.5 * size, f"{size >> 20} MB: count {count >> 20} MB"
+
+
+def test_one_chunk_is_not_copied_into_one_array():
+    """A reader's column of one chunk (Arrow's JSON parser gives one) is taken
+    as it is: combine_chunks copies even a lone chunk, which held a large
+    document twice for as long as the parsed table lived."""
+    chunk = pa.array(["a document", "another"], pa.large_string())
+    one = one_array(pa.chunked_array([chunk]))
+    assert one.buffers()[2].address == chunk.buffers()[2].address
+    assert one_array(chunk) is chunk
+    two = one_array(pa.chunked_array([chunk, chunk]))
+    assert two.to_pylist() == chunk.to_pylist() * 2
 
 
 def test_a_json_line_longer_than_a_read_block(tmp_path):

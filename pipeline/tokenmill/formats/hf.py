@@ -24,13 +24,15 @@ Import reads byte-level BPE files (GPT-2, Llama 3, Qwen 2 style): a ByteLevel
 pre-tokenizer with its regex, or a Split with any regex followed by ByteLevel
 without one; optional `ignore_merges`; an optional NFC normalizer. Anything
 tokenmill cannot reproduce exactly (WordPiece, Unigram, other normalizers or
-pre-tokenizers, dropout, byte fallback, added tokens that are not special)
-raises TokenmillError naming the file and the unsupported part.
+pre-tokenizers, dropout, byte fallback, added tokens that are not special,
+a merge listed twice or before a merge that makes one of its tokens) raises
+TokenmillError naming the file and the unsupported part.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,6 +317,9 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             table = parsed.model.vocabulary(sorted(set(specials.values())))
         except _native.NativeError:  # a fault in them: the file read whole names it
             return from_dict(parse_json(parsed.data, source), source)
+        fault = table.merge_fault()
+        if fault is not None:
+            _refuse_merge_order(fault, table.merges(), table.token, source)
         tok = Tokenizer._imported(
             table,
             pattern=pattern,
@@ -334,7 +339,30 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
         whole_words=whole_words,
         normalization=normalization,
     )
-    return tok._checked(source)
+    tok = tok._checked(source)
+    fault = _native.merge_fault(tok.merges, tok._merge_ids)
+    if fault is not None:
+        _refuse_merge_order(fault, tok.merges, tok._byte_vocab.__getitem__, source)
+    return tok
+
+
+def _refuse_merge_order(
+    fault: tuple[str, int, int], merges: list, token: Callable[[int], bytes | None], source: str
+) -> None:
+    """Refuse merges that Hugging Face's BPE reads otherwise than tokenmill's
+    merging by rank (`_native.merge_fault`): it ranks a merge listed twice by
+    its last place, and merges a pair whose token a later merge makes as
+    soon as that token appears. Trained merge lists have neither."""
+    kind, k, j = fault
+    left, right = (to_byte_level(token(i) or b"") for i in merges[k])
+    if kind == "repeats":
+        what = f"merge {k} {left + ' ' + right!r} repeats merge {j}"
+    else:
+        what = f"merge {k} {left + ' ' + right!r} joins a token that merge {j}, after it, makes"
+    raise TokenmillError(
+        f"{source}: unsupported {FILE_FORMAT_NOTE}: {what} (tokenmill takes each merge "
+        "once, after the merges that make its two tokens)"
+    )
 
 
 def _native_tables(model: dict, specials: dict[str, int]) -> tuple | None:

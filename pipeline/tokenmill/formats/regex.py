@@ -219,8 +219,10 @@ def matches_empty(pattern: str) -> bool:
     """Whether `pattern` matches the empty string (pieces would be lost)."""
     from tokenmill import _native
 
+    # A first branch that matches any character: the core refuses a pattern
+    # that leaves text unmatched, and this one leaves none.
     try:
-        return _native.pretokenize("", pattern) == [""]
+        return _native.pretokenize("", rf"[\s\S]|(?:{pattern})") == [""]
     except _native.NativeError as e:
         raise TokenmillError(str(e)) from None
 

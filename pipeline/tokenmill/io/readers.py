@@ -392,7 +392,8 @@ def _parquet_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[Ra
         # Tasks already run in parallel, one per shard: Arrow's own thread pool
         # would only add hand-offs (it nearly doubled the time to read a shard).
         rows = _rows_per_batch(pf.metadata, batch_rows)
-        left = pf.metadata.num_rows
+        meta = pf.metadata  # the row groups' rows, which the batches are cut from
+        left = sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         batches = pf.iter_batches(batch_size=rows, columns=[column], use_threads=False)
         for batch in batches:
             left -= batch.num_rows

@@ -297,10 +297,14 @@ def abort_uploads(root: UPath) -> int:
     fence(root, "cleaned of unfinished uploads")
     bucket, key, _ = fs.split_path(root.path)
     prefix = key.rstrip("/") + "/" if key else ""
-    found = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+    with store_errors(root, action="list unfinished uploads"):
+        found = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
     uploads = [u for u in found.get("Uploads", []) if u["Key"].startswith(prefix)]
     for u in uploads:
-        fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"])
+        with store_errors(root / u["Key"].removeprefix(prefix), action="abort its upload"):
+            fs.call_s3(
+                "abort_multipart_upload", Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"]
+            )
     return len(uploads)
 
 
@@ -310,7 +314,8 @@ def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     fs = root.fs
     base = PurePosixPath(root.path)
     fence(root, "listed")
-    found = fs.find(root.path, withdirs=False, detail=False)
+    with store_errors(root, action="list"):
+        found = fs.find(root.path, withdirs=False, detail=False)
     for name in sorted(found):
         if name.endswith("/"):  # a folder marker object (S3 consoles make them), not a file
             continue
@@ -330,23 +335,39 @@ def is_store_error(e: BaseException) -> bool:
     return type(e).__module__.partition(".")[0] in _STORE_LIBRARIES
 
 
+def raised_by_store(e: BaseException) -> bool:
+    """Whether `e` comes from a store library, or stands for one's error (s3fs
+    raises an OSError with the botocore error as its cause)."""
+    seen: BaseException | None = e
+    for _ in range(16):  # a chain is short; a cycle must not hang
+        if seen is None:
+            return False
+        if type(seen).__module__.partition(".")[0] in _STORE_LIBRARIES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @contextmanager
-def store_errors(path: AnyPath, by_pyarrow: bool = False) -> Iterator[None]:
+def store_errors(path: AnyPath, by_pyarrow: bool = False, action: str = "read") -> Iterator[None]:
     """Turn what the object store holding `path` raises while it is read (a
     connection refused or dropped, credentials gone, an object gone) into a
     StoreError naming it: an input's reader, fingerprint or size each meet it
     first. Left as they are: a local path's errors; FileNotFoundError, the
     store's answer that callers ask for (is an output there yet?); and OSErrors
-    when PyArrow reads (`by_pyarrow`): it raises them for a corrupt file too
-    (bad compressed data), which is the file's fault, not the store's."""
+    when PyArrow reads (`by_pyarrow`) that no store library raised: PyArrow
+    raises them for a corrupt file too (bad compressed data), which is the
+    file's fault, not the store's."""
     try:
         yield
     except (TokenmillError, FileNotFoundError):
         raise
     except Exception as e:
-        if not is_remote(path) or not is_store_error(e) or (by_pyarrow and isinstance(e, OSError)):
+        if not is_remote(path) or not is_store_error(e):
             raise
-        raise StoreError(f"{path}: cannot read ({one_line(e)})") from e
+        if by_pyarrow and isinstance(e, OSError) and not raised_by_store(e):
+            raise
+        raise StoreError(f"{path}: cannot {action} ({one_line(e)})") from e
 
 
 @contextmanager
@@ -373,7 +394,8 @@ def delete(path: AnyPath) -> None:
     if is_remote(path):
         fence(path, "removed")
         try:
-            path.fs.rm_file(path.path)
+            with store_errors(path, action="remove"):
+                path.fs.rm_file(path.path)
         except FileNotFoundError:
             pass
     else:

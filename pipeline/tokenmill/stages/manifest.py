@@ -55,7 +55,7 @@ def relative(path: AnyPath | str, out: AnyPath) -> str:
     between a disk and a bucket still verifies."""
     path, out = location(path), location(out)
     if is_remote(path) or is_remote(out):
-        return relative_name(path, out) if is_inside(path, out) else str(path)
+        return relative_name(path, out) if is_inside(path, out) else resolved(path)
     # By name first, as the sweep and verify walk OUT: an output under a
     # linked folder (OUT/tokens on another disk) is still tokens/NAME.
     named = os.path.relpath(os.path.abspath(path), os.path.abspath(out))
@@ -162,7 +162,8 @@ def listed_path(out: AnyPath, name: str) -> AnyPath:
     """Where a manifest entry's path points: under OUT when relative; an
     absolute path or a URL (a tokenizer given from elsewhere) stays itself."""
     where = location(name)
-    return where if is_remote(where) else out / name
+    # Joined by hand: a UPath, unlike a Path, puts an absolute path under OUT.
+    return where if is_remote(where) or where.is_absolute() else out / name
 
 
 def listed_outputs(manifest: dict) -> list[dict]:

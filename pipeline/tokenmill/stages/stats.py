@@ -122,8 +122,13 @@ def corpus_stats(
     # What the manifest lists, never a stray file in tokens/ (verify reports those).
     if (out / MANIFEST).is_file():
         shards = manifest_token_shards(out)
-    else:
+    elif (out / "tokens").is_dir():
         shards = token_shards(out / "tokens")
+    else:
+        raise TokenmillError(
+            f"{out}: not an output folder of `tokenmill run` "
+            f"(it holds neither {MANIFEST} nor tokens/)"
+        )
     tok = shard_tokenizer(shards[0], tokenizer)
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from tokenmill.config import Config
@@ -47,14 +48,7 @@ def run_train(
     if config.extend and base is None:
         base, config = load_base(config)
     counts_file = location(counts_file)
-    try:
-        # ParquetFile, not read_table: read_table would import pyarrow.dataset.
-        with parquet_file(counts_file) as pf:
-            table = pf.read(columns=["word", "count"], use_threads=False)
-    except TokenmillError:  # a store's failure (a ValueError too): said already
-        raise
-    except (OSError, ValueError) as e:
-        raise TokenmillError(f"{counts_file}: cannot read word table ({e})") from None
+    table = read_word_table(counts_file)
     if table.num_rows == 0:
         raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
     key = {
@@ -98,6 +92,32 @@ def run_train(
     tok.save(tokenizer_file)
     record_file(tokenizer_file, key)
     return summary(table.num_rows, tok, start, reused=False)
+
+
+def read_word_table(counts_file: AnyPath) -> pa.Table:
+    """The word and count columns of the word table `tokenmill merge` wrote;
+    TokenmillError naming the file when it is not one."""
+    expected = "want the Parquet word table `tokenmill merge` writes (word, count)"
+    try:
+        # ParquetFile, not read_table: read_table would import pyarrow.dataset.
+        with parquet_file(counts_file) as pf:
+            schema = pf.schema_arrow
+            types = {name: schema.field(name).type for name in schema.names}
+            if not (
+                types.get("word") in (pa.string(), pa.large_string())
+                and pa.types.is_integer(types.get("count", pa.null()))
+            ):
+                columns = ", ".join(schema.names) or "none"
+                raise TokenmillError(
+                    f"{counts_file}: not a word table (columns {columns}): {expected}"
+                )
+            return pf.read(columns=["word", "count"], use_threads=False)
+    except TokenmillError:  # a store's failure (a ValueError too): said already
+        raise
+    except (OSError, ValueError) as e:
+        raise TokenmillError(
+            f"{counts_file}: cannot read it as a word table ({e}): {expected}"
+        ) from None
 
 
 def grow(base: Tokenizer, table, config: Config, progress) -> tuple[Tokenizer, dict]:

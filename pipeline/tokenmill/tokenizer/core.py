@@ -920,7 +920,7 @@ class Tokenizer:
                 ) from None
         tok = cls(
             mode=mode,
-            pattern=field_of("pattern", str, ""),
+            pattern=_file_pattern(field_of("pattern", str, ""), d, malformed),
             lowercase=field_of("lowercase", bool, False),
             alphabet=alphabet,
             merges=merges,
@@ -1030,7 +1030,10 @@ def word_table(
     row = 0
     for docs in batches:
         if len(docs):
-            counter.add(*arrow_buffers(docs), row, parallel)
+            try:
+                counter.add(*arrow_buffers(docs), row, parallel)
+            except _native.NativeError as e:  # a custom pattern that misses text
+                raise TokenmillError(str(e)) from None
         row += len(docs)
     offsets, data, counts, firsts, n = counter.finish()
     words = pa.Array.from_buffers(
@@ -1100,6 +1103,23 @@ def _training_pattern(mode: str, pattern: str | None) -> str:
         _native.Counter.byte(pattern)  # compiles it, no more
     except _native.NativeError as e:
         raise TokenmillError(str(e)) from None
+    return pattern
+
+
+def _file_pattern(pattern: str, d: dict, malformed) -> str:
+    """A tokenizer file's `pattern`, checked against its `pattern_regex`: save
+    writes the regex there (the preset's, or `pattern` itself) for other
+    tools to read. A file where they differ says two things, and whichever
+    were taken, the other's reader would split text another way."""
+    if "pattern_regex" not in d:
+        return pattern
+    written = d["pattern_regex"]
+    expected = _native.preset_regex(pattern) or pattern
+    if written != expected:
+        raise malformed(
+            f"pattern {pattern!r} and pattern_regex {show(written)} disagree: pattern is a "
+            "preset name (gpt2, cl100k, o200k) with that preset's regex, or the regex itself"
+        )
     return pattern
 
 

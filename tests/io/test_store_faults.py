@@ -1,0 +1,205 @@
+"""A store that fails while an input is read is never a skip: a run on S3
+DATA (the local server of tests/helpers/s3.py, behind a proxy here that
+answers 500 to chosen GETs) fails on one line naming the object, whatever
+--on-error says, and a rerun then gives the outputs of a clean run. A
+0-document skip would drop the object's documents from the outputs though
+nothing is wrong with it."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import io
+import json
+import re
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import make_documents
+from runs import manifest, output_files, tokenmill
+
+from tokenmill.io.storage import delete, walk_files
+
+RUN = ("--vocab-size", "300", "--workers", "1")
+# The store client's own retries, kept few: each waits a backoff.
+RETRIES = {"AWS_MAX_ATTEMPTS": "2"}
+DOCUMENTS = 60
+
+
+class FaultyStore(ThreadingHTTPServer):
+    """An HTTP proxy on 127.0.0.1 to the S3 endpoint `upstream` that answers
+    500 to every GET of a key ending in `failing`, once `healthy_gets` GETs of
+    it have passed. Counts the GETs of each key."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str):
+        super().__init__(("127.0.0.1", 0), _Forward)
+        self.upstream = urlsplit(upstream).netloc
+        self.failing: str | None = None
+        self.healthy_gets = 0
+        self.gets: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+class _Forward(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FaultyStore
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        key = unquote(urlsplit(self.path).path)
+        if self.command == "GET":
+            with self.server.lock:
+                self.server.gets[key] += 1
+                failing = self.server.failing
+                fail = failing is not None and key.endswith(failing)
+                fail = fail and self.server.gets[key] > self.server.healthy_gets
+            if fail:
+                error = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+                self.send_response(500)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(error)))
+                self.end_headers()
+                self.wfile.write(error)
+                return
+        upstream = http.client.HTTPConnection(self.server.upstream, timeout=60)
+        upstream.request(self.command, self.path, body=body or None, headers=dict(self.headers))
+        response = upstream.getresponse()
+        payload = response.read()
+        self.send_response(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in ("transfer-encoding", "content-length", "connection"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        upstream.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
+
+
+@pytest.fixture
+def store(s3):
+    proxy = FaultyStore(s3.endpoint)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    yield proxy
+    proxy.shutdown()
+    proxy.server_close()
+
+
+def jsonl(docs: list[str]) -> bytes:
+    return gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs).encode(), mtime=0)
+
+
+@pytest.fixture
+def data(s3, tmp_path) -> str:
+    import s3fs
+
+    docs = make_documents(3 * DOCUMENTS, seed=3)
+    url = s3.url("data")
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    for k, name in enumerate(("a.jsonl.gz", "b.jsonl.gz", "c.parquet")):
+        part = docs[k * DOCUMENTS : (k + 1) * DOCUMENTS]
+        fs.pipe_file(f"{url}/{name}", parquet(part) if name.endswith(".parquet") else jsonl(part))
+    return url
+
+
+def parquet(docs: list[str]) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"text": docs}), buf, row_group_size=DOCUMENTS // 3)
+    return buf.getvalue()
+
+
+def run(store: FaultyStore, data: str, out: Path, *options: str):
+    env = {"AWS_ENDPOINT_URL": store.endpoint, **RETRIES}
+    return tokenmill("run", data, out, *RUN, *options, env=env, check=False)
+
+
+def comparable(m: dict) -> dict:
+    return {k: v for k, v in m.items() if k not in ("seconds", "stages")}
+
+
+# (input, --on-error, the stage whose reads fail): count's after its first
+# GET (Parquet: the hash, then the footer and row groups), or encode's, after
+# count has read and hashed the object whole.
+FAULTS = [
+    ("b.jsonl.gz", "fail", "encode"),
+    ("b.jsonl.gz", "skip", "encode"),
+    ("c.parquet", "skip", "encode"),
+    ("c.parquet", "skip", "count"),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "stage"), FAULTS)
+def test_a_store_failing_after_the_hash_fails_the_run_and_a_rerun_completes(
+    store, data, tmp_path, name, policy, stage
+):
+    clean = tmp_path / "clean"
+    assert run(store, data, clean).returncode == 0
+    (key,) = [k for k in store.gets if k.endswith(f"/{name}")]
+    # A clean run reads each object in count, then again in encode.
+    healthy = 1 if stage == "count" else store.gets[key] // 2
+    store.failing, store.healthy_gets = f"/{name}", healthy
+
+    store.gets.clear()
+    out = tmp_path / "out"
+    failed = run(store, data, out, "--on-error", policy)
+    assert store.gets[key] > store.healthy_gets  # refused at least once
+    assert failed.returncode != 0, failed.stderr
+    assert "Traceback" not in failed.stderr
+    (line,) = failed.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"Error: {data}/{name}: cannot read"), failed.stderr
+    assert "skipped" not in failed.stderr
+
+    store.failing = None
+    again = run(store, data, out, "--on-error", policy)
+    assert again.returncode == 0, again.stderr
+    assert output_files(out) == output_files(clean)
+    assert manifest(out)["documents"] == 3 * DOCUMENTS
+    assert comparable(manifest(out)) == {
+        **comparable(manifest(clean)),
+        "config": manifest(out)["config"],
+    }
+
+
+def unreachable(*args, **kwargs):
+    import botocore.exceptions
+
+    raise botocore.exceptions.EndpointConnectionError(endpoint_url="http://store.invalid")
+
+
+@pytest.mark.parametrize(
+    ("method", "act", "verb"),
+    [
+        ("find", lambda p: list(walk_files(p.parent)), "list"),
+        ("rm_file", delete, "remove"),
+    ],
+)
+def test_a_store_failing_to_list_or_remove_names_the_object(monkeypatch, method, act, verb):
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from tokenmill.errors import StoreError
+    from tokenmill.io.storage import location
+
+    path = location("memory://store-faults/out/a.parquet")
+    monkeypatch.setattr(MemoryFileSystem, method, unreachable)
+    where = path.parent if verb == "list" else path
+    with pytest.raises(StoreError, match=rf"^{re.escape(str(where))}: cannot {verb} \(Could not"):
+        act(path)
