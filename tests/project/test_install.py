@@ -54,6 +54,15 @@ def run(*cmd, cwd: Path | None = None) -> str:
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # maturin moves cargo's library from native/target/maturin/ into the wheel
+    # it packs, and cargo, finding the build fresh, does not put it back: a
+    # second build after the editable one fails to find it. Cargo's own copy
+    # in native/target/release/ is the same build.
+    target = ROOT / "native" / "target"
+    staged, built = target / "maturin" / "lib_native.so", target / "release" / "lib_native.so"
+    if not staged.exists() and built.exists():
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, staged)
     maturin = [sys.executable, "-m", "maturin", "build", "--release", "--out", out]
     run(*maturin, "--interpreter", sys.executable, cwd=ROOT)
     built = list(out.iterdir())
