@@ -12,7 +12,10 @@ or `Tokenizer.train` one; the errors it raises, all ValueErrors.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+
+# Not typing's: importing typing takes a few ms of the console script's start,
+# before it can turn Ctrl-C into one line. Type checkers read the name alike.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -67,16 +70,6 @@ def load(
     return formats.load_any(path, pattern=pattern, special_tokens=special_tokens)
 
 
-_ERRORS = {
-    "DisallowedSpecialTokenError",
-    "InputChanged",
-    "StoreError",
-    "TokenmillError",
-    "WorkerLost",
-    "WriteError",
-}
-
-
 def __getattr__(name: str) -> object:
     """`Tokenizer`, the errors and `__version__`, made on first use (PEP 562):
     a bare `import tokenmill` (the console script's first step, before it can
@@ -88,8 +81,9 @@ def __getattr__(name: str) -> object:
         from importlib.metadata import version
 
         return version("tokenmill")
-    if name in _ERRORS:
-        return getattr(importlib.import_module("tokenmill.errors"), name)
+    errors = importlib.import_module("tokenmill.errors")
+    if name in errors.__all__:
+        return getattr(errors, name)
     if name == "Tokenizer":
         # importlib rather than an import statement: the package's own module
         # must not depend on a submodule that imports `tokenmill._native` from it.

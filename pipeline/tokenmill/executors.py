@@ -128,11 +128,21 @@ def _result(future: Future[R], desc: str) -> R:
         ) from None
 
 
-def _process_call(fn: Callable[[T], R], task: T, stage: str) -> R:
-    """Run one task in a worker process, with the test hook of a Ray task
-    (`{stage}-task:N` pauses the worker at its N-th task)."""
+# Tasks each worker process (of `processes`, or of a Ray node) has started, per
+# stage: tests pause the N-th (tokenmill.faults, stage "count-task" or
+# "encode-task"), to kill that worker or, under Ray, to lose that node only
+# (TOKENMILL_PAUSE_AT set in that node's environment).
+_started: dict[str, int] = {}
+
+
+def _task_started(stage: str) -> None:
     _started[stage] = _started.get(stage, 0) + 1
     checkpoint(f"{stage}-task", _started[stage])
+
+
+def _process_call(fn: Callable[[T], R], task: T, stage: str) -> R:
+    """Run one task in a worker process."""
+    _task_started(stage)
     return fn(task)
 
 
@@ -160,11 +170,6 @@ RAY_RETRIES = 3
 # With "0", Ray's servers listen on 127.0.0.1 only (see _init_ray).
 RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
-# Tasks each Ray worker process has started, per stage: tests pause the N-th
-# (tokenmill.faults, stage "count-task" or "encode-task") on one node only,
-# by setting TOKENMILL_PAUSE_AT in that node's environment.
-_started: dict[str, int] = {}
-
 
 def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[bool, object]:
     """Run one task on a Ray worker. Tasks are idempotent (an output is
@@ -177,8 +182,7 @@ def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[
     if shared:
         task = _with_fields(task, {k: ray.get(ref) for k, ref in shared.items()})
     _native.set_threads(1)
-    _started[stage] = _started.get(stage, 0) + 1
-    checkpoint(f"{stage}-task", _started[stage])
+    _task_started(stage)
     try:
         return True, fn(task)
     except Exception as e:  # noqa: BLE001 - re-raised on the driver

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from conftest import make_documents, write_shard
-from runs import HANG_GUARD_S, output_files, temporaries, tokenmill
+from runs import HANG_GUARD_S, output_files, paused, temporaries, tokenmill
 
 RUN = ("--vocab-size", "300", "--workers", "2", "--executor", "processes")
 
@@ -42,27 +39,10 @@ def test_a_killed_worker_process_is_one_line_and_a_rerun_resumes(tmp_path):
     tokenmill("run", data, clean, *RUN)
 
     out = tmp_path / "out"
-    marker = tmp_path / "paused"
-    env = {**os.environ, "TOKENMILL_PAUSE_AT": "encode-task:1", "TOKENMILL_PAUSE_FILE": str(marker)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenmill", "run", data, out, *RUN],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + HANG_GUARD_S
-        while not marker.exists():
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "never paused"
-            time.sleep(0.05)
+    with paused(["run", data, out, *RUN], "encode-task", 1, tmp_path) as proc:
         for pid in worker_processes(proc.pid):
             os.kill(pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=HANG_GUARD_S)
-    finally:
-        proc.kill()
-        proc.wait()
     lines = err.strip().splitlines()
     assert "Traceback" not in err, err
     assert proc.returncode == 137, err
