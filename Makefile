@@ -31,6 +31,10 @@ PYTEST_ARGS ?=
 # the package alone (`pip install -e .`); test, lint, fmt and bench its dev extra too.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed-dev
+# The trainers' own readers, which the tests read every output layout back with. Installed
+# without their dependencies: each declares torch (gigabytes, CUDA included), which the reading
+# code needs for a base class only; tests/helpers/trainers.py stands in for that import.
+TRAINER_READERS := megatron-core==0.16.1 datatrove==0.10.1 ai2-olmo-core==3.0.0
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
 
 .PHONY: install install-dev tokenize job test lint fmt bench clean
@@ -52,6 +56,7 @@ $(STAMP): $(SOURCES) | $(BIN)/python
 	@echo "Installing tokenmill and its dev extra (test and lint tools, every optional" \
 		"dependency) into $(VENV), building its Rust core (about a minute the first time)"
 	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-deps $(TRAINER_READERS)
 	touch $@ $(RUNTIME_STAMP)
 
 tokenize: $(RUNTIME_STAMP)

@@ -1,0 +1,116 @@
+"""Training layouts: the files trainers load, written from the token shards.
+
+The Parquet token shards of OUT/tokens/ are the source of truth; each layout
+here is one module that turns them into what one family of trainers reads,
+in a folder of OUT of its own:
+
+    packed     --pack N      OUT/packed/     fixed-length rows (Parquet)
+    bin        --format bin  OUT/bin/        nanoGPT's flat uint16/uint32 arrays
+    megatron   --format megatron   OUT/megatron/   Megatron's indexed dataset (.bin + .idx)
+    datatrove  --format datatrove  OUT/datatrove/  datatrove/nanotron .ds files
+    olmo       --format olmo       OUT/olmo/       OLMo-core's .npy token memmaps
+
+A layout is a module-level object with the `Layout` shape below; adding a
+format is one new module and one line in `LAYOUTS`. `run` hands each the same
+`LayoutJob` and lists what it returns (`LayoutResult.files`) in the manifest,
+so `verify`, resume and stale-file removal cover every layout alike. A
+layout writes each file through `io.writers.atomic_path` (a killed run leaves
+no half-written file) and its output depends on the token shards and the
+job's options only (a rerun writes the same bytes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from tokenmill.io.storage import AnyPath
+from tokenmill.stages.results import StageResult
+from tokenmill.stages.tokens import TokenShard
+from tokenmill.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class LayoutJob:
+    """What every layout is given: the token shards in input order (one
+    tokenizer, `shards[0].id_dtype` its id width) and the run's options."""
+
+    shards: list[TokenShard]
+    folder: AnyPath  # OUT/<layout.folder>: the layout's own
+    tokenizer: Tokenizer  # the one the shards were encoded with
+    bos: bool = False  # put <|bos|> before each document
+    val_fraction: float = 0.0  # > 0: train and val apart (stages/split.py decides)
+    per_shard: bool = False  # one set of files per token shard instead of one merged
+    seq_len: int = 0  # packed only
+    workers: int = 1
+    executor: str = "threads"
+    ray_address: str | None = None
+
+
+@dataclass(kw_only=True)
+class LayoutResult(StageResult):
+    dir: str  # the layout's folder
+    files: list[str] = field(default_factory=list)  # written, relative to dir
+    rows: dict[str, int] = field(default_factory=dict)  # per file with rows: how many
+    documents: int = 0
+    tokens: int = 0
+    summary: str = ""  # the stage's one line after the counts
+
+    def what(self) -> str:
+        return f"{self.documents} documents, {self.tokens} ids" + (
+            f" ({self.summary})" if self.summary else ""
+        )
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document read back from a layout: which split it went to ("" when
+    not split), the input shard and row it came from when the layout records
+    them (None when not), and its ids as the layout holds them."""
+
+    split: str
+    ids: np.ndarray
+    source: str | None = None
+    row: int | None = None
+
+
+class Layout(Protocol):
+    name: str  # its --format value ("packed": --pack)
+    folder: str  # its folder under OUT
+
+    def owns(self, name: str) -> bool:
+        """Whether a file at `name` (relative to the folder) is one this
+        layout writes: the only files a rerun may delete there."""
+        ...
+
+    def write(self, job: LayoutJob) -> LayoutResult:
+        """Write the layout of `job.shards` into `job.folder`."""
+        ...
+
+    def read(self, folder: AnyPath) -> Iterator[Document]:
+        """The documents in `folder`, in the order written, by tokenmill's own
+        reading of the format (`tokenmill check` and the tests compare it with
+        the token shards and with the trainer's own reader)."""
+        ...
+
+
+# --format values besides "parquet" (the token shards, always written), and
+# "packed" (--pack): each the module under layouts/ that defines its LAYOUT.
+FORMATS = ("bin", "megatron", "datatrove", "olmo")
+MODULES = {
+    "packed": "packed",
+    "bin": "bin",
+    "megatron": "megatron",
+    "datatrove": "datatrove",
+    "olmo": "olmo",
+}
+
+
+def layout(name: str) -> Layout:
+    """The layout of --format `name` (or "packed")."""
+    module = importlib.import_module(f"tokenmill.layouts.{MODULES[name]}")
+    return module.LAYOUT
