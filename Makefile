@@ -33,8 +33,12 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed-dev
 # The trainers' own readers, which the tests read every output layout back with. Installed
 # without their dependencies: each declares torch (gigabytes, CUDA included), which the reading
-# code needs for a base class only; tests/helpers/trainers.py stands in for that import.
-TRAINER_READERS := megatron-core==0.16.1 datatrove==0.10.1 ai2-olmo-core==3.0.0
+# code needs for a base class only; tests/helpers/trainers.py stands in for that import. The
+# rest is what OLMo-core's data utilities import at import time (cached-path its cloud clients).
+TRAINER_READERS := megatron-core==0.16.1 datatrove==0.10.1 ai2-olmo-core==3.0.0 \
+	cached-path==1.8.10 dataclass-extensions==0.5.0 google-cloud-storage==3.17.1 \
+	google-cloud-core==2.8.0 google-api-core==2.44.0 googleapis-common-protos==1.76.0 \
+	google-auth==2.63.0
 SOURCES := pyproject.toml native/Cargo.toml native/Cargo.lock $(shell find native/src -name '*.rs')
 
 .PHONY: install install-dev tokenize job test lint fmt bench clean

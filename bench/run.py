@@ -18,8 +18,10 @@ Then training against rustbpe on the multilingual slice (`train-slice`), and on
 the large corpus of C (--big, bench/build_linux.py; bench/trainrows.py): peak RSS
 of `tokenmill run` against rustbpe's streaming training on ~500 MB, with each
 stage's own peak (`memory`), and `tokenmill run` on a quarter, a half and all
-of it (`size`). Last, `tokenmill count` and `merge` of 100,000 one-line inputs
-(`merge-many`, bench/mergerows.py).
+of it (`size`). Then `tokenmill count` and `merge` of 100,000 one-line inputs
+(`merge-many`, bench/mergerows.py). Last, each training layout (--pack,
+--format) against encode in the same `tokenmill run`, on 1 and 2 workers
+(`layouts`, bench/layoutrows.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import layoutrows
 import machine
 import mergerows
 import realrows
@@ -306,6 +309,7 @@ OPTIONAL = {
     "memory": trainrows.memory,
     "size": trainrows.sizes,
     "merge-many": mergerows.many_tables,
+    "layouts": layoutrows.layouts,
 }
 REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
 BIG_PHASES = {"memory", "size"}

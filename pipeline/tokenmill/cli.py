@@ -130,7 +130,7 @@ def val_fraction_option(f):
         metavar="F",
         help="Send this share of the documents to validation, decided by a hash of shard "
         "and row (the same split whatever the workers): a split column in the token "
-        "shards, and train.bin / val.bin with --format bin.",
+        "shards, and train and val files apart in --pack's and --format's layouts.",
     )(f)
 
 
@@ -149,8 +149,8 @@ def bos_option(f):
         "--bos/--no-bos",
         default=False,
         show_default=True,
-        help="Packed sequences: put <|bos|> before each document (train reserves it as a "
-        "special token; the tokenizer must have it).",
+        help="Packed sequences and --format layouts: put <|bos|> before each document "
+        "(train reserves it as a special token; the tokenizer must have it).",
     )(f)
 
 
@@ -251,16 +251,26 @@ def eos_option(f):
 
 
 def output_format_options(f):
-    """--pack, --bos, --format and --val-fraction: pretraining-ready outputs besides
-    the token shards."""
+    """--pack, --bos, --format, --per-shard and --val-fraction: the training
+    layouts written from the token shards (tokenmill.layouts)."""
     f = val_fraction_option(f)
     f = click.option(
+        "--per-shard",
+        is_flag=True,
+        help="Write each --format layout as one set of files per token shard instead of "
+        "one merged set (per split). bin is always per shard, unless --val-fraction.",
+    )(f)
+    f = click.option(
         "--format",
-        type=click.Choice(OUTPUT_FORMATS),
         default="parquet",
         show_default=True,
-        help="bin: also write each token shard as a flat array of uint16 (uint32 above "
-        "65536 ids) in OUT/bin/<shard>.bin, with document offsets in <shard>.idx.npy.",
+        metavar="NAME[,NAME...]",
+        help=f"Training layouts to write besides the token shards (parquet, always "
+        f"written, the source of truth), comma-separated, from {', '.join(OUTPUT_FORMATS)}. "
+        "bin: nanoGPT's flat uint16 (uint32 above 65536 ids) arrays in OUT/bin/; "
+        "megatron: Megatron-LM's indexed dataset (.bin + .idx) in OUT/megatron/; "
+        "datatrove: datatrove/nanotron's .ds files in OUT/datatrove/; olmo: OLMo-core's "
+        ".npy token arrays in OUT/olmo/.",
     )(f)
     f = bos_option(f)
     return click.option(
@@ -323,6 +333,15 @@ def output_folder_options(f):
         type=EXISTING,
         default=None,
         help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+    )(f)
+
+
+def json_option(f):
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print the result as JSON instead, every number in it.",
     )(f)
 
 
@@ -584,12 +603,14 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @user_errors
 def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     """Count, merge, train and encode DATA into OUT: counts/, counts.parquet,
-    tokenizer.json, tokens/ and manifest.json.
+    tokenizer.json, tokens/ and manifest.json; then each training layout of
+    --pack and --format, in a folder of its own.
 
     Rerunning keeps every finished output whose input and options are
     unchanged and redoes the rest, so an interrupted run resumes."""
     from tokenmill.jobs import resolve_job
-    from tokenmill.stages.run import run_all
+    from tokenmill.plan import make_plan
+    from tokenmill.stages.run import run_plan
 
     if options.get("extend") is not None:
         options["extend"] = str(options["extend"])
@@ -605,18 +626,17 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
             load_options["special_tokens"] = parse_special_tokens(
                 ctx, None, job.config.special_tokens
             )
+    plan = make_plan(
+        job.data,
+        job.out,
+        job.config,
+        steps=job.steps,
+        tokenizer=job.tokenizer,
+        load_options=load_options,
+        extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
+    )
     try:
-        summary = run_all(
-            job.data,
-            job.out,
-            job.config,
-            on_stage=echo_summary,
-            steps=job.steps,
-            tokenizer=job.tokenizer,
-            load_options=load_options,
-            on_note=lambda line: click.echo(line, err=True),
-            extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
-        )
+        summary = run_plan(plan, echo_summary, lambda line: click.echo(line, err=True))
     except NothingRead as e:
         echo_skips(e)  # every reason, before the one line that ends the run
         raise
@@ -639,6 +659,45 @@ def verify(out):
         click.echo(f"verify: {len(differences)} of {checked} files differ", err=True)
         sys.exit(VERIFY_FAILED)
     click.echo(f"verify: {checked} files match the manifest", err=True)
+
+
+@main.command()
+@click.argument("out", type=EXISTING)
+@click.option(
+    "--data",
+    type=EXISTING,
+    default=None,
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+)
+@click.option(
+    "--decode",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    metavar="N",
+    help="Decode N documents, spread evenly over the token shards (the same ones every "
+    "time), and compare each with its text in DATA (0: none).",
+)
+@json_option
+@user_errors
+def check(out, data, decode, as_json):
+    """Lint OUT before training on it: read every layout back (with its trainer's own
+    reader when installed) and compare all its documents with the token shards; check
+    the ids' dtype holds the vocabulary, <|bos|> and <|endoftext|> are where the run put
+    them, the tokenizer sha256 and pattern OUT records are OUT/tokenizer.json's, and a
+    sample of documents decodes to its text in DATA. Prints a line per layout, then one
+    per problem; exit status 0 if there is none, 1 if there are."""
+    from tokenmill.stages.check import run_check
+
+    result = run_check(out, data=data, decode=decode)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for line in [*result.lines(), *(f"problem: {p}" for p in result.problems)]:
+            click.echo(line)
+    echo_summary(result)
+    if result.problems:
+        sys.exit(1)
 
 
 @main.command()
@@ -771,17 +830,20 @@ codecs.register_error(HEX_BYTES, _hex_bytes)
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @val_fraction_option
+@workers_option
 @force_option
 @user_errors
-def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, force):
+def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, workers, force):
     """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
     PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
     documents). Documents are concatenated in input order, each ending with
     <|endoftext|>; what is left after a shard's last full row starts the next
     shard's first row. With --val-fraction, train and validation documents are
     packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
+    from tokenmill.config import check_workers, default_workers
     from tokenmill.stages.pack import run_pack
 
+    workers = check_workers(workers or default_workers(), "threads")
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force):
         summary = run_pack(
             tokens_dir,
@@ -790,6 +852,7 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, for
             bos=bos,
             tokenizer=tokenizer_file,
             val_fraction=val_fraction,
+            workers=workers,
         )
     echo_summary(summary)
 
@@ -807,7 +870,7 @@ def bin_command(tokens_dir, bin_dir, workers, val_fraction, force):
     <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
     shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from tokenmill.config import check_workers, default_workers
-    from tokenmill.stages.binfmt import run_bin
+    from tokenmill.layouts.bin import run_bin
 
     workers = check_workers(workers or default_workers(), "threads")
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
@@ -848,7 +911,7 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
 @click.argument("out", type=EXISTING)
 @output_folder_options
 @max_sources_option
-@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@json_option
 @user_errors
 def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
     """Print what the tokenizer did to the corpus of a `run` output folder OUT: per
@@ -939,7 +1002,7 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     "count under their shard. '' counts per shard only.",
 )
 @max_sources_option
-@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead.")
+@json_option
 @user_errors
 def sweep(out, vocab_sizes, sample, data, source_column, max_sources, as_json):
     """Bytes per token per source and overall for smaller vocabularies of OUT's

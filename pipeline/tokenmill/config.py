@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from tokenmill.errors import TokenmillError
@@ -11,7 +12,9 @@ from tokenmill.tokenizer.options import check_options, training_special_tokens
 
 ON_ERROR = ("fail", "skip")
 EXECUTORS = ("threads", "processes", "ray")  # see pipeline/tokenmill/executors.py
-OUTPUT_FORMATS = ("parquet", "bin")
+# --format: "parquet", the token shards (always written), and the training
+# layouts (tokenmill.layouts.FORMATS), in this order in a run's config.
+OUTPUT_FORMATS = ("parquet", "bin", "megatron", "datatrove", "olmo")
 TXT_UNITS = ("line", "paragraph", "file")  # what one document of a .txt shard is
 MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
@@ -60,7 +63,11 @@ class Config:
     special_tokens: tuple[str, ...] = ()
     pack: int = 0  # > 0: also write sequences of exactly this many ids (stages/pack.py)
     bos: bool = False  # pack: put <|bos|> before each document (train reserves it)
-    format: str = "parquet"  # "bin": also write flat .bin token files (stages/binfmt.py)
+    # --format: the token shards and the layouts to write from them (tokenmill.layouts);
+    # given as "megatron,bin" or a sequence, held as ("parquet", ...) in OUTPUT_FORMATS order
+    format: tuple[str, ...] = ("parquet",)
+    # the layouts: one set of files per token shard rather than one merged set
+    per_shard: bool = False
     # > 0: this share of documents goes to validation, by a hash of shard and row
     val_fraction: float = 0.0
     # train: grow this tokenizer (any file formats.load_any reads) instead of
@@ -95,8 +102,7 @@ class Config:
                 f"--vocab-size {self.vocab_size} is below the base vocabulary: 256 byte tokens "
                 f"+ {specials} special token{'s' if specials > 1 else ''}"
             )
-        if self.format not in OUTPUT_FORMATS:
-            raise TokenmillError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}")
+        object.__setattr__(self, "format", output_formats(self.format))
         if self.txt_unit not in TXT_UNITS:
             raise TokenmillError(
                 f"--txt-unit must be one of {', '.join(TXT_UNITS)}, not {self.txt_unit!r}"
@@ -121,6 +127,11 @@ class Config:
         return training_special_tokens(self.mode, extra)
 
     @property
+    def layouts(self) -> tuple[str, ...]:
+        """The layouts to write after encode, in order: "packed" (--pack), then --format's."""
+        return ("packed",) * bool(self.pack) + self.format[1:]
+
+    @property
     def n_workers(self) -> int:
         return self.workers or default_workers()
 
@@ -132,4 +143,19 @@ class Config:
             del d["extend_alphabet"]
         d["workers"] = self.n_workers
         d["special_tokens"] = list(self.special_tokens)
+        d["format"] = list(self.format)
         return d
+
+
+def output_formats(value: str | Iterable[str]) -> tuple[str, ...]:
+    """--format's value ("megatron,bin", or names in a list) as the Config holds
+    it: "parquet" first, then each layout once, in OUTPUT_FORMATS order."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    for name in names:
+        if not isinstance(name, str) or name.strip() not in OUTPUT_FORMATS:
+            raise TokenmillError(
+                f"--format: unknown format {name!r}; choose from {', '.join(OUTPUT_FORMATS)} "
+                "(several separated by commas)"
+            )
+    given = {name.strip() for name in names}
+    return ("parquet", *(f for f in OUTPUT_FORMATS[1:] if f in given))

@@ -7,6 +7,7 @@
     special_tokens = ["<|pad|>"]
     tokenizer = "../tok.json"        # encode only, with this tokenizer
     extend = "../base.json"          # grow this tokenizer (--extend)
+    format = ["megatron", "bin"]     # or "megatron,bin", as --format takes it
     steps = "count"                  # or: count and merge only
 
 Relative paths are relative to the job file's folder, so a job runs the same
@@ -23,12 +24,14 @@ from pathlib import Path
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
+from tokenmill.plan import STEPS
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
 STRING_PATH_KEYS = ("extend",)
 CONFIG_KEYS = tuple(f.name for f in fields(Config))
-STEPS = ("all", "count", "encode")
+# Lists of strings in TOML; `format` may also be one string ("megatron,bin").
+LIST_KEYS = ("special_tokens", "format")
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,21 @@ def load_job(path: Path) -> dict:
             raw[key] = str(under_job(path, raw[key]))
     defaults = Config()
     for key, value in raw.items():
-        if key in CONFIG_KEYS and key != "special_tokens":
+        if key in CONFIG_KEYS and key not in LIST_KEYS:
             expected = type(getattr(defaults, key))
             expected = str if key in ("ray_address", "extend") else expected
             if type(value) is not expected:
                 raise TokenmillError(
                     f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"
                 )
-    if "special_tokens" in raw:
-        tokens = raw["special_tokens"]
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise TokenmillError(f"{path}: special_tokens must be a list of strings")
-        raw["special_tokens"] = tuple(tokens)
+    for key in LIST_KEYS:
+        if key == "format" and isinstance(raw.get(key), str):
+            continue  # Config reads "megatron,bin" as --format does
+        if key in raw:
+            values = raw[key]
+            if not isinstance(values, list) or not all(isinstance(t, str) for t in values):
+                raise TokenmillError(f"{path}: {key} must be a list of strings")
+            raw[key] = tuple(values)
     return raw
 
 

@@ -35,6 +35,9 @@ VERSION = tomllib.loads((ROOT / "native" / "Cargo.toml").read_text())["package"]
 # The optional imports of the package, each with the extra that brings it (the one its
 # error message names; fsspec comes with universal-pathlib).
 OPTIONAL = {"ray": "ray", "upath": "cloud", "fsspec": "cloud", "tiktoken": "interop"}
+# The trainers' readers `tokenmill check` uses where the user has them installed
+# (layouts' framework_read), else tokenmill's own: no extra brings them (torch).
+TRAINERS = {"megatron", "datatrove", "olmo_core"}
 # What each extra is documented to make importable.
 PROMISED = {
     "cloud": {"s3fs", "upath"},
@@ -164,6 +167,19 @@ def third_party_imports(folder: Path, local: set[str] = frozenset()) -> set[str]
     return imports.found - set(sys.stdlib_module_names) - local - {"tokenmill", "__future__"}
 
 
+def sorted_readers() -> list[str]:
+    """The Makefile's TRAINER_READERS, as written."""
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    line = next(line for line in makefile.splitlines() if line.startswith("TRAINER_READERS :="))
+    return line.partition(":=")[2].split()
+
+
+def trainer_readers() -> set[str]:
+    """The trainers' readers that `make test` installs without their dependencies
+    (the Makefile's TRAINER_READERS): the tests read the layouts back with them."""
+    return {canonicalize_name(Requirement(r).name) for r in sorted_readers()}
+
+
 def imports_of_the_tests() -> set[str]:
     """What the tests import; their helpers and modules are on sys.path by name."""
     tests = ROOT / "tests"
@@ -246,8 +262,8 @@ def test_the_wheel_holds_the_tokenmill_package_and_nothing_else(wheel):
 
 def test_the_runtime_requires_exactly_what_the_package_imports(wheel):
     imported = third_party_imports(PACKAGE)
-    assert set(OPTIONAL) <= imported
-    needed = set().union(*(distributions(m) for m in imported - set(OPTIONAL)))
+    assert set(OPTIONAL) | TRAINERS <= imported
+    needed = set().union(*(distributions(m) for m in imported - set(OPTIONAL) - TRAINERS))
     assert names(requirements(wheel)) == needed
     for req in requirements(wheel):
         assert any(s.operator == ">=" for s in req.specifier), f"{req}: no lower bound"
@@ -274,7 +290,7 @@ def test_dev_installs_the_tools_every_extra_and_whatever_the_tests_import(wheel)
     # Written out again in pyproject.toml; the same bounds.
     for extra in PROMISED:
         assert unconditional(requirements(wheel, extra)) <= unconditional(dev), extra
-    everything = closure(wheel, dev)
+    everything = closure(wheel, dev) | trainer_readers()
     missing = {m for m in imports_of_the_tests() if not distributions(m) & everything}
     assert not missing, f"tests import {sorted(missing)}, which the dev extra does not install"
 
@@ -373,15 +389,17 @@ def test_make_tokenize_installs_the_runtime_only_and_says_so_and_test_adds_dev(t
     assert [line.split("python ", 1)[1] for line in installs(tokenize)] == ["-m pip install -e ."]
     assert any("Rust core" in line and "echo" in line for line in tokenize)
     test = make_dry_run("test", venv)
+    readers = "-m pip install -q --no-deps " + " ".join(sorted_readers())
     assert [line.split("python ", 1)[1] for line in installs(test)] == [
-        "-m pip install -e '.[dev]'"
+        "-m pip install -e '.[dev]'",
+        readers,
     ]
 
     # After `make tokenize`: tokenize installs nothing more, test still installs dev.
     stamp(venv, "bin/python")
     stamp(venv, ".installed-runtime")
     assert installs(make_dry_run("tokenize", venv)) == []
-    assert len(installs(make_dry_run("test", venv))) == 1
+    assert len(installs(make_dry_run("test", venv))) == 2
     # After `make test`: neither installs; a changed source (a stale stamp) installs again.
     stamp(venv, ".installed-dev")
     assert installs(make_dry_run("test", venv)) == installs(make_dry_run("tokenize", venv)) == []

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import write_shard
 from runs import manifest, output_files, temporaries, tokenmill
+from tmpfs import Tmpfs, root_only
 
 from tokenmill.io.lock import LOCK
 
@@ -350,28 +351,6 @@ def test_ctrl_c_while_verify_starts_is_never_a_traceback(tmp_path, delay):
     # Before Python installs its handler, SIGINT ends the process (-2); after, one line.
     assert proc.returncode in (-signal.SIGINT, 1, 130), (proc.returncode, err)
     assert len(err.strip().splitlines()) <= 1, err
-
-
-def root_only():
-    return pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-
-
-class Tmpfs:
-    """A small tmpfs mounted for one test (CI runs as root), unmounted after."""
-
-    def __init__(self, path: Path, size_kb: int):
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", path], check=True
-        )
-
-    def resize(self, size_kb: int, readonly: bool = False) -> None:
-        opts = f"remount,size={size_kb}k" + (",ro" if readonly else ",rw")
-        subprocess.run(["mount", "-o", opts, self.path], check=True)
-
-    def close(self) -> None:
-        subprocess.run(["umount", self.path], check=True)
 
 
 @pytest.fixture

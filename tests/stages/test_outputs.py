@@ -12,7 +12,7 @@ import pytest
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.inputs import output_name
-from tokenmill.stages.binfmt import run_bin
+from tokenmill.layouts.bin import run_bin
 from tokenmill.stages.tokens import token_shards
 from tokenmill.tokenizer import ENDOFTEXT, Tokenizer, training_special_tokens
 
@@ -58,7 +58,8 @@ def test_bin_of_32_bit_ids(tmp_path):
     (tmp_path / "tokens").mkdir()
     pq.write_table(table, tmp_path / "tokens" / "big.txt.parquet")
     summary = run_bin(tmp_path / "tokens", tmp_path / "bin")
-    assert summary.dtype == "uint32"
+    assert summary.describe().startswith("bin: 3 documents, 4 ids (uint32, 1 shards)")
+    assert json.loads((tmp_path / "bin" / "index.json").read_text())["dtype"] == "uint32"
     ids = np.fromfile(tmp_path / "bin" / "big.txt.bin", dtype="<u4")
     assert ids.tolist() == [70000, 1, 2**32 - 1, 65536]
     assert np.load(tmp_path / "bin" / "big.txt.idx.npy").tolist() == [0, 3, 3, 4]

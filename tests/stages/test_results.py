@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from tokenmill.cli import main
+from tokenmill.layouts import LayoutResult
 from tokenmill.stages.results import (
-    BinResult,
     MergeResult,
     PackResult,
     ReportResult,
@@ -63,8 +63,8 @@ def test_single_output_and_later_stage_lines():
     assert pack.describe() == (
         "pack: 1 shards, 1 documents, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"
     )
-    bins = BinResult(dir="d", shards=[{}], dtype="uint16", documents=1, tokens=4, seconds=0)
-    assert bins.describe() == "bin: 1 shards, 1 documents, 4 uint16 in 0.00 s"
+    bins = LayoutResult(stage="bin", dir="d", documents=1, tokens=4, summary="1 shards", seconds=0)
+    assert bins.describe() == "bin: 1 documents, 4 ids (1 shards) in 0.00 s"
     report = ReportResult(report="r.html", documents=1, tokens=4, bytes=10**6, seconds=1)
     assert (
         report.describe() == "report: 1 documents, 4 tokens, 1.0 MB -> r.html in 1.00 s, 1.0 MB/s"

@@ -209,7 +209,7 @@ def pretraining_reference(tmp_path_factory):
     return data, root / "out"
 
 
-@pytest.mark.parametrize(("stage", "step"), [("pack", 2), ("bin-write", 1)])
+@pytest.mark.parametrize(("stage", "step"), [("packed-write", 2), ("bin-write", 1)])
 def test_killed_pack_or_bin_resumes_to_identical_outputs(
     pretraining_reference, tmp_path, stage, step
 ):

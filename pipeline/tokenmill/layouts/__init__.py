@@ -24,14 +24,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from tokenmill.io.storage import AnyPath
 from tokenmill.stages.results import StageResult
-from tokenmill.stages.tokens import TokenShard
-from tokenmill.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # at run time: stages.tokens reads OUT's layout, which lists these layouts
+    from tokenmill.stages.tokens import TokenShard
+    from tokenmill.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class Document:
 class Layout(Protocol):
     name: str  # its --format value ("packed": --pack)
     folder: str  # its folder under OUT
+    reader: str  # whose reading code `framework_read` runs, as pip names it
+    # Whether every document ends in <|endoftext|>, added to the rows of shards
+    # encoded with --no-eos (layouts/stream.py); else the rows as the shards hold them.
+    ends_in_eos: bool
 
     def owns(self, name: str) -> bool:
         """Whether a file at `name` (relative to the folder) is one this
@@ -95,6 +101,20 @@ class Layout(Protocol):
         """The documents in `folder`, in the order written, by tokenmill's own
         reading of the format (`tokenmill check` and the tests compare it with
         the token shards and with the trainer's own reader)."""
+        ...
+
+    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+        """The documents in `folder` as the trainer's own reading code gives them
+        (megatron-core, datatrove, OLMo-core, numpy's memmap for nanoGPT), or None
+        when that code is not installed: `tokenmill check` then reads with `read`
+        and says so."""
+        ...
+
+    def recorded(self, folder: AnyPath) -> dict[str, str]:
+        """What the layout's files record of the tokenizer they were written with
+        ("tokenizer_sha256", "vocab_size", "eos_id", "bos_id", "pattern": those the
+        format has a place for; empty when it has none). `tokenmill check` compares
+        them with OUT's tokenizer."""
         ...
 
 

@@ -8,10 +8,10 @@ and with --val-fraction, split ("train" or "val", see stages/split.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,17 @@ from tokenmill.stages.shards import shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
 from tokenmill.stages.state import encode_key
 from tokenmill.tokenizer import ENDOFTEXT, Tokenizer
+
+T = TypeVar("T")
+
+# The page layout that holds least of one huge document's ids while they are
+# written. pyarrow 23 and later build a record's values into one data page
+# whatever the settings (~20 bytes a token, docs/memory.md): v2 pages, whose
+# levels are not compressed with the values, spare a copy of the page. Older
+# pyarrow cuts v1 pages within a record, 1 MB at a time (~10 bytes a token);
+# v2 pages must start at a record.
+ONE_PAGE_A_RECORD = int(pa.__version__.split(".")[0]) >= 23
+DATA_PAGE_VERSION = "2.0" if ONE_PAGE_A_RECORD else "1.0"
 
 
 def token_schema(tok: Tokenizer, source: str, split: bool = False) -> pa.Schema:
@@ -70,15 +81,8 @@ def encode_shard(task: EncodeTask) -> dict:
         result: dict[str, Any] = {"documents": 0, "tokens": 0, "bytes": 0}
         if fraction > 0:
             result["split"] = add_counts({}, {})
-        # Token ids gain nothing from dictionary pages or min/max statistics
-        # (which cost a fifth of the write); zstd shrinks them by a third.
-        with pq.ParquetWriter(
-            tmp,
-            schema,
-            use_dictionary=["split"] if fraction > 0 else False,
-            compression="zstd",
-            write_statistics=["row", "n_tokens"],
-        ) as writer:
+
+        def tables() -> Iterator[pa.Table]:
             for rows, docs in read_batches(
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
@@ -89,15 +93,42 @@ def encode_shard(task: EncodeTask) -> dict:
                     columns.append(pa.array(np.where(val, VAL, TRAIN)))
                     counts = split_counts(val, n_tokens.to_numpy())
                     result["split"] = add_counts(result["split"], counts)
-                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
                 result["bytes"] += text_bytes(docs)
+                yield pa.Table.from_arrays(columns, schema=schema)
+
+        # Token ids gain nothing from dictionary pages or min/max statistics
+        # (which cost a fifth of the write); zstd shrinks them by a third.
+        # Tables are written one behind (after_the_next): the last batch's
+        # text is freed before its ids are written.
+        with pq.ParquetWriter(
+            tmp,
+            schema,
+            use_dictionary=["split"] if fraction > 0 else False,
+            compression="zstd",
+            write_statistics=["row", "n_tokens"],
+            data_page_version=DATA_PAGE_VERSION,
+        ) as writer:
+            for table in after_the_next(tables()):
+                writer.write_table(table)
             writer.add_key_value_metadata({STATE: state(result)})
         return result
 
     key = encode_key(c, tok.sha256)
     return shard_task(task.shard, task.name, task.out, c, key, write, task.counted)
+
+
+def after_the_next(items: Iterator[T]) -> Iterator[T]:
+    """Each item once the next is made, the last once `items` is exhausted. A
+    batch's text lives in the reader's suspended generators until they move
+    on: written one batch behind, the last batch (one huge document, say) is
+    written after its text is freed, not beside it."""
+    held: list[T] = []
+    for item in items:
+        yield from held
+        held = [item]
+    yield from held
 
 
 def run_encode(

@@ -5,10 +5,8 @@ tokenmill's to write, and keeping them to what the run's manifest lists.
     OUT/counts.parquet                the merged table
     OUT/tokenizer.json
     OUT/tokens/<input path>.parquet   one token shard per input
-    OUT/packed/<input path>.parquet   --pack
-    OUT/packed/{train,val}/<input path>.parquet   --pack --val-fraction
-    OUT/bin/<input path>.bin, .idx.npy, index.json   --format bin
-    OUT/bin/{train,val}.bin, {train,val}.idx.npy, index.json   --format bin --val-fraction
+    OUT/<layout folder>/...           --pack, --format: each layout's own folder
+                                      (packed/, bin/, megatron/, ...: tokenmill.layouts)
     OUT/manifest.json
     OUT/report.html, OUT/sweep.json   views: written by `report` and `sweep` after a run
     OUT/.tokenmill.lock               io/lock.py
@@ -19,10 +17,10 @@ Beside each file a run may keep sits its state file `.NAME.state.json`
 What a run may delete (docs/guarantees.md, "What tokenmill may delete"):
 only in a folder that is tokenmill's (`check_out_folder`: it holds
 tokenmill's manifest or lock file, or was new or empty, or --force said
-so), and there only what it can tell is its own and not kept: in counts/,
-tokens/ and packed/ `*.parquet`, in bin/ `*.bin`, `*.idx.npy` and
-`index.json`; `counts.parquet` and `tokenizer.json`; a view with the state
-file `report` or `sweep` wrote beside it; state files; temporaries. Any other
+so), and there only what it can tell is its own and not kept: in counts/
+and tokens/ `*.parquet`, in a layout's folder the files its `owns` says it
+writes; `counts.parquet` and `tokenizer.json`; a view with the state file
+`report` or `sweep` wrote beside it; state files; temporaries. Any other
 file is kept and named. Nothing is deleted through a link: a link is removed
 as a file, and a folder that is a link is never walked, so neither the
 sweep nor `verify` sees what lies behind it.
@@ -40,6 +38,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io import writers
@@ -56,23 +55,31 @@ from tokenmill.io.storage import (
 from tokenmill.io.writers import is_temporary
 from tokenmill.stages.state import recorded_state, state_file
 
+if TYPE_CHECKING:
+    from tokenmill.layouts import Layout
+
 MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
 SWEEP = "sweep.json"  # written by `tokenmill sweep` after a run
 TOKENIZER = "tokenizer.json"  # beside tokens/
-FOLDERS = ("counts", "tokens", "packed", "bin")
+STAGE_FOLDERS = ("counts", "tokens")  # all theirs is *.parquet
 VIEWS = (REPORT, SWEEP)
 OWN_FILES = ("counts.parquet", TOKENIZER)  # a view is tokenmill's by its state file
 FILES = (*OWN_FILES, *VIEWS)
-# The names a file of tokenmill's folders has when tokenmill wrote it.
-OUTPUT_SUFFIXES = {
-    "counts": (".parquet",),
-    "tokens": (".parquet",),
-    "packed": (".parquet",),
-    "bin": (".bin", ".idx.npy"),
-}
-BIN_INDEX = "index.json"
 STATE_SUFFIX = ".state.json"
+
+
+def layouts() -> dict[str, Layout]:
+    """Every layout by its folder (whether this run writes it or not: a
+    rerun removes what a format no longer asked for left)."""
+    from tokenmill.layouts import MODULES, layout
+
+    return {lay.folder: lay for lay in map(layout, MODULES)}
+
+
+def folders() -> tuple[str, ...]:
+    """The folders of OUT that are tokenmill's: the stages' and the layouts'."""
+    return (*STAGE_FOLDERS, *layouts())
 
 
 def output_paths(out: AnyPath) -> dict[str, AnyPath]:
@@ -82,8 +89,6 @@ def output_paths(out: AnyPath) -> dict[str, AnyPath]:
         "counts_file": out / "counts.parquet",
         "tokenizer": out / TOKENIZER,
         "tokens_dir": out / "tokens",
-        "packed_dir": out / "packed",
-        "bin_dir": out / "bin",
         "manifest": out / MANIFEST,
     }
 
@@ -209,19 +214,20 @@ def tokenmill_files(out: AnyPath) -> list[tuple[str, AnyPath]]:
     top-level names of OUT; a folder that is a link is not entered."""
     out = location(out)
     top = {n for name in FILES for n in (name, state_file(out / name).name)}
+    own_folders = folders()
     if is_remote(out):
         # One listing of OUT (an object store has no folders to walk).
         return [
             (name, p)
             for name, p in walk_files(out)
-            if ("/" in name and name.split("/", 1)[0] in FOLDERS) or name in top
+            if ("/" in name and name.split("/", 1)[0] in own_folders) or name in top
         ]
     found: list[tuple[str, AnyPath]] = [
         (name, out / name)
         for name in sorted(top)
         if (out / name).is_file() or (out / name).is_symlink()  # a FIFO is never tokenmill's
     ]
-    for folder in FOLDERS:
+    for folder in own_folders:
         if not (out / folder).is_symlink():
             found.extend(
                 (f"{folder}/{name}", p)
@@ -240,8 +246,10 @@ def is_own_file(name: str, path: AnyPath) -> bool:
     if "/" not in name:
         # A view is tokenmill's only with the state file `report` or `sweep` wrote.
         return base in OWN_FILES or (base in VIEWS and bool(recorded_state(path)))
-    folder = name.split("/", 1)[0]
-    return base.endswith(OUTPUT_SUFFIXES[folder]) or (folder == "bin" and base == BIN_INDEX)
+    folder, inside = name.split("/", 1)
+    if folder in STAGE_FOLDERS:
+        return base.endswith(".parquet")
+    return layouts()[folder].owns(inside)
 
 
 def remove_stale(out: AnyPath, keep: set[AnyPath]) -> tuple[list[AnyPath], list[AnyPath]]:
@@ -258,7 +266,7 @@ def remove_stale(out: AnyPath, keep: set[AnyPath]) -> tuple[list[AnyPath], list[
     theirs = [p for (_, p), mine in zip(stale, own, strict=True) if not mine]
     if is_remote(out):
         return removed, theirs  # no folders to remove: a prefix is gone with its last object
-    for folder in FOLDERS:
+    for folder in folders():
         if (Path(out) / folder).is_symlink():
             continue
         for _, kind, path in sorted(walk_out(Path(out) / folder), reverse=True):
@@ -285,7 +293,7 @@ def remove_temporaries(out: AnyPath) -> list[AnyPath]:
         if is_temporary(name) and not (out / name).is_dir():
             (out / name).unlink(missing_ok=True)
             removed.append(out / name)
-    for folder in FOLDERS:
+    for folder in folders():
         if (out / folder).is_dir() and not (out / folder).is_symlink():
             removed.extend(writers.remove_temporaries(out / folder))
     return removed

@@ -9,8 +9,12 @@ what the manifest lists.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError
+
+if TYPE_CHECKING:
+    from tokenmill.tokenizer import Tokenizer
 
 
 def plural(n: int, noun: str) -> str:
@@ -164,6 +168,8 @@ class TrainResult(StageResult):
     # --extend: the merges learned on top of the base's, and bytes per token on
     # the word table with the base and with the extended tokenizer.
     extend: dict | None = None
+    # The tokenizer trained (or kept), as saved: `run` encodes with it.
+    tokenizer: Tokenizer | None = field(default=None, repr=False, compare=False)
 
     def what(self) -> str:
         grown = ""
@@ -194,29 +200,6 @@ class PackResult(StageResult):
             f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} tokens -> "
             f"{self.sequences} sequences of {self.seq_len} (last: {self.last_row})"
         )
-
-
-@dataclass(kw_only=True)
-class BinResult(StageResult):
-    stage: str = "bin"
-    dir: str
-    # per shard: source, bin, index, documents, tokens; with a split: source, train, val
-    shards: list[dict]
-    files: list[str] = field(default_factory=list)  # written, relative to dir
-    dtype: str
-    documents: int
-    tokens: int
-    split: dict | None = None  # --val-fraction: stages/split.total_counts
-
-    def what(self) -> str:
-        what = f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} {self.dtype}"
-        if self.split:
-            train, val = self.split["train"], self.split["val"]
-            what += (
-                f" (train.bin {train['documents']} documents, {train['tokens']} ids; "
-                f"val.bin {val['documents']} documents, {val['tokens']} ids)"
-            )
-        return what
 
 
 @dataclass(kw_only=True)
@@ -274,6 +257,40 @@ class SweepResult(StageResult):
             "all": self.all,
             "sources": self.sources,
             "tokenizer_sha256": self.tokenizer_sha256,
+        }
+
+
+@dataclass(kw_only=True)
+class CheckResult(StageResult):
+    stage: str = "check"
+    # per layout: name, folder, documents read, read_with (the reader, or why
+    # tokenmill's), equal (its documents are the token shards')
+    layouts: list[dict]
+    documents: int  # in the token shards
+    sampled: int  # documents decoded and compared with their text
+    problems: list[str]
+
+    def lines(self) -> list[str]:
+        """One line per layout checked."""
+        return [
+            f"{s['name']}: {plural(s['documents'], 'document')} "
+            f"{'equal' if s['equal'] else 'not all equal to'} the token shards'"
+            f" (read with {s['read_with']})"
+            for s in self.layouts
+        ]
+
+    def what(self) -> str:
+        return (
+            f"{plural(len(self.layouts), 'layout')}, {self.documents} documents, "
+            f"{self.sampled} decoded: {plural(len(self.problems), 'problem')}"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "layouts": self.layouts,
+            "documents": self.documents,
+            "sampled": self.sampled,
+            "problems": self.problems,
         }
 
 

@@ -1,22 +1,20 @@
-"""run: count, merge, train and encode into one output folder, plus a manifest.
+"""run: count, merge, train and encode into one output folder, then write
+each training layout asked for (--pack, --format), plus a manifest.
 
-Steps: "all" (count, merge, train, encode), "count" (count and merge: the
-daily job that adds new shards' counts to the merged table) or "encode"
-(encode with an existing tokenizer). Every stage keeps the finished outputs
-a rerun can reuse (see `state`), so a run that was interrupted is resumed by
-running it again.
+What to do is a `plan.Plan` (the options, parsed once). Every stage keeps
+the finished outputs a rerun can reuse (see `state`), so a run that was
+interrupted is resumed by running it again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
-from tokenmill.formats import load_any
 from tokenmill.io.files import file_sha256, read_bytes
 from tokenmill.io.inputs import Inputs, check_overlap, find_inputs, output_name
 from tokenmill.io.lock import output_lock
@@ -29,7 +27,8 @@ from tokenmill.io.storage import (
     resolved,
 )
 from tokenmill.io.writers import atomic_path, check_target
-from tokenmill.stages.binfmt import run_bin
+from tokenmill.layouts import LayoutJob, layout
+from tokenmill.plan import Plan, make_plan
 from tokenmill.stages.count import run_count
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.layout import (
@@ -51,24 +50,18 @@ from tokenmill.stages.manifest import (
     write_manifest,
 )
 from tokenmill.stages.merge import run_merge
-from tokenmill.stages.pack import run_pack
 from tokenmill.stages.results import (
-    BinResult,
-    PackResult,
     RunResult,
     ShardStageResult,
     StageResult,
     check_read,
 )
 from tokenmill.stages.state import state_file
-from tokenmill.stages.train import load_base, run_train
+from tokenmill.stages.tokens import token_shards
+from tokenmill.stages.train import run_train
 from tokenmill.stages.views import current_views
 from tokenmill.tokenizer import Tokenizer
 
-if TYPE_CHECKING:
-    from typing_extensions import TypeIs
-
-STEPS = ("all", "count", "encode")
 S = TypeVar("S", bound=StageResult)
 
 
@@ -91,44 +84,35 @@ def check_previous_data(out: AnyPath, data: AnyPath, previous: dict, force: bool
         )
 
 
-def pretraining_steps(
-    paths: dict[str, AnyPath], config: Config, tok: Tokenizer, names: list[str]
-) -> list[Callable[[], PackResult | BinResult]]:
-    """--pack and --format bin: stages after encode, over the token shards `names`
-    (paths relative to tokens/) that this run wrote or kept."""
-    steps: list[Callable[[], PackResult | BinResult]] = []
-    if config.pack:
-        steps.append(
-            lambda: run_pack(
-                paths["tokens_dir"],
-                paths["packed_dir"],
-                config.pack,
-                bos=config.bos,
-                tokenizer=tok,
-                names=names,
-                val_fraction=config.val_fraction,
-            )
-        )
-    if config.format == "bin":
-        steps.append(
-            lambda: run_bin(
-                paths["tokens_dir"],
-                paths["bin_dir"],
-                workers=config.n_workers,
-                executor=config.executor,
-                ray_address=config.ray_address,
-                names=names,
-                val_fraction=config.val_fraction,
-            )
-        )
-    return steps
-
-
-def pretraining_files(result: PackResult | BinResult, out: AnyPath) -> list[dict]:
-    """Manifest entries (checked by verify) for what pack or bin wrote."""
-    if isinstance(result, PackResult):
-        return [file_entry(location(r["file"]), out, rows=r["sequences"]) for r in result.shards]
-    return [file_entry(location(result.dir) / f, out) for f in result.files]
+def write_layouts(
+    out: AnyPath, config: Config, tok: Tokenizer, tokens_dir: AnyPath, names: list[str], stage
+) -> list[dict]:
+    """Each layout of the run (--pack, --format) from the token shards `names`
+    (relative to `tokens_dir`) this run wrote or kept; the manifest entries
+    (checked by verify) of the files they wrote."""
+    if not config.layouts:
+        return []
+    job = LayoutJob(
+        shards=token_shards(tokens_dir, names),
+        folder=out,
+        tokenizer=tok,
+        bos=config.bos,
+        val_fraction=config.val_fraction,
+        per_shard=config.per_shard,
+        seq_len=config.pack,
+        workers=config.n_workers,
+        executor=config.executor,
+        ray_address=config.ray_address,
+    )
+    entries = []
+    for name in config.layouts:
+        lay = layout(name)
+        folder = location(out) / lay.folder
+        result = stage(lay.write(dataclasses.replace(job, folder=folder)))
+        for f in result.files:
+            rows = {"rows": result.rows[f]} if f in result.rows else {}
+            entries.append(file_entry(folder / f, out, **rows))
+    return entries
 
 
 # Options of training only: an encode-only run does not use them.
@@ -181,19 +165,26 @@ def run_all(
     on_note=None,
     extend_pattern: str | None = None,
 ) -> RunResult:
-    """The pipeline's `steps`; `on_stage(summary)` is called as each stage ends and
+    """`run_plan` of these options (see `plan.make_plan`)."""
+    plan = make_plan(
+        data,
+        out,
+        config,
+        steps=steps,
+        tokenizer=tokenizer,
+        load_options=load_options,
+        extend_pattern=extend_pattern,
+    )
+    return run_plan(plan, on_stage, on_note)
+
+
+def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
+    """The plan's steps; `on_stage(summary)` is called as each stage ends and
     `on_note(line)` with what the user should know (files not read, stale files
     removed). OUT is locked for the run: a second run into it fails at once.
-    With config.extend, training grows that tokenizer (`extend_pattern`
-    reads a .tiktoken file), and words are counted as it splits them."""
-    if steps not in STEPS:
-        raise TokenmillError(f"steps must be one of {', '.join(STEPS)}, not {steps!r}")
-    if (steps == "encode") != (tokenizer is not None):
-        raise TokenmillError("give a tokenizer to encode only, and only then")
-    if config.extend and steps == "encode":
-        raise TokenmillError("--extend trains: give it without --tokenizer")
-    base, config = load_base(config, extend_pattern)
-    data, out = location(data), location(out)
+    With config.extend, training grows plan.base, and words are counted as it
+    splits them."""
+    data, out, config = plan.data, plan.out, plan.config
     with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
         if not data.exists():
             raise TokenmillError(f"{data}: no such file or directory")
@@ -204,24 +195,17 @@ def run_all(
         if lock.note:
             note(lock.note)
         check_previous_data(out, data, lock.previous, config.force)
-        tok = tokenizer
-        if is_file(tokenizer):
-            tok = load_any(tokenizer, **(load_options or {}))
-        return _run_locked(data, out, config, on_stage, steps, tokenizer, tok, note, lock, base)
+        return _run_locked(plan, on_stage, note, lock)
 
 
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
 
 
-def is_file(tokenizer: AnyPath | str | Tokenizer | None) -> TypeIs[AnyPath | str]:
-    """Whether `tokenizer` names a tokenizer file (local or remote)."""
-    return tokenizer is not None and not isinstance(tokenizer, Tokenizer)
-
-
-def check_targets(paths: dict[str, AnyPath], inputs: Inputs, config: Config, steps: str) -> None:
+def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> None:
     """Refuse, before any work, a run that would write a file where a folder,
     a FIFO or a device is, or a folder where a file is (writers.check_target)."""
+    paths = output_paths(out)
     files = [paths["manifest"]]
     folders = []
     if steps in ("all", "count"):
@@ -230,24 +214,20 @@ def check_targets(paths: dict[str, AnyPath], inputs: Inputs, config: Config, ste
     if steps in ("all", "encode"):
         files.append(paths["tokenizer"])
         folders.append(paths["tokens_dir"])
-        if config.pack:
-            folders.append(paths["packed_dir"])
-        if config.format == "bin":
-            folders.append(paths["bin_dir"])
+        folders += [location(out) / layout(name).folder for name in config.layouts]
     files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
     for path in files:
         check_target(path)
         check_target(state_file(path))
 
 
-def _run_locked(
-    data, out, config, on_stage, steps, tokenizer, tok, note, lock, base=None
-) -> RunResult:
+def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
     start = time.monotonic()
+    data, out, config, steps = plan.data, plan.out, plan.config, plan.steps
     check_lock = lock.check
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
-    check_targets(paths, inputs, config, steps)
+    check_targets(out, inputs, config, steps)
     lock.record(data)  # sure to write now: a refused run leaves the last holder's record
     if line := inputs.not_read_line():
         note(f"{line}; listed in the manifest under not_read")
@@ -262,11 +242,15 @@ def _run_locked(
             on_stage(result)
         return result
 
+    tok = plan.tokenizer
+    tokenizer_file = plan.tokenizer_file
     given = None  # encode only: the manifest entry of the tokenizer file given
-    if steps == "encode" and is_file(tokenizer):
-        tokenizer = location(tokenizer)
-        given = file_entry(tokenizer, out)
-    resolved_config = encode_only_config(config, tok, given) if steps == "encode" else None
+    if steps == "encode" and tokenizer_file is not None:
+        given = file_entry(tokenizer_file, out)
+    resolved_config = None
+    if steps == "encode":
+        assert tok is not None  # make_plan: encode only with a tokenizer
+        resolved_config = encode_only_config(config, tok, given)
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
     if steps in ("all", "count"):
         count = check_read(stage(run_count(inputs, paths["counts_dir"], config)))
@@ -283,21 +267,21 @@ def _run_locked(
         manifest["counts"] = shard_outputs(count.shards, out)
         manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
     if steps == "all":
-        stage(run_train(paths["counts_file"], paths["tokenizer"], config, base))
-        tokenizer = paths["tokenizer"]
-        tok = load_any(tokenizer)
+        train = stage(run_train(paths["counts_file"], paths["tokenizer"], config, plan.base))
+        tokenizer_file, tok = paths["tokenizer"], train.tokenizer
     if steps in ("all", "encode"):
+        assert tok is not None
         # What count read of each input: encode must read the same (shards.check_counted).
         counted = {r["shard"]: r["input"] for r in count.shards} if steps == "all" else None
         encode = check_read(
             stage(run_encode(inputs, paths["tokens_dir"], tok, config, counted=counted))
         )
         if steps == "all":
-            manifest["tokenizer"] = file_entry(tokenizer, out)
+            manifest["tokenizer"] = file_entry(paths["tokenizer"], out)
         else:
             if given is not None:
                 manifest["tokenizer"] = given
-            save_tokenizer(tok, tokenizer if given else None, paths["tokenizer"])
+            save_tokenizer(tok, tokenizer_file, paths["tokenizer"])
             manifest.setdefault("files", []).append(file_entry(paths["tokenizer"], out))
         manifest["tokenizer_sha256"] = tok.sha256
         manifest["normalizer"] = tok._normalizer
@@ -305,8 +289,8 @@ def _run_locked(
         if encode.split:
             manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
         names = [relative_name(location(f), paths["tokens_dir"]) for f in encode.written]
-        for step in pretraining_steps(paths, config, tok, names):
-            manifest.setdefault("files", []).extend(pretraining_files(stage(step()), out))
+        files = write_layouts(out, config, tok, paths["tokens_dir"], names, stage)
+        manifest.setdefault("files", []).extend(files)
     reader = stages["encode"] if "encode" in stages else stages["count"]
     assert isinstance(reader, ShardStageResult)
     manifest["inputs"] = input_entries(stages)
@@ -357,5 +341,5 @@ def _run_locked(
         documents=manifest["documents"],
         tokens=manifest.get("tokens", 0),
         skipped=skipped,
-        tokenizer=relative(tokenizer, out) if is_file(tokenizer) else None,
+        tokenizer=relative(tokenizer_file, out) if tokenizer_file is not None else None,
     )

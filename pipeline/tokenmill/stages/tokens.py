@@ -1,6 +1,6 @@
 """Reading the token shards that `encode` writes: their order, their metadata,
-and the tokenizer they were encoded with. Used by pack, binfmt, stats, report
-and decode."""
+and the tokenizer they were encoded with. Used by the layouts
+(tokenmill.layouts), stats, report and decode."""
 
 from __future__ import annotations
 

@@ -42,11 +42,11 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
 def run_train(
     counts_file: AnyPath, tokenizer_file: AnyPath, config: Config, base: Tokenizer | None = None
 ) -> TrainResult:
-    """Train on the word table, or with --extend grow `base` (loaded from
-    config.extend when not given) on it."""
+    """Train on the word table, or with --extend grow `base` (from `load_base`)
+    on it. The result holds the tokenizer saved at `tokenizer_file`."""
     start = time.monotonic()
     if config.extend and base is None:
-        base, config = load_base(config)
+        raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
     counts_file = location(counts_file)
     table = read_word_table(counts_file)
     if table.num_rows == 0:
@@ -160,6 +160,7 @@ def summary(
     words: int, tok: Tokenizer, start: float, reused: bool, extend: dict | None = None
 ) -> TrainResult:
     return TrainResult(
+        tokenizer=tok,
         words=words,
         merges=len(tok.merges),
         vocab_size=tok.vocab_size,

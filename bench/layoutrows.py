@@ -1,0 +1,149 @@
+"""The training layouts against encode: `tokenmill run CORPUS OUT --tokenizer T
+--pack 2048 --format parquet,LAYOUTS` with --workers 1 and 2 in turn, ROUNDS
+times, each its own process; each stage's seconds from its manifest. The bar:
+writing any layout takes no longer than the encode stage of the same run, on
+1 and on 2 workers (`tokenmill speed ×`, encode's seconds over the layout's,
+at least 1).
+
+run.py runs it as the `layouts` phase, with the tokenizer its training phase
+learned; alone (training one with `tokenmill run` first):
+
+    python bench/layoutrows.py [CORPUS] [--rounds 3] [--tmp DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from cliruns import measured
+from contenders import fresh
+from corpus import corpus_stats, parquet_shards
+from measure import busy_seconds, wait_for_quiet
+from realvocab import tokenmill_command
+from report import Row
+
+SEQ_LEN = 2048
+ROUNDS = 3  # times --repeat
+WORKERS = (1, 2)
+# Each layout's stage in the manifest, where it is not the layout's name.
+STAGE = {"packed": "pack"}
+
+
+def layout_names() -> list[str]:
+    """packed, and every --format layout that tokenmill has."""
+    from tokenmill.layouts import FORMATS
+
+    have = [name for name in FORMATS if importlib.util.find_spec(f"tokenmill.layouts.{name}")]
+    return ["packed", *have]
+
+
+def one_run(ctx, workers: int, formats: list[str]) -> dict:
+    """One `tokenmill run` writing every layout; its measures and stage seconds."""
+    out = ctx.tmp / f"layouts-{workers}"
+    fresh(out)
+    cmd = [tokenmill_command(), "run", str(ctx.corpus), str(out), "--tokenizer", ctx.tokenizer]
+    cmd += ["--workers", str(workers), "--pack", str(SEQ_LEN)]
+    cmd += ["--format", ",".join(["parquet", *formats])]
+    if ctx.quiet_wait:
+        wait_for_quiet(ctx.quiet_wait)
+    busy = busy_seconds()
+    result = measured(cmd)
+    result["other_cores"] = max(
+        0.0, (busy_seconds() - busy - result["cpu_seconds"]) / result["seconds"]
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    result["stages"] = {k: v["seconds"] for k, v in manifest["stages"].items()}
+    shutil.rmtree(out)
+    return result
+
+
+def row(ctx, contender: str, seconds: float, run: dict, ratio: float | None = None) -> Row:
+    return Row(
+        "layouts",
+        contender,
+        seconds,
+        run["peak_rss"],
+        run["tree_rss"],
+        ctx.n_bytes,
+        cpu_seconds=run["cpu_seconds"],
+        process_seconds=run["seconds"],
+        other_cores=run["other_cores"],
+        ratio=ratio,
+    )
+
+
+def layouts(ctx, rounds: int = ROUNDS) -> tuple[list[Row], list[str], dict]:
+    """The `layouts` phase: encode, then every layout, on 1 and 2 workers."""
+    names = layout_names()
+    runs: dict[int, list[dict]] = {w: [] for w in WORKERS}
+    for _ in range(ctx.repeat * rounds):
+        for w in WORKERS:
+            runs[w].append(one_run(ctx, w, names[1:]))
+    rows, spans, extra = [], [], {}
+    for w in WORKERS:
+        done = runs[w]
+        fastest = min(done, key=lambda r: r["stages"]["encode"])
+        rows.append(
+            row(ctx, f"tokenmill encode --workers {w}", fastest["stages"]["encode"], fastest)
+        )
+        for name in names:
+            stage = STAGE.get(name, name)
+            ratios = sorted(r["stages"]["encode"] / r["stages"][stage] for r in done)
+            best = min(done, key=lambda r: r["stages"][stage])
+            median = statistics.median(ratios)
+            label = f"tokenmill {name} --workers {w}"
+            rows.append(row(ctx, label, best["stages"][stage], best, median))
+            spans.append(f"{name} --workers {w} {ratios[0]:.2f} to {ratios[-1]:.2f}")
+            extra[f"{name}_{w}"] = {"median": median, "ratios": ratios}
+    notes = [
+        f"Layouts rows: `tokenmill run --tokenizer --pack {SEQ_LEN} --format "
+        f"{','.join(['parquet', *names[1:]])}`, {len(runs[1])} rounds of --workers 1 then 2, "
+        "each its own process; wall s: the stage's own seconds in the run's manifest (its "
+        "fastest round), RSS the whole run's. `tokenmill speed ×`: the median over the rounds "
+        "of encode's seconds ÷ the layout's in the same run (at least 1: writing the layout "
+        "takes no longer than encoding). Per-round ratios: " + "; ".join(spans) + ".",
+    ]
+    return rows, notes, {"layouts": extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/corpus"))
+    ap.add_argument("--vocab-size", type=int, default=32768)
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
+    args = ap.parse_args()
+    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-layouts-"))
+    try:
+        train = tmp / "train"
+        fresh(train)
+        measured(
+            [tokenmill_command(), "run", str(args.corpus), str(train)]
+            + ["--vocab-size", str(args.vocab_size)]
+        )
+        ctx = argparse.Namespace(
+            tmp=tmp,
+            corpus=args.corpus,
+            tokenizer=str(train / "tokenizer.json"),
+            n_bytes=corpus_stats(parquet_shards(args.corpus))["bytes"],
+            repeat=1,
+            quiet_wait=0.0,
+        )
+        rows, notes, _ = layouts(ctx, args.rounds)
+    finally:
+        if args.tmp is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for r in rows:
+        speed = "" if r.speedup is None else f", encode ÷ layout {r.speedup:.2f}"
+        print(f"{r.contender}: {r.seconds:.2f} s{speed}")
+    print(*notes, sep="\n")
+
+
+if __name__ == "__main__":
+    main()

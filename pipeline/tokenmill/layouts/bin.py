@@ -1,0 +1,282 @@
+"""bin (--format bin): every token shard as a flat array of ids, nanoGPT style.
+
+For each token shard ``<name>.parquet``, OUT/bin/ gets:
+
+- ``<name>.bin``: the ids of all its rows end to end, as the token shard
+  holds them (each row ends with the ``<|endoftext|>`` that `encode` put
+  there, none with --no-eos), raw little-endian uint16 when the vocabulary
+  has at most 65536 ids, else uint32; no header;
+- ``<name>.idx.npy``: uint64 document offsets, one more than there are rows:
+  row i of the Parquet shard is ``ids[idx[i]:idx[i + 1]]``;
+
+and OUT/bin/index.json lists the shards in input order with their dtype,
+documents and tokens, and the tokenizer's sha256 and vocabulary size. With
+--bos each document starts with ``<|bos|>`` (index.json's ``bos_id``).
+
+bin is always one pair per token shard (--per-shard or not), except with
+--val-fraction F: then OUT/bin/ gets nanoGPT's two files, ``train.bin`` and
+``val.bin`` (the documents of every shard in input order, each to the side
+stages/split.py puts it on), with ``train.idx.npy`` and ``val.idx.npy``; the
+index lists per shard the documents and tokens that went to each.
+
+    ids = np.memmap("out/bin/prose-en.bin", dtype=np.uint16, mode="r")
+    idx = np.load("out/bin/prose-en.idx.npy")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from tokenmill.executors import run_tasks
+from tokenmill.faults import checkpoint
+from tokenmill.io.storage import AnyPath, is_remote, location
+from tokenmill.io.writers import atomic_path, write_json
+from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, is_val, split_counts
+from tokenmill.stages.tokens import TokenShard, list_ids, token_shards
+from tokenmill.tokenizer import BOS
+
+INDEX = "index.json"
+FORMAT = "tokenmill-bin"
+SUFFIXES = (".bin", ".idx.npy")
+
+
+class Bin:
+    name = "bin"
+    folder = "bin"
+    reader = "numpy"
+    ends_in_eos = False
+
+    def owns(self, name: str) -> bool:
+        return name == INDEX or name.endswith(SUFFIXES)
+
+    def write(self, job: LayoutJob) -> LayoutResult:
+        bos = job.tokenizer.special_id(BOS) if job.bos else None
+        return write_bin(
+            job.shards,
+            job.folder,
+            workers=job.workers,
+            executor=job.executor,
+            ray_address=job.ray_address,
+            val_fraction=job.val_fraction,
+            bos=bos,
+        )
+
+    def read(self, folder: AnyPath) -> Iterator[Document]:
+        folder = location(folder)
+        index = json.loads((folder / INDEX).read_bytes())
+        dtype = np.dtype(index["dtype"]).newbyteorder("<")
+        if "split" in index:
+            pairs = [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
+        else:
+            pairs = [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+        for split, source, bin_name, idx_name in pairs:
+            ids = np.frombuffer((folder / bin_name).read_bytes(), dtype=dtype)
+            idx = np.load(io.BytesIO((folder / idx_name).read_bytes()))
+            for i in range(len(idx) - 1):
+                yield Document(split, ids[idx[i] : idx[i + 1]], source)
+
+    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+        """As nanoGPT's train.py reads its arrays: numpy's memmap (a local folder
+        only; a remote one gives None), documents cut by the .idx.npy offsets."""
+        folder = location(folder)
+        if is_remote(folder):
+            return None
+        return memmapped(folder)
+
+    def recorded(self, folder: AnyPath) -> dict[str, str]:
+        index = json.loads((location(folder) / INDEX).read_bytes())
+        keys = ("tokenizer_sha256", "vocab_size", "bos_id")
+        return {k: "null" if index.get(k) is None else str(index[k]) for k in keys if k in index}
+
+
+LAYOUT = Bin()
+
+
+def memmapped(folder: Path) -> Iterator[Document]:
+    index = json.loads((folder / INDEX).read_bytes())
+    dtype = np.dtype(index["dtype"]).newbyteorder("<")
+    if "split" in index:
+        pairs = [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
+    else:
+        pairs = [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+    for split, source, bin_name, idx_name in pairs:
+        idx = np.load(folder / idx_name)
+        if idx[-1] == 0:
+            ids = np.empty(0, dtype)  # numpy cannot map an empty file
+        else:
+            ids = np.memmap(folder / bin_name, dtype=dtype, mode="r")
+        for i in range(len(idx) - 1):
+            yield Document(split, np.array(ids[idx[i] : idx[i + 1]]), source)
+
+
+def bin_names(shard: TokenShard) -> tuple[str, str]:
+    stem = shard.name.removesuffix(".parquet")
+    return f"{stem}.bin", f"{stem}.idx.npy"
+
+
+@dataclass(frozen=True)
+class BinTask:
+    shard: TokenShard
+    out_dir: AnyPath
+    bos: int | None
+
+
+def with_bos(flat: np.ndarray, offsets: np.ndarray, bos: int | None):
+    """A batch's documents as (ids, lengths), each document after `bos` when given."""
+    lens = np.diff(offsets)
+    if bos is None:
+        return flat, lens
+    starts = offsets[:-1] + np.arange(len(lens))
+    ids = np.empty(len(flat) + len(lens), flat.dtype)
+    ids[starts] = bos
+    ids[np.arange(len(flat)) + np.repeat(np.arange(1, len(lens) + 1), lens)] = flat
+    return ids, lens + 1
+
+
+def write_offsets(lengths: list[np.ndarray], path: AnyPath) -> np.ndarray:
+    """Write the uint64 document offsets of documents of these lengths (one
+    more than there are documents) as .npy at `path`; returns them."""
+    idx = np.zeros(sum(len(x) for x in lengths) + 1, np.uint64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=idx[1:])
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, idx)
+    return idx
+
+
+def bin_shard(task: BinTask) -> dict:
+    shard = task.shard
+    bin_name, idx_name = bin_names(shard)
+    dtype = shard.id_dtype.newbyteorder("<")
+    lengths = []
+    with atomic_path(task.out_dir / bin_name) as tmp, open(tmp, "wb") as f:
+        for batch in shard.batches(columns=("ids",)):
+            ids, lens = with_bos(*list_ids(batch.column(0)), task.bos)
+            f.write(ids.astype(dtype, copy=False).tobytes())
+            lengths.append(lens)
+        checkpoint("bin-write", 1)  # tests kill here, with this shard's temporary open
+    idx = write_offsets(lengths, task.out_dir / idx_name)
+    return {
+        "source": shard.source,
+        "bin": bin_name,
+        "index": idx_name,
+        "documents": shard.documents,
+        "tokens": int(idx[-1]),
+    }
+
+
+def split_bins(
+    shards: list[TokenShard], bin_dir: AnyPath, fraction: float, bos: int | None
+) -> list[dict]:
+    """train.bin / val.bin (and their .idx.npy) of all `shards` in order; one pass,
+    memory bounded by a batch. Returns per shard the documents and tokens of each split."""
+    dtype = shards[0].id_dtype.newbyteorder("<")
+    lengths: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}
+    results = []
+    with contextlib.ExitStack() as stack:
+        files = {
+            s: stack.enter_context(
+                open(stack.enter_context(atomic_path(bin_dir / f"{s}.bin")), "wb")
+            )
+            for s in SPLITS
+        }
+        for shard in tqdm(shards, desc="bin", unit="shard", disable=None, leave=False):
+            counts: dict = {}
+            for batch in shard.batches(columns=("row", "ids")):
+                flat, lens = with_bos(*list_ids(batch.column("ids")), bos)
+                rows = batch.column("row").to_numpy()
+                val = is_val(shard.source, rows, fraction)
+                counts = add_counts(counts, split_counts(val, lens))
+                in_val = np.repeat(val, lens)
+                for side, docs, ids in ((TRAIN, ~val, ~in_val), (VAL, val, in_val)):
+                    files[side].write(flat[ids].astype(dtype, copy=False).tobytes())
+                    lengths[side].append(lens[docs])
+            checkpoint("bin-write", 1)  # tests kill here, with the temporaries open
+            results.append({"source": shard.source, **counts})
+    for side in SPLITS:
+        write_offsets(lengths[side], bin_dir / f"{side}.idx.npy")
+    return results
+
+
+def write_bin(
+    shards: list[TokenShard],
+    bin_dir: AnyPath,
+    *,
+    workers: int = 1,
+    executor: str = "threads",
+    ray_address: str | None = None,
+    val_fraction: float = 0.0,
+    bos: int | None = None,
+) -> LayoutResult:
+    """`shards` as flat arrays in `bin_dir`, at their relative paths; with
+    `val_fraction`, as train.bin and val.bin. `bos`: the id put before each document."""
+    start = time.monotonic()
+    bin_dir = location(bin_dir)
+    index = {
+        "format": FORMAT,
+        "version": 1,
+        "dtype": shards[0].id_dtype.name,
+        "byte_order": "little",
+        "vocab_size": shards[0].vocab_size,
+        "tokenizer_sha256": shards[0].sha256,
+        "bos_id": bos,
+    }
+    if val_fraction > 0:
+        results = split_bins(shards, bin_dir, val_fraction, bos)
+        split: dict = {}
+        for r in results:
+            split = add_counts(split, r)
+        index["split"] = {"val_fraction": val_fraction, **split}
+        files = [f"{s}{suffix}" for s in SPLITS for suffix in SUFFIXES]
+        documents = sum(c["documents"] for c in split.values())
+        tokens = sum(c["tokens"] for c in split.values())
+        summary = (
+            f"train.bin {split[TRAIN]['documents']} documents, {split[TRAIN]['tokens']} ids; "
+            f"val.bin {split[VAL]['documents']} documents, {split[VAL]['tokens']} ids"
+        )
+    else:
+        results = run_tasks(
+            bin_shard,
+            [BinTask(s, bin_dir, bos) for s in shards],
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            desc="bin",
+        )
+        files = [r[kind] for r in results for kind in ("bin", "index")]
+        documents = sum(r["documents"] for r in results)
+        tokens = sum(r["tokens"] for r in results)
+        summary = f"{len(results)} shards"
+    write_json({**index, "shards": results}, bin_dir / INDEX)
+    return LayoutResult(
+        stage="bin",
+        dir=str(bin_dir),
+        files=[*files, INDEX],
+        documents=documents,
+        tokens=tokens,
+        summary=f"{index['dtype']}, {summary}",
+        redone=len(results),
+        seconds=time.monotonic() - start,
+    )
+
+
+def run_bin(
+    tokens_dir: AnyPath,
+    bin_dir: AnyPath,
+    *,
+    workers: int = 1,
+    val_fraction: float = 0.0,
+) -> LayoutResult:
+    """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`."""
+    shards = token_shards(tokens_dir)
+    return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction)

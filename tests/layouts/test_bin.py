@@ -1,0 +1,63 @@
+"""--format bin behind the layout interface: --bos, and its `read`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import make_documents, write_shard
+
+from tokenmill.config import Config
+from tokenmill.layouts import LayoutJob
+from tokenmill.layouts.bin import LAYOUT
+from tokenmill.stages.encode import run_encode
+from tokenmill.stages.tokens import list_ids, token_shards
+from tokenmill.tokenizer import BOS, ENDOFTEXT, Tokenizer
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory):
+    """(token shards, their rows by source, tokenizer) of a small corpus of two shards."""
+    root = tmp_path_factory.mktemp("bin")
+    docs = make_documents(50, seed=5)
+    write_shard(root / "data" / "a.jsonl", docs[:30])
+    write_shard(root / "data" / "sub" / "b.jsonl", docs[30:])
+    tok = Tokenizer.train(docs, vocab_size=300, special_tokens=[ENDOFTEXT, BOS])
+    run_encode(root / "data", root / "tokens", tok, Config(workers=1))
+    shards = token_shards(root / "tokens")
+    rows = {}
+    for shard in shards:
+        flat, offsets = list_ids(next(shard.batches(columns=("ids",))).column(0))
+        rows[shard.source] = [
+            flat[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+        ]
+    return shards, rows, tok
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_bin_puts_bos_before_each_document_and_reads_back(encoded, tmp_path, bos):
+    shards, rows, tok = encoded
+    result = LAYOUT.write(LayoutJob(shards, tmp_path, tok, bos=bos))
+    pairs = ["a.jsonl.bin", "a.jsonl.idx.npy", "sub/b.jsonl.bin", "sub/b.jsonl.idx.npy"]
+    assert result.files == [*pairs, "index.json"]
+    first = [tok.special_id(BOS)] if bos else []
+    expected = [(s, first + ids) for s in ("a.jsonl", "sub/b.jsonl") for ids in rows[s]]
+    assert [(d.source, d.ids.tolist()) for d in LAYOUT.read(tmp_path)] == expected
+    # As nanoGPT reads it: the flat array, cut by the offsets.
+    ids = np.memmap(tmp_path / "a.jsonl.bin", dtype=np.uint16, mode="r")
+    idx = np.load(tmp_path / "a.jsonl.idx.npy")
+    assert ids[idx[0] : idx[1]].tolist() == first + rows["a.jsonl"][0]
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert index["bos_id"] == (tok.special_id(BOS) if bos else None)
+    assert result.tokens == len(ids) + len(np.memmap(tmp_path / "sub/b.jsonl.bin", np.uint16))
+
+
+def test_bin_with_a_split_reads_back_train_then_val(encoded, tmp_path):
+    shards, rows, tok = encoded
+    LAYOUT.write(LayoutJob(shards, tmp_path, tok, val_fraction=0.4))
+    read = list(LAYOUT.read(tmp_path))
+    assert {d.split for d in read} == {"train", "val"}
+    assert [d.split for d in read] == sorted(d.split for d in read)  # train first
+    every = sorted(ids for docs in rows.values() for ids in docs)
+    assert sorted(d.ids.tolist() for d in read) == every

@@ -1,0 +1,228 @@
+"""`tokenmill check OUT`: a clean run passes, read by the trainers' own readers
+when installed (and says so), by tokenmill's otherwise; one planted problem
+of each kind fails it with a line naming the file and document."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import make_documents, one_line, write_shard
+from realtext import GPT2_FILE
+from runs import manifest, tokenmill
+from trainers import megatron_indexed_dataset, olmo_core_data_utils, torch_stand_in
+
+from tokenmill.io.metadata import TOKENIZER_SHA256
+from tokenmill.tokenizer import BOS
+
+LAYOUTS = ("--format", "megatron,datatrove,olmo,bin", "--pack", "64")
+TRAINERS = ("megatron", "datatrove", "olmo_core")
+
+
+def make_data(data):
+    docs = make_documents(90, seed=3)  # some empty
+    write_shard(data / "a.jsonl", docs[:40])
+    write_shard(data / "code" / "b.jsonl", docs[40:70])
+    write_shard(data / "c.txt", one_line(docs[70:]))
+    return data
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """A run with every layout and --bos: (DATA, OUT)."""
+    root = tmp_path_factory.mktemp("clean")
+    data, out = make_data(root / "data"), root / "out"
+    tokenmill("run", data, out, "--vocab-size", "300", "--workers", "1", *LAYOUTS, "--bos")
+    return data, out
+
+
+@pytest.fixture
+def out(clean, tmp_path):
+    """A copy of the clean OUT to plant a problem in (its DATA the clean one's)."""
+    return shutil.copytree(clean[1], tmp_path / "out")
+
+
+def hide_trainers(monkeypatch):
+    """The trainers' packages made unimportable (a None in sys.modules)."""
+    for name in [*TRAINERS, *sys.modules]:
+        if name.split(".")[0] in TRAINERS:
+            monkeypatch.setitem(sys.modules, name, None)
+
+
+def check(cli, out, *args, ok=True):
+    result = cli("check", out, *args, ok=False)
+    assert result.exit_code == (0 if ok else 1), result.output
+    return result
+
+
+def problems(result) -> list[str]:
+    return [line for line in result.output.splitlines() if line.startswith("problem: ")]
+
+
+def one_problem(result, *needles):
+    """The one problem line holding every needle."""
+    found = [p for p in problems(result) if all(n in p for n in needles)]
+    assert len(found) == 1, result.output
+    return found[0]
+
+
+def test_a_clean_run_passes_read_by_the_trainers_own_readers(cli, clean):
+    megatron_indexed_dataset()
+    olmo_core_data_utils()
+    with torch_stand_in():
+        result = check(cli, clean[1], "--decode", "1000")
+    n = manifest(clean[1])["documents"]
+    for name, reader in [
+        ("megatron", "megatron-core"),
+        ("datatrove", "datatrove"),
+        ("olmo", "ai2-olmo-core"),
+        ("bin", "numpy"),
+    ]:
+        assert f"{name}: {n} documents equal the token shards' (read with {reader})" in (
+            result.output
+        )
+    assert f"packed: {n} documents equal the token shards'" in result.output
+    assert not problems(result)
+    assert f"{n} decoded: 0 problems" in result.output
+
+
+def test_without_the_trainers_it_reads_with_its_own_reader_and_says_so(cli, clean, monkeypatch):
+    hide_trainers(monkeypatch)
+    result = check(cli, clean[1])
+    n = manifest(clean[1])["documents"]
+    for name, package in [
+        ("megatron", "megatron-core"),
+        ("datatrove", "datatrove"),
+        ("olmo", "ai2-olmo-core"),
+    ]:
+        assert (
+            f"{name}: {n} documents equal the token shards' (read with tokenmill's reader: "
+            f"{package} is not installed)"
+        ) in result.output
+    assert "90 decoded: 0 problems" in result.output
+
+
+def test_char_mode_compares_the_text_as_it_reads_it(cli, tmp_path):
+    data, out = make_data(tmp_path / "data"), tmp_path / "out"
+    tokenmill("run", data, out, "--mode", "char", "--lowercase", "--vocab-size", "150",
+              "--format", "bin", "--no-eos")  # fmt: skip
+    result = check(cli, out, "--decode", "1000")
+    assert not problems(result) and "bin: " in result.output
+
+
+def test_a_changed_id_in_a_layout_names_the_document(cli, out, monkeypatch):
+    hide_trainers(monkeypatch)
+    ids = np.memmap(out / "megatron" / "corpus_text_document.bin", np.uint16, mode="r+")
+    at = len(ids) // 2
+    ids[at] = 7 if ids[at] != 7 else 8
+    ids.flush()
+    result = check(cli, out, ok=False)
+    line = one_problem(result, "megatron/: 1 of ", "documents differ from the token shards'")
+    assert "row" in line and f"is {ids[at]}, the token shard's row has" in line
+    assert "megatron: " in result.output and "not all equal" in result.output
+    assert len(problems(result)) == 1
+
+
+def test_a_dtype_too_narrow_for_the_vocabulary(cli, tmp_path, monkeypatch):
+    hide_trainers(monkeypatch)
+    out = tmp_path / "out"
+    tokenmill(
+        "run", make_data(tmp_path / "data"), out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2",
+        "--special-token", "<|endoftext|>=50256", "--special-token", f"{BOS}=70000",
+        "--format", "datatrove",
+    )  # fmt: skip
+    check(cli, out)
+    # The .ds rewritten as a writer ignoring the vocabulary's size would: uint16.
+    ds = out / "datatrove" / "000_corpus.ds"
+    ds.write_bytes(np.fromfile(ds, "<u4").astype("<u2").tobytes())
+    metadata = ds.with_name(ds.name + ".metadata")
+    metadata.write_text(metadata.read_text().replace("|4\n", "|2\n"))
+    result = check(cli, out, ok=False)
+    one_problem(result, "datatrove/: ids of uint16 (at most 65535)", "ids up to 70000")
+
+
+def test_a_document_without_its_bos(cli, out, monkeypatch):
+    hide_trainers(monkeypatch)
+    ds = out / "datatrove" / "000_corpus.ds"
+    ids = np.fromfile(ds, "<u2")
+    ids[0] = 5
+    ds.write_bytes(ids.tobytes())
+    result = check(cli, out, ok=False)
+    line = one_problem(result, "datatrove/: 1 of ")
+    assert f"document 0 (tokens/a.jsonl.parquet row 0): does not start with {BOS}" in line
+
+
+def rewrite_shard(path, change_ids=None, metadata=None):
+    """A token shard written again: `change_ids(rows of ids)`, its metadata updated."""
+    table = pq.read_table(path)
+    if change_ids is not None:
+        ids = table["ids"].to_pylist()
+        change_ids(ids)
+        column = table.schema.get_field_index("ids")
+        table = table.set_column(
+            column, table.schema.field("ids"), pa.array(ids, table["ids"].type)
+        )
+    if metadata is not None:
+        table = table.replace_schema_metadata({**table.schema.metadata, **metadata})
+    pq.write_table(table, path)
+
+
+def test_a_row_without_its_eos(cli, out, monkeypatch):
+    hide_trainers(monkeypatch)
+    rewrite_shard(out / "tokens" / "code" / "b.jsonl.parquet", lambda ids: ids[3].pop())
+    result = check(cli, out, ok=False)
+    one_problem(
+        result,
+        "tokens/code/b.jsonl.parquet: 1 of 30 rows do not end in <|endoftext|>",
+        "the first: row 3",
+    )
+
+
+def test_a_token_shard_recording_another_tokenizer(cli, out, monkeypatch):
+    hide_trainers(monkeypatch)
+    rewrite_shard(out / "tokens" / "c.txt.parquet", metadata={TOKENIZER_SHA256: b"0" * 64})
+    result = check(cli, out, ok=False)
+    one_problem(result, "tokens/c.txt.parquet: records tokenizer sha256 000000000000...")
+
+
+def test_a_sample_document_whose_text_changed(cli, clean, tmp_path, monkeypatch):
+    hide_trainers(monkeypatch)
+    data = shutil.copytree(clean[0], tmp_path / "data")
+    lines = (data / "a.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = json.dumps({"text": "not what was encoded"}) + "\n"
+    (data / "a.jsonl").write_text("".join(lines))
+    (data / "c.txt").unlink()
+    result = check(cli, clean[1], "--data", data, "--decode", "1000", ok=False)
+    one_problem(result, "tokens/a.jsonl.parquet row 2: decodes to other text than a.jsonl row 2")
+    one_problem(result, "input a.jsonl: changed since the run")
+    one_problem(result, f"input c.txt: not in DATA ({data / 'c.txt'})")
+    assert len(problems(result)) == 3
+
+
+def test_json_lists_the_layouts_and_the_problems(cli, out, monkeypatch):
+    hide_trainers(monkeypatch)
+    recorded = json.loads((out / "manifest.json").read_text())
+    recorded["config"]["pattern"] = "gpt2"
+    (out / "manifest.json").write_text(json.dumps(recorded))
+    index = json.loads((out / "olmo" / "index.json").read_text())
+    index["eos_token_id"] = 7
+    (out / "olmo" / "index.json").write_text(json.dumps(index))
+    result = check(cli, out, "--json", ok=False)
+    report = json.loads(result.stdout)
+    assert [s["name"] for s in report["layouts"]] == [
+        "packed",
+        "bin",
+        "megatron",
+        "datatrove",
+        "olmo",
+    ]
+    assert all(s["equal"] for s in report["layouts"])
+    assert report["problems"] == [
+        "manifest.json: records pattern 'gpt2', tokenizer.json's is 'cl100k'",
+        f"olmo/: records eos_id 7, tokenizer.json's is {index['vocab_size'] - 2}",
+    ]
