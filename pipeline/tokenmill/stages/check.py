@@ -321,7 +321,9 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     if compared.problems and by_name != order:
         again = compare(where, read, run.shards, by_name, frame)
         compared = compared if again.problems else again
-    how = reader if framework else f"tokenmill's reader: {reader} is not installed"
+    how = (
+        reader if framework else f"tokenmill's reader: {reader} is not installed or does not import"
+    )
     summary = {"name": name, "folder": where, "documents": compared.documents, "read_with": how}
     summary["equal"] = not compared.problems
     problems = compared.problems
