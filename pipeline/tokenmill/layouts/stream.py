@@ -14,7 +14,7 @@ rows): a document is one row of a token shard, written as
 ``[<|bos|>] + ids + [<|endoftext|>]``. ``<|bos|>`` comes first with --bos
 only. The ``<|endoftext|>`` is the one `encode` ended the row with; for
 shards encoded with --no-eos it is added here (a row already ending in it
-gets no second: `layouts.packed.document_stream`). Every document therefore
+gets no second: `layouts.rows.document_stream`). Every document therefore
 ends in ``<|endoftext|>``, an empty text being that id alone: the trainers
 read windows across documents (Megatron's samples, nanotron's windows,
 OLMo-core's documents found by their eos), and the id is how a model sees
@@ -48,7 +48,7 @@ from tokenmill.io.metadata import STATE
 from tokenmill.io.storage import AnyPath, is_remote, location, walk_files
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import LayoutJob, LayoutResult
-from tokenmill.layouts.packed import document_stream
+from tokenmill.layouts.rows import document_stream
 from tokenmill.stages.split import SPLITS, VAL, is_val
 from tokenmill.stages.tokens import TokenShard, list_ids
 from tokenmill.tokenizer import BOS, ENDOFTEXT

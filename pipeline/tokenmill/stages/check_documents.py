@@ -19,7 +19,7 @@ import numpy as np
 from tokenmill.errors import one_line
 from tokenmill.layouts import Document
 from tokenmill.layouts.bin import with_bos
-from tokenmill.layouts.packed import document_stream
+from tokenmill.layouts.rows import document_stream
 from tokenmill.stages.split import SPLITS, VAL, is_val
 from tokenmill.stages.tokens import TokenShard, list_ids
 from tokenmill.tokenizer import BOS, ENDOFTEXT

@@ -7,7 +7,8 @@ import time
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath
-from tokenmill.layouts.packed import Packer, document_stream, pack_shards
+from tokenmill.layouts.packed import pack_shards
+from tokenmill.layouts.rows import Packer, document_stream
 from tokenmill.stages.results import PackResult
 from tokenmill.stages.tokens import shard_tokenizer, token_shards
 from tokenmill.tokenizer import Tokenizer
