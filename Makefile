@@ -19,6 +19,9 @@ CORPUS_BUILD ?= --install
 # linux-source tarball (~1.2 GB of text, 320 MB on disk; --install adds the package).
 # BIG_CORPUS= leaves those rows out.
 BIG_CORPUS ?= /tmp/corpus-linux
+# The multilingual corpus of the encode rows: bench/build_multilingual.py reads ~113 MB of text in
+# 28 languages from Debian packages it downloads (--install: apt-get download, ~70 MB).
+MULTI_CORPUS ?= /tmp/corpus-multilingual
 # Runs per contender (the fastest counts); the machine is shared and noisy.
 REPEAT ?= 5
 # More bench/run.py options, e.g. BENCH_ARGS="--skip size --skip scaling".
@@ -91,9 +94,10 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	test -e $(CORPUS) || $(BIN)/python bench/build_corpus.py $(CORPUS) $(CORPUS_BUILD)
 	$(if $(BIG_CORPUS),test -e $(BIG_CORPUS) || $(BIN)/python bench/build_linux.py $(BIG_CORPUS) $(CORPUS_BUILD))
+	test -e $(MULTI_CORPUS) || $(BIN)/python bench/build_multilingual.py $(MULTI_CORPUS) $(CORPUS_BUILD)
 	$(BIN)/python bench/run.py $(CORPUS) --repeat $(REPEAT) \
-		--markdown bench/RESULTS.md --summary README.md \
-		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size) $(BENCH_ARGS)
+		--markdown bench/RESULTS.md --summary README.md --multilingual $(MULTI_CORPUS) \
+		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size --skip code) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) native/target $(OUT)

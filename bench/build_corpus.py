@@ -214,10 +214,7 @@ def install() -> None:
 
 
 def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
-    """Write the shards and README.txt into a temporary sibling, then rename it to outdir."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Shuffle the sources' documents and write them as the corpus; the README lines."""
     docs = [
         (s.name, lang, t) for s in sources for lang, t in zip(s.languages, s.texts, strict=True)
     ]
@@ -234,6 +231,19 @@ def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
         f"built by bench/build_corpus.py with Python {sys.version.split()[0]} "
         f"(standard library {sysconfig.get_paths()['stdlib']}), shuffle seed {SEED}"
     )
+    write_shards(outdir, docs, shards, summary)
+    return summary
+
+
+def write_shards(
+    outdir: Path, docs: list[tuple[str, str, str]], shards: int, summary: list[str]
+) -> None:
+    """Deal the (source, language, text) documents round-robin into `shards`
+    Parquet shards and write README.txt, in a temporary sibling of outdir that
+    is renamed to outdir when complete."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
     try:
@@ -251,7 +261,6 @@ def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return summary
 
 
 def main() -> None:

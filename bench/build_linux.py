@@ -1,6 +1,6 @@
 """Build the large benchmark corpus: the C source of Debian's linux-source package, as Parquet.
 
-    python bench/build_linux.py OUTDIR [--shards 40] [--tarball PATH] [--install]
+    python bench/build_linux.py OUTDIR [--shards 40] [--max-mb N] [--tarball PATH] [--install]
 
 Every .c and .h file of the kernel tarball (/usr/src/linux-source-*.tar.xz,
 the newest when several) that decodes as UTF-8 and is not empty is one
@@ -10,7 +10,9 @@ shard that has the fewest bytes so far, so every shard samples the whole tree
 (drivers/gpu, a third of the bytes, included) and the first k shards are a
 smaller corpus of the same kind. That is what the benchmark's size rows take:
 prefixes of the shards, a quarter, a half and all of them; the memory row
-takes the shortest prefix of about 500 MB.
+takes the shortest prefix of about 500 MB. --max-mb N stops reading the
+tarball once N MB of text went in: the first N MB, in the tarball's order
+(the encode rows' ~500 MB of C on a machine short of disk or time).
 
 Shards are OUTDIR/shard-NNNNN.parquet with columns `text`, `path` (in the
 tarball) and `language` ("c"), written a row group at a time (memory stays
@@ -59,10 +61,14 @@ def install() -> None:
         raise SystemExit(f"apt-get failed ({e}); install {PACKAGE} as root") from None
 
 
-def documents(tarball: Path, tally: Tally):
-    """(path, text) of every UTF-8, non-empty .c/.h file, in the tarball's order."""
+def documents(tarball: Path, tally: Tally, max_bytes: float = float("inf")):
+    """(path, text) of every UTF-8, non-empty .c/.h file, in the tarball's
+    order, until `max_bytes` of text went out."""
     with tarfile.open(tarball, "r|*") as tar:
         for member in tar:
+            if sum(tally.n_bytes) >= max_bytes:
+                tally.capped = True
+                return
             if not member.isfile() or not member.name.endswith(SUFFIXES):
                 continue
             tally.files += 1
@@ -85,6 +91,7 @@ class Tally:
     empty: int = 0
     documents: list[int] = field(default_factory=list)  # per shard
     n_bytes: list[int] = field(default_factory=list)  # per shard
+    capped: bool = False  # stopped at --max-mb
 
 
 class Shard:
@@ -120,16 +127,19 @@ class Shard:
         self.writer.close()
 
 
-def write_corpus(outdir: Path, tarball: Path, shards: int) -> list[str]:
-    """Deal the tarball's documents into `shards` shards in a temporary sibling
-    of outdir, then rename it to outdir; the README lines."""
+def write_corpus(
+    outdir: Path, tarball: Path, shards: int, max_bytes: float = float("inf")
+) -> list[str]:
+    """Deal the tarball's documents (the first `max_bytes` of them) into
+    `shards` shards in a temporary sibling of outdir, then rename it to
+    outdir; the README lines."""
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
     tally = Tally(documents=[0] * shards, n_bytes=[0] * shards)
     try:
         writers = [Shard(tmp / f"shard-{i:05d}.parquet") for i in range(shards)]
         smallest = [(0, i) for i in range(shards)]  # (bytes so far, shard): a heap
-        for path, text in documents(tarball, tally):
+        for path, text in documents(tarball, tally, max_bytes):
             n_bytes = len(text.encode())
             size, i = heapq.heappop(smallest)
             writers[i].add(path, text, n_bytes)
@@ -150,9 +160,10 @@ def write_corpus(outdir: Path, tarball: Path, shards: int) -> list[str]:
 
 def readme(tarball: Path, t: Tally) -> list[str]:
     total = sum(t.n_bytes)
+    first = f"the first {total / 1e6:.0f} MB of " if t.capped else ""
     return [
-        f"linux-c: the {', '.join(SUFFIXES)} files of {tarball.name}, in the tarball's order, "
-        "each dealt to the shard with the fewest bytes so far",
+        f"linux-c: {first}the {', '.join(SUFFIXES)} files of {tarball.name}, in the tarball's "
+        "order, each dealt to the shard with the fewest bytes so far",
         f"total: {sum(t.documents)} documents, {total / 1e6:.1f} MB in {len(t.n_bytes)} shards "
         f"(of {t.files} files; left out: {t.not_utf8} not UTF-8, {t.empty} empty)",
         f"shard sizes: {min(t.n_bytes) / 1e6:.1f} to {max(t.n_bytes) / 1e6:.1f} MB",
@@ -166,11 +177,16 @@ def main() -> None:
     )
     ap.add_argument("outdir", type=Path, help="the corpus folder to create")
     ap.add_argument("--shards", type=int, default=40, help="Parquet shards (default 40)")
+    ap.add_argument(
+        "--max-mb", type=float, metavar="N", help="stop after N MB of text (default: all)"
+    )
     ap.add_argument("--tarball", type=Path, help=f"default: the newest in {SOURCE_DIR}")
     ap.add_argument("--install", action="store_true", help=f"apt-get install {PACKAGE} if needed")
     args = ap.parse_args()
     if args.shards < 1:
         ap.error("--shards must be at least 1")
+    if args.max_mb is not None and args.max_mb <= 0:
+        ap.error("--max-mb must be above 0")
     if args.outdir.exists():
         raise SystemExit(f"{args.outdir} exists; remove it or choose another folder")
     if args.tarball is None and args.install and not tarballs():
@@ -181,7 +197,8 @@ def main() -> None:
             f"no kernel source tarball in {SOURCE_DIR}: install {PACKAGE} "
             "(or run with --install as root)"
         )
-    print("\n".join(write_corpus(args.outdir, tarball, args.shards)))
+    max_bytes = float("inf") if args.max_mb is None else args.max_mb * 1e6
+    print("\n".join(write_corpus(args.outdir, tarball, args.shards, max_bytes)))
     print(f"wrote {args.outdir}")
 
 

@@ -92,10 +92,14 @@ def compare(corpus: Path, tokens_dir: Path, tokenizer_file: Path) -> dict:
 
 def flat_ids(path: Path):
     """tokenmill's ids of one token shard in row order: (values, offsets) as NumPy."""
+    return flat(pq.read_table(path, columns=["row", "ids"]).sort_by("row").column("ids"))
+
+
+def flat(ids):
+    """A list column of ids as (values, offsets) NumPy arrays, offsets from 0."""
     import numpy as np
     import pyarrow as pa
 
-    ids = pq.read_table(path, columns=["row", "ids"]).sort_by("row").column("ids")
     ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     offsets = np.asarray(ids.offsets, dtype=np.int64)
     return np.asarray(ids.values, dtype=np.int64)[offsets[0] :], offsets - offsets[0]
@@ -107,6 +111,8 @@ class FlatTally(Tally):
         import numpy as np
 
         (a, ao), (b, bo) = ours, theirs
+        if np.array_equal(ao, bo) and np.array_equal(a, b):
+            return  # every document alike: no need to look at each
         for row in range(len(texts)):
             x, y = a[ao[row] : ao[row + 1]], b[bo[row] : bo[row + 1]]
             if not np.array_equal(x, y):
@@ -146,6 +152,30 @@ def compare_flat(corpus: Path, tokens_dir: Path, ranks: str, pattern: str) -> di
         tallies["tiktoken"].add_flat(name, texts, mine, (tik_ids, tik_offsets))
         documents += len(texts)
     return {"documents": documents, **{k: t.result() for k, t in tallies.items()}}
+
+
+def written_ids(path: Path):
+    """The `ids` column of a Parquet file that a peer wrote, one row per
+    document in input order: (values, offsets) as NumPy."""
+    return flat(pq.ParquetFile(path).read(columns=["ids"]).column("ids"))
+
+
+def compare_written(corpus: Path, tokens_dir: Path, peer_dir: Path, peer="gigatoken") -> dict:
+    """tokenmill's token shards against the ids a peer wrote for the same
+    shards (under the same relative names in `peer_dir`), document by document."""
+    ours = token_shards(tokens_dir)
+    tally, documents = FlatTally(), 0
+    for path in parquet_shards(corpus):
+        name = path.relative_to(corpus).as_posix()
+        mine, theirs = flat_ids(ours[name]), written_ids(peer_dir / name)
+        if len(mine[1]) != len(theirs[1]):
+            raise SystemExit(
+                f"{name}: {len(mine[1]) - 1} rows from tokenmill, {len(theirs[1]) - 1} from {peer}"
+            )
+        texts = shard_texts(path)
+        tally.add_flat(name, texts, mine, theirs)
+        documents += len(texts)
+    return {"documents": documents, peer: tally.result()}
 
 
 def differences(check: dict, peers: tuple[str, ...]) -> list[str]:

@@ -10,6 +10,8 @@ for its own file) and `pattern` (the same regex, verbatim, for the peers).
 from __future__ import annotations
 
 import json
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -26,14 +28,19 @@ def tokenmill_command() -> str:
     return str(Path(sys.executable).with_name("tokenmill"))
 
 
-def process(cmd: list[str]) -> tuple[str, float]:
-    """Run `cmd` to completion; its stdout and its wall time, start-up included."""
+def process(cmd: list[str], env: dict | None = None) -> tuple[str, dict]:
+    """Run `cmd` to completion; its stdout, and its wall time (start-up
+    included) and CPU time (user + system, its own and its children's) as
+    {"seconds", "cpu_seconds"}: the cores it used is their quotient."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{cmd[:3]} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return done.stdout, seconds
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return done.stdout, {"seconds": seconds, "cpu_seconds": cpu}
 
 
 def token_count(tokens_dir: Path) -> int:
@@ -71,15 +78,17 @@ def process_tokenmill(p: dict) -> dict:
     cmd += ["--no-eos", "--workers", str(p["workers"])]
     if p["preset"]:
         cmd += ["--pattern", p["preset"]]
-    _, seconds = process(cmd)
-    return {"seconds": seconds, "tokens": token_count(Path(p["tokens"]))}
+    _, timing = process(cmd)
+    return timing | {"tokens": token_count(Path(p["tokens"]))}
 
 
 def process_peer(p: dict) -> dict:
-    """fastokens or tiktoken in bench/standalone.py, start to exit."""
+    """fastokens or tiktoken in bench/standalone.py, start to exit, on
+    p["threads"] threads (fastokens' rayon pool, tiktoken's num_threads)."""
     cmd = [sys.executable, str(STANDALONE), p["peer"], p["ranks"], p["pattern"], p["corpus"]]
-    out, seconds = process(cmd)
-    return {"seconds": seconds, **json.loads(out)}
+    threads = str(p.get("threads") or os.cpu_count())
+    out, timing = process([*cmd, threads], os.environ | {"RAYON_NUM_THREADS": threads})
+    return timing | json.loads(out)
 
 
 # ---- loading a vocabulary -----------------------------------------------

@@ -127,10 +127,22 @@ def machine_lines(machine: dict, command: str, corpus: dict) -> list[str]:
 
 
 def render(
-    machine: dict, command: str, corpus: dict, rows: list[Row], notes: list[str], date: str
+    machine: dict,
+    command: str,
+    corpus: dict,
+    rows: list[Row],
+    notes: list[str],
+    date: str,
+    sections: list[tuple[str, str]] = (),
+    lines: list[str] = (),
 ) -> str:
+    """The report; `sections`: (title, Markdown) between the summary and the
+    full table, those with no text left out; `lines`: the summary's last paragraphs."""
     parts = ["# tokenmill benchmark", "", "## Summary", ""]
-    parts += [summary(machine, corpus, rows, date), ""]
+    parts += [summary(machine, corpus, rows, date, "", lines), ""]
+    for title, text in sections:
+        if text:
+            parts += [f"## {title}", "", text, ""]
     parts += ["## All rows", "", *machine_lines(machine, command, corpus), ""]
     parts += [markdown_table(rows), ""]
     parts += [f"{i}. {note}" for i, note in enumerate(notes, 1)]
@@ -142,28 +154,64 @@ def render(
 
 @dataclass(frozen=True)
 class Pick:
-    """One summary row: the peer row of a phase, beside that phase's tokenmill row."""
+    """One summary row: the peer rows of the phases that `phase` matches,
+    beside those phases' tokenmill rows."""
 
-    phase: str  # fnmatch pattern of the row's phase
+    phase: str  # fnmatch pattern of the rows' phase
     peer: str  # how the peer's contender name starts
-    work: str  # what was measured; {size} is what the phase's `*` matched
+    work: str  # what was measured; {size} is what the phase's `*` matched, " / " between rows
+    name: str = ""  # the peer column (default: `peer`)
 
+
+GIGA_JOB = "gigatoken encode_files + PyArrow"
+GIGA_BARE = "gigatoken encode_files, writing nothing"
+WHOLE = "{size} workers, whole process"
 
 # At most SUMMARY_ROWS, each a peer against tokenmill on the same work; the
-# full table has the rest.
+# full table has the rest. Where a pattern matches several rows (one per
+# worker count), the row shows each one's ratio, in the rows' order.
 SUMMARY = (
     Pick("train", "rustbpe", "train (count, merge, train), vocabulary 32768"),
-    Pick("train", "tokenizers", "train (count, merge, train), vocabulary 32768"),
-    Pick("train slice", "rustbpe", "train on the multilingual slice"),
-    Pick("encode", "tiktoken", "encode, learned 32k vocabulary, in process"),
-    Pick("encode", "tokenizers", "encode, learned 32k vocabulary, in process"),
-    Pick("encode o200k_base", "fastokens", "encode with o200k_base, whole process"),
-    Pick("encode o200k_base", "tiktoken", "encode with o200k_base, whole process"),
-    Pick("encode cl100k_base", "fastokens", "encode with cl100k_base, whole process"),
-    Pick("encode cl100k_base", "tiktoken", "encode with cl100k_base, whole process"),
-    Pick("slice o200k_base", "fastokens", "encode the multilingual slice, o200k_base"),
-    Pick("load o200k_base", "fastokens", "load o200k_base.tiktoken"),
     Pick("memory * of C", "rustbpe", "`tokenmill run` on {size} of C against training alone"),
+    Pick(
+        "encode bench o200k_base w*",
+        GIGA_JOB,
+        f"encode the bench corpus, {WHOLE}",
+        "gigatoken, the same job",
+    ),
+    Pick(
+        "encode bench o200k_base w*",
+        GIGA_BARE,
+        f"encode the bench corpus, {WHOLE}",
+        "gigatoken, writing nothing",
+    ),
+    Pick(
+        "encode C o200k_base w*",
+        GIGA_JOB,
+        f"encode ~500 MB of C, {WHOLE}",
+        "gigatoken, the same job",
+    ),
+    Pick(
+        "encode C o200k_base w*",
+        GIGA_BARE,
+        f"encode ~500 MB of C, {WHOLE}",
+        "gigatoken, writing nothing",
+    ),
+    Pick(
+        "encode multilingual o200k_base w*",
+        GIGA_JOB,
+        f"encode the multilingual corpus, {WHOLE}",
+        "gigatoken, the same job",
+    ),
+    Pick(
+        "encode multilingual o200k_base w*",
+        GIGA_BARE,
+        f"encode the multilingual corpus, {WHOLE}",
+        "gigatoken, writing nothing",
+    ),
+    Pick("encode bench o200k_base w*", "fastokens", f"encode the bench corpus, {WHOLE}"),
+    Pick("encode bench o200k_base w*", "tiktoken", f"encode the bench corpus, {WHOLE}"),
+    Pick("startup o200k_base", "gigatoken", "start-up: python, imports, o200k_base loaded"),
 )
 SUMMARY_ROWS = 12  # the README's limit (tests/project/test_docs.py)
 SUMMARY_START = "<!-- bench-summary:start -->"
@@ -178,22 +226,31 @@ def summary_table(rows: list[Row]) -> str:
         "| --- | --- | ---: | ---: |",
     ]
     for pick in SUMMARY:
-        for row in rows:
-            if row.baseline is None or not row.contender.startswith(pick.peer):
-                continue
-            if not fnmatch.fnmatchcase(row.phase, pick.phase):
-                continue
-            before, _, after = pick.phase.partition("*")
-            size = row.phase[len(before) : len(row.phase) - len(after)]
-            speed = "" if row.speedup is None else f"{row.speedup:.2f}"
-            memory = "" if row.memory_ratio is None else f"{row.memory_ratio:.2f}"
-            cells = (pick.work.format(size=size), pick.peer, speed, memory)
-            lines.append("| " + " | ".join(cells) + " |")
+        found = [
+            row
+            for row in rows
+            if row.baseline is not None
+            and row.contender.startswith(pick.peer)
+            and fnmatch.fnmatchcase(row.phase, pick.phase)
+        ]
+        if not found:
+            continue
+        before, _, after = pick.phase.partition("*")
+        sizes = [row.phase[len(before) : len(row.phase) - len(after)] for row in found]
+        speed = " / ".join("" if r.speedup is None else f"{r.speedup:.2f}" for r in found)
+        memory = " / ".join(
+            "" if r.memory_ratio is None else f"{r.memory_ratio:.2f}" for r in found
+        )
+        work = pick.work.format(size=" / ".join(sizes))
+        lines.append("| " + " | ".join((work, pick.name or pick.peer, speed, memory)) + " |")
     return "\n".join(lines)
 
 
-def summary(machine: dict, corpus: dict, rows: list[Row], date: str, link: str = "") -> str:
-    """The machine, the corpus and the summary table; `link` names the full tables."""
+def summary(
+    machine: dict, corpus: dict, rows: list[Row], date: str, link: str = "", lines=()
+) -> str:
+    """The machine, the corpus and the summary table; `link` names the full
+    tables, `lines` are paragraphs after the table."""
     where = (
         f"The benchmark of {date}, on {machine['cpu']}, {machine['cores']} cores, "
         f"{machine['ram_gib']:.1f} GiB RAM, {machine['os']}, Python "
@@ -204,7 +261,7 @@ def summary(machine: dict, corpus: dict, rows: list[Row], date: str, link: str =
     )
     if link:
         where += f" Every row, with notes: [{link}]({link})."
-    return where + "\n\n" + summary_table(rows)
+    return "\n\n".join([where, summary_table(rows), *lines])
 
 
 MARKED = re.compile(re.escape(SUMMARY_START) + ".*?" + re.escape(SUMMARY_END), re.DOTALL)

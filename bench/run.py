@@ -1,27 +1,41 @@
-"""tokenmill against rustbpe, tokenizers, tiktoken and fastokens on one corpus, in one run.
+"""tokenmill against rustbpe, tokenizers, tiktoken, fastokens and gigatoken, in one run.
 
-    python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--repeat 1] [--quiet-wait S]
-                        [--markdown PATH] [--summary PATH] [--json PATH] [--tmp DIR] [--keep]
-                        [--vocabularies DIR] [--big CORPUS] [--skip PHASE ...] [--no-scaling]
+    python bench/run.py CORPUS [--vocab-size 32768] [--workers 0] [--workers-list 1,2]
+                        [--repeat 1] [--quiet-wait S] [--markdown PATH] [--summary PATH]
+                        [--json PATH] [--tmp DIR] [--keep] [--vocabularies DIR]
+                        [--big CORPUS] [--multilingual CORPUS] [--skip PHASE ...]
+                        [--only PHASE,...] [--no-scaling]
 
 CORPUS is a folder of Parquet shards with a `text` column (bench/build_corpus.py
 builds the one `make bench` uses). Every contender runs in its own fresh child
 process, one at a time; with --repeat N the contenders of a phase take turns
-(N rounds) and each keeps its fastest run: training (cl100k pattern), encoding with the
-vocabulary tokenmill learned, an exactness check of tokenmill's ids against
-tiktoken's and tokenizers', and tokenmill's scaling with --workers. Then the whole-process
-phases (bench/realrows.py): encoding as whole processes against fastokens and tiktoken
-with o200k_base, cl100k_base (from DIR, default vocabularies/) and the learned
-vocabulary, on the corpus (`real`) and on its multilingual slice (`slice`); loading
-those vocabularies (`load`); and the floor under encode on one core (`floor`).
-Then training against rustbpe on the multilingual slice (`train-slice`), and on
-the large corpus of C (--big, bench/build_linux.py; bench/trainrows.py): peak RSS
-of `tokenmill run` against rustbpe's streaming training on ~500 MB, with each
-stage's own peak (`memory`), and `tokenmill run` on a quarter, a half and all
-of it (`size`). Then `tokenmill count` and `merge` of 100,000 one-line inputs
-(`merge-many`, bench/mergerows.py). Last, each training layout (--pack,
---format) against encode in the same `tokenmill run`, on 1 and 2 workers
-(`layouts`, bench/layoutrows.py).
+(N rounds) and each keeps its fastest run. The phases, in order (`--skip NAME`
+leaves one out, `--only` keeps those named):
+
+- `train`: training (cl100k pattern) against rustbpe and tokenizers;
+- `encode`: encoding in process with the vocabulary tokenmill learned, against
+  tiktoken, tokenizers and gigatoken, and an exactness check of tokenmill's ids;
+- `scaling`: tokenmill's --workers 1 against 2; `limits`: a large vocabulary,
+  long documents, the GPT-2 vocabulary;
+- `real`, `slice`, `code`, `multilingual` (bench/encoderows.py): encoding as
+  whole processes against gigatoken (the same job, and writing nothing),
+  fastokens and tiktoken, with o200k_base, cl100k_base (from DIR, default
+  vocabularies/) and the learned vocabulary, at each worker count of
+  --workers-list, on the corpus, its multilingual slice, ~500 MB of C (--big,
+  bench/build_linux.py) and the multilingual corpus (--multilingual,
+  bench/build_multilingual.py); ids compared on every document;
+- `train-slice`: training on the slice against rustbpe (bench/trainrows.py);
+- `startup` and `load`: start-up as whole processes, and loading the
+  vocabularies in process (bench/realrows.py);
+- `floor`: the floor under encode on one core, on each corpus (bench/floorrows.py);
+- `memory`, `size`: `tokenmill run` against rustbpe's streaming training on
+  ~500 MB of C, and on a quarter, a half and all of it (bench/trainrows.py);
+- `merge-many`: count and merge of 100,000 one-line inputs (bench/mergerows.py);
+- `layouts`: each training layout against encode in the same `tokenmill run`
+  (bench/layoutrows.py).
+
+The report has a table of the whole-process encode rows by worker count
+(`--workers-list 1,2,4,8,16` on a machine with 16 cores: scaling in one run).
 """
 
 from __future__ import annotations
@@ -35,9 +49,11 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import encoderows
+import floorrows
 import layoutrows
 import machine
 import mergerows
@@ -63,6 +79,9 @@ class Context:
     quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
     vocabularies: Path = VOCABULARIES  # o200k_base.tiktoken, cl100k_base.tiktoken
     big: Path | None = None  # the large corpus of C (bench/build_linux.py)
+    multilingual: Path | None = None  # bench/build_multilingual.py's corpus
+    workers_list: list[int] = field(default_factory=lambda: [1, 2])  # the encode rows' workers
+    corpora: dict = field(default_factory=dict)  # bench/corpora.py's, by name, made once
 
     @property
     def tokenizer(self) -> str:
@@ -172,11 +191,13 @@ def training(ctx: Context) -> tuple[list[Row], list[str], dict]:
 def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
     env = child_env()
     tokens = str(ctx.tmp / "tokens")
-    ours, tik, hf = ctx.rounds(
+    own = realrows.own_vocab(ctx)
+    ours, tik, hf, giga = ctx.rounds(
         [
             ("encode_tokenmill", {"workers": ctx.workers, "tokens": tokens}),
             ("encode_tiktoken", {}),
             ("encode_tokenizers", {}),
+            ("encode_gigatoken", own.gigatoken()),
         ],
         env,
     )
@@ -186,9 +207,10 @@ def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
         base,
         ctx.row("encode", "tiktoken encode_ordinary_batch", tik, base),
         ctx.row("encode", "tokenizers encode_batch", hf, base),
+        ctx.row("encode", "gigatoken encode_files (reads the Parquet itself)", giga, base),
     ]
-    counts = {n: m.result["tokens"] for n, m in (("tokenmill", ours), ("tiktoken", tik))}
-    counts["tokenizers"] = hf.result["tokens"]
+    pairs = (("tokenmill", ours), ("tiktoken", tik), ("tokenizers", hf), ("gigatoken", giga))
+    counts = {n: m.result["tokens"] for n, m in pairs}
     notes = [
         exactness_note(check.result),
         "Tokens produced: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
@@ -296,24 +318,31 @@ def limits(ctx: Context) -> tuple[list[Row], list[str], dict]:
     return rows, notes, {"gpt2_match": g}
 
 
-# Phases after training and encoding (which the others build on), in order;
-# `--skip NAME` leaves one out.
-OPTIONAL = {
+# Every phase, in order; `--skip NAME` leaves one out, `--only` keeps those named.
+PHASES = {
+    "train": training,
+    "encode": encoding,
     "scaling": scaling,
     "limits": limits,
-    "real": realrows.real_encoding,
-    "slice": realrows.multilingual,
+    "real": encoderows.real_encoding,
+    "slice": encoderows.slice_encoding,
+    "code": encoderows.code_encoding,
+    "multilingual": encoderows.multilingual_encoding,
     "train-slice": trainrows.slice_training,
+    "startup": realrows.startup,
     "load": realrows.loading,
-    "floor": realrows.floor,
+    "floor": floorrows.floor,
     "memory": trainrows.memory,
     "size": trainrows.sizes,
     "merge-many": mergerows.many_tables,
     "layouts": layoutrows.layouts,
 }
-REAL_VOCAB_PHASES = {"real", "slice", "load", "floor"}
-BIG_PHASES = {"memory", "size"}
+REAL_VOCAB_PHASES = {"encode", "real", "slice", "code", "multilingual", "startup", "load", "floor"}
+NEEDS_TRAINING = {"encode", "scaling", "limits", "layouts"}  # they use the learned vocabulary
+BIG_PHASES = {"memory", "size", "code"}
+MULTILINGUAL_PHASES = {"multilingual"}
 BIG = Path("/tmp/corpus-linux")
+MULTILINGUAL = Path("/tmp/corpus-multilingual")
 
 
 # ---- the run -----------------------------------------------------------
@@ -403,22 +432,83 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=BIG,
         metavar="CORPUS",
-        help=f"the large corpus of C for the memory and size phases (default {BIG}; "
+        help=f"the large corpus of C for the code, memory and size phases (default {BIG}; "
         "bench/build_linux.py builds it)",
+    )
+    ap.add_argument(
+        "--multilingual",
+        type=Path,
+        default=MULTILINGUAL,
+        metavar="CORPUS",
+        help=f"the multilingual corpus (default {MULTILINGUAL}; "
+        "bench/build_multilingual.py builds it)",
+    )
+    ap.add_argument(
+        "--workers-list",
+        type=workers_list,
+        default=[1, 2],
+        metavar="N,N,...",
+        help="the worker counts of the whole-process encode rows (default 1,2; "
+        "those above this machine's cores are left out)",
     )
     ap.add_argument(
         "--skip",
         action="append",
         default=[],
-        choices=OPTIONAL,
+        choices=PHASES,
         metavar="PHASE",
-        help=f"leave a phase out (repeatable): {', '.join(OPTIONAL)}",
+        help=f"leave a phase out (repeatable): {', '.join(PHASES)}",
+    )
+    ap.add_argument(
+        "--only",
+        type=phase_list,
+        metavar="PHASE,...",
+        help="run these phases alone, e.g. real,code,multilingual",
     )
     ap.add_argument("--no-scaling", action="store_true", help="as --skip scaling")
     args = ap.parse_args(argv)
     if args.no_scaling:
         args.skip.append("scaling")
+    if args.only:
+        args.skip += [k for k in PHASES if k not in args.only]
+    needing = sorted(NEEDS_TRAINING - set(args.skip))
+    if "train" in args.skip and needing:
+        ap.error(f"{', '.join(needing)} need the train phase's vocabulary: skip them too")
     return args
+
+
+def workers_list(text: str) -> list[int]:
+    """`1,2,4` as [1, 2, 4]: distinct counts of at least 1, in order."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of integers like 1,2,4") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: worker counts are at least 1")
+    return sorted(set(counts))
+
+
+def phase_list(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [n for n in names if n not in PHASES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase {', '.join(unknown) or text!r}; phases: {', '.join(PHASES)}"
+        )
+    return names
+
+
+def machine_workers(asked: list[int], cores: int) -> tuple[list[int], str]:
+    """The asked worker counts this machine has cores for (at least the
+    smallest asked), and a note naming those left out."""
+    kept = [w for w in asked if w <= cores] or asked[:1]
+    dropped = [w for w in asked if w not in kept]
+    if not dropped:
+        return kept, ""
+    return kept, (
+        f"--workers-list: {', '.join(map(str, dropped))} left out, more than this machine's "
+        f"{cores} cores."
+    )
 
 
 def make_context(args: argparse.Namespace) -> Context:
@@ -430,16 +520,36 @@ def make_context(args: argparse.Namespace) -> Context:
     if not link_corpus(args.corpus, corpus):
         raise SystemExit(f"{args.corpus}: no Parquet shards")
     return Context(
-        tmp,
-        corpus,
-        0,
-        args.vocab_size,
-        args.workers,
-        max(1, args.repeat),
-        args.quiet_wait,
-        args.vocabularies,
-        args.big,
+        tmp=tmp,
+        corpus=corpus,
+        n_bytes=0,
+        vocab_size=args.vocab_size,
+        workers=args.workers,
+        repeat=max(1, args.repeat),
+        quiet_wait=args.quiet_wait,
+        vocabularies=args.vocabularies,
+        big=args.big,
+        multilingual=args.multilingual,
+        workers_list=machine_workers(args.workers_list, os.cpu_count() or 1)[0],
     )
+
+
+def check_corpora(args: argparse.Namespace) -> None:
+    """Missing inputs of the phases asked for: fail now, not an hour in."""
+    asked = set(PHASES) - set(args.skip)
+    if asked & REAL_VOCAB_PHASES:
+        realrows.real_vocabs(args.vocabularies)
+    wanted = [
+        (asked & BIG_PHASES, args.big, "build_linux.py"),
+        (asked & MULTILINGUAL_PHASES, args.multilingual, "build_multilingual.py"),
+    ]
+    for phases, folder, builder in wanted:
+        if phases and not any(folder.glob("*.parquet")):
+            skips = " ".join(f"--skip {p}" for p in sorted(phases))
+            raise SystemExit(
+                f"{folder}: no Parquet shards; build it with bench/{builder} {folder} "
+                f"--install, or {skips}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -452,14 +562,10 @@ def main(argv: list[str] | None = None) -> None:
     ctx.n_bytes = stats["bytes"]
     info = machine.describe()
     rows, notes, extra, durations = [], general_notes(), {}, {}
-    phases = [training, encoding] + [f for k, f in OPTIONAL.items() if k not in args.skip]
-    if REAL_VOCAB_PHASES - set(args.skip):
-        realrows.real_vocabs(args.vocabularies)  # missing files: fail now, not after training
-    if BIG_PHASES - set(args.skip) and not any(args.big.glob("*.parquet")):
-        raise SystemExit(
-            f"{args.big}: no Parquet shards; build it with bench/build_linux.py {args.big} "
-            "--install, or --skip memory --skip size"
-        )
+    phases = [f for k, f in PHASES.items() if k not in args.skip]
+    check_corpora(args)
+    dropped = machine_workers(args.workers_list, os.cpu_count() or 1)[1]
+    notes += [dropped] if dropped else []
     try:
         for phase in phases:
             start = time.monotonic()
@@ -477,18 +583,20 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{k} {v / 60:.1f}" for k, v in durations.items())
         + f"; {sum(durations.values()) / 60:.0f} in all."
     )
-    notes += realrows.targets_note(rows)
+    notes += encoderows.targets_note(rows)
     notes += trainrows.targets_note(rows)
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     date = time.strftime("%Y-%m-%d", time.gmtime())
-    text = render(info, command, corpus, rows, notes, date)
+    sections = [(WORKERS_TITLE, encoderows.workers_table(rows))]
+    lines = floorrows.per_core_line(rows)
+    text = render(info, command, corpus, rows, notes, date, sections, lines)
     print(text)
     if args.markdown:
         args.markdown.write_text(text)
     if args.summary:
         link = os.path.relpath(args.markdown, args.summary.parent) if args.markdown else ""
-        write_summary(args.summary, summary(info, corpus, rows, date, link))
+        write_summary(args.summary, summary(info, corpus, rows, date, link, lines))
     if args.json:
         results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
         results |= {"rows": [r.to_dict() for r in rows], "phase_seconds": durations, **extra}
@@ -497,10 +605,16 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("tokenmill's ids differ from a peer's: see the exactness note")
 
 
+WORKERS_TITLE = (
+    "Encode at each worker count (wall s; in brackets, tokenmill speed ×: the peer's wall "
+    "over tokenmill's)"
+)
+
+
 def mismatches(extra: dict) -> int:
-    check = extra.get("exactness", {})
-    ours = sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers"))
-    return ours + realrows.mismatches(extra)
+    check = extra.get("exactness", {})  # none when the encode phase was skipped
+    ours = sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers") if check)
+    return ours + encoderows.mismatches(extra)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from functools import cache
-from pathlib import Path
 
-from corpus import corpus_stats, parquet_shards
-from realrows import make_slice
+from corpora import make_slice, nearest_prefix, prefix, shard_sizes
 from report import MB, Row
 
 TRAIN_TARGET = 0.15  # tokenmill count+merge+train wall ÷ rustbpe's, at most
@@ -37,31 +34,6 @@ def own_process(m):
 
 def big_repeat(ctx) -> int:
     return min(ctx.repeat, BIG_REPEAT)
-
-
-@cache
-def shard_sizes(corpus: Path) -> list[tuple[Path, dict]]:
-    """(shard, its corpus_stats) of each shard of `corpus`, in reading order."""
-    return [(shard, corpus_stats([shard])) for shard in parquet_shards(corpus)]
-
-
-def prefix(ctx, shards: int) -> tuple[Path, dict]:
-    """The first `shards` shards of the large corpus, linked into the scratch
-    folder, and their stats; `largest`: the two largest of the shards' largest
-    documents (two workers encode two shards at once)."""
-    chosen = shard_sizes(ctx.big)[:shards]
-    folder = ctx.tmp / f"big-{shards}"
-    if not folder.exists():
-        folder.mkdir()
-        for shard, _ in chosen:
-            (folder / shard.name).symlink_to(shard.resolve())
-    stats = {
-        "shards": len(chosen),
-        "documents": sum(s["documents"] for _, s in chosen),
-        "bytes": sum(s["bytes"] for _, s in chosen),
-        "largest": sorted((s["largest"] for _, s in chosen), reverse=True)[:2],
-    }
-    return folder, stats
 
 
 def describe(stats: dict, total: int) -> str:
@@ -105,10 +77,7 @@ def slice_training(ctx) -> tuple[list, list, dict]:
 
 
 def memory(ctx) -> tuple[list, list, dict]:
-    sizes = [s["bytes"] for _, s in shard_sizes(ctx.big)]
-    cumulative = [sum(sizes[: k + 1]) for k in range(len(sizes))]
-    k = 1 + min(range(len(sizes)), key=lambda i: abs(cumulative[i] - MEMORY_BYTES))
-    folder, stats = prefix(ctx, k)
+    folder, stats = prefix(ctx, nearest_prefix(ctx.big, MEMORY_BYTES))
     out = str(ctx.tmp / "memory-run")
     # tokenmill's --vocab-size also counts <|endoftext|>: one more for the same merges.
     ours, rust = ctx.rounds(
@@ -143,7 +112,7 @@ def memory(ctx) -> tuple[list, list, dict]:
     s = ours.result["stages"]
     trained = s["count"] + s["merge"] + s["train"]
     notes = [
-        f"memory rows: the first {describe(stats, len(sizes))} of the C corpus "
+        f"memory rows: the first {describe(stats, len(shard_sizes(ctx.big)))} of the C corpus "
         f"({ctx.big}, bench/build_linux.py), vocabulary {BIG_VOCAB}, cl100k pattern. "
         f"tokenmill: one `tokenmill run DATA OUT --vocab-size {BIG_VOCAB + 1}` process "
         "(<|endoftext|> counted; the same merges), RSS of its own process only; rustbpe: "

@@ -26,13 +26,19 @@ impl TokenTexts {
 
     /// Whether `pair` joins two tokens into a text no token has; if so, that
     /// text is the next id's.
-    pub fn admit(&mut self, (a, b): Pair) -> bool {
+    pub fn admit(&mut self, pair: Pair) -> bool {
+        self.admit_if(pair, |_| true)
+    }
+
+    /// `admit`, for a pair whose joined text `rule` accepts too (superword
+    /// tokens: `superword::allowed`).
+    pub fn admit_if(&mut self, (a, b): Pair, rule: impl Fn(&[u8]) -> bool) -> bool {
         let part = |i: u32| self.texts.get(i as usize).and_then(|t| t.as_deref());
         let (Some(left), Some(right)) = (part(a), part(b)) else {
             return false;
         };
         let joined = [left, right].concat();
-        if !self.seen.insert(joined.clone()) {
+        if !rule(&joined) || !self.seen.insert(joined.clone()) {
             return false;
         }
         self.texts.push(Some(joined));

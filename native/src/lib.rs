@@ -6,13 +6,16 @@ pub mod count;
 pub mod encode;
 pub mod error;
 pub mod extend;
+pub mod pairtable;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;
 pub mod sharedcache;
+pub mod superword;
 pub mod train;
 pub mod vocab;
 pub mod vocab_json;
+pub mod wholewords;
 pub mod wordmap;
 
 use encode::{whole_words as whole_word_map, Alphabet, Encoder as CoreEncoder};
@@ -315,9 +318,12 @@ fn u32s(buf: &PyBuffer<u8>, what: &'static str) -> Result<Vec<u32>, Error> {
 /// first-occurrence order with `counts` (u64); `texts[i]` is id i's bytes
 /// (None: a special token or a gap), `len(texts)` the first new id. A merge
 /// whose bytes a token has already is not learned (see `extend`). Returns the
-/// merges; merge k yields id `len(texts) + k`.
+/// merges; merge k yields id `len(texts) + k`. `superword`: stage 2 of a
+/// superword tokenizer, which learns only what `superword::allowed` allows
+/// (at most `max_words` words a token, None: any number).
 #[pyfunction]
-#[pyo3(signature = (symbols, lens, counts, texts, num_merges, progress=None))]
+#[pyo3(signature = (symbols, lens, counts, texts, num_merges, progress=None, superword=false, max_words=None))]
+#[allow(clippy::too_many_arguments)]
 fn train_segmented(
     py: Python<'_>,
     symbols: PyBuffer<u8>,
@@ -326,6 +332,8 @@ fn train_segmented(
     texts: Vec<Option<Vec<u8>>>,
     num_merges: usize,
     progress: Option<Py<PyAny>>,
+    superword: bool,
+    max_words: Option<u32>,
 ) -> PyResult<Vec<(u32, u32)>> {
     let symbols = u32s(&symbols, "symbols")?;
     let lens = u32s(&lens, "lens")?;
@@ -369,7 +377,13 @@ fn train_segmented(
                         }
                     }
                 },
-                |pair| texts.admit(pair),
+                |pair| {
+                    if superword {
+                        texts.admit_if(pair, |t| superword::allowed(t, max_words))
+                    } else {
+                        texts.admit(pair)
+                    }
+                },
             );
             match failure {
                 Some(e) => Err(e),
@@ -377,6 +391,31 @@ fn train_segmented(
             }
         })
     })
+}
+
+/// Stage 2 of a superword tokenizer: each of `n` words (a large_string
+/// array's buffers; `start` = array offset) segmented whole by stage 1's
+/// `merges` (merge k makes 256 + k), whose words `pattern` split (see
+/// `superword::Segmenter`). Returns the ids of every word one after another
+/// and how many each has, as little-endian u32 bytes.
+#[pyfunction]
+fn superword_segment<'py>(
+    py: Python<'py>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+    merges: Vec<(u32, u32)>,
+    pattern: &str,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let words = strings(&offsets, &data, start, n)?;
+    let (symbols, lens) = py.detach(|| {
+        pool::install(|| superword::Segmenter::new(&merges, pattern)?.segment(&words))
+    })?;
+    Ok((
+        PyBytes::new(py, &arrow::le_bytes(&symbols, u32::to_le_bytes)),
+        PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
+    ))
 }
 
 /// A table of token bytes as Python gives it (a list of bytes or None),
@@ -1005,28 +1044,93 @@ impl Encoder {
         eos: Option<u32>,
         wide: bool,
         parallel: bool,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    ) -> PyResult<(Bound<'py, Ids>, Bound<'py, PyBytes>)> {
         let texts = strings(&offsets, &data, start, n)?;
-        let (parts, lens) =
-            py.detach(|| pool::install_if(parallel, |p| self.inner.encode_batch(&texts, eos, p)))?;
-        // Written straight into the Python object: no intermediate buffer.
-        let width = if wide { 4 } else { 2 };
-        let total: usize = parts.iter().map(Vec::len).sum();
-        let ids = PyBytes::new_with(py, total * width, |buf| {
-            let mut out = buf.chunks_exact_mut(width);
-            for (v, dst) in parts.iter().flatten().zip(&mut out) {
-                if wide {
-                    dst.copy_from_slice(&v.to_le_bytes());
-                } else {
-                    dst.copy_from_slice(&(*v as u16).to_le_bytes());
-                }
-            }
-            Ok(())
-        })?;
+        let ids = py.detach(|| {
+            let (mut parts, lens) =
+                pool::install_if(parallel, |p| self.inner.encode_batch(&texts, eos, p))?;
+            let ids = if wide {
+                // One part (a batch encoded on one thread) is handed over as it is.
+                let mut ids = match parts.len() {
+                    1 => parts.pop().unwrap_or_default(),
+                    _ => parts.concat(),
+                };
+                ids.shrink_to_fit();
+                ids.iter_mut().for_each(|id| *id = id.to_le());
+                IdBytes::Wide(ids)
+            } else {
+                IdBytes::Narrow(
+                    parts
+                        .iter()
+                        .flatten()
+                        .map(|&id| (id as u16).to_le())
+                        .collect(),
+                )
+            };
+            Ok::<_, Error>((ids, lens))
+        });
+        let (ids, lens) = ids?;
         Ok((
-            ids,
+            Bound::new(py, Ids { bytes: ids })?,
             PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
         ))
+    }
+}
+
+/// Token ids handed to Python without a copy: a read-only buffer of their
+/// little-endian bytes, which PyArrow wraps as the values of the ids column
+/// (a copy into a `bytes` object took as long as writing them out).
+#[pyclass(frozen)]
+struct Ids {
+    bytes: IdBytes,
+}
+
+enum IdBytes {
+    Wide(Vec<u32>),
+    Narrow(Vec<u16>),
+}
+
+impl Ids {
+    fn bytes(&self) -> &[u8] {
+        let (ptr, len) = match &self.bytes {
+            IdBytes::Wide(v) => (v.as_ptr().cast::<u8>(), v.len() * 4),
+            IdBytes::Narrow(v) => (v.as_ptr().cast::<u8>(), v.len() * 2),
+        };
+        // SAFETY: the vector's elements are `len` initialized bytes, borrowed
+        // for as long as `self`.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+#[pymethods]
+impl Ids {
+    /// The length in bytes.
+    fn __len__(&self) -> usize {
+        self.bytes().len()
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
+        let bytes = slf.get().bytes();
+        // SAFETY: `view` is the caller's; the view holds a reference to
+        // `slf`, whose bytes never change, for as long as it lives.
+        let filled = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                bytes.as_ptr().cast_mut().cast(),
+                bytes.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        match filled {
+            0 => Ok(()),
+            _ => Err(PyErr::fetch(slf.py())),
+        }
     }
 }
 
@@ -1050,8 +1154,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merges_valid, m)?)?;
     m.add_function(wrap_pyfunction!(merges_json, m)?)?;
     m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(superword_segment, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
+    m.add_class::<Ids>()?;
     m.add_class::<Vocabulary>()?;
     m.add_class::<ModelJson>()?;
     m.add_class::<FileMerges>()?;

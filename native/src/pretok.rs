@@ -35,6 +35,7 @@ pub fn is_python_space(c: char) -> bool {
 
 pub enum PreTokenizer {
     Scanner(Preset),
+    Superword, // superword tokens' stage-2 pattern, superword::PATTERN
     Regex(Box<Regex>),
     Whitespace { lowercase: bool },
 }
@@ -50,6 +51,9 @@ impl PreTokenizer {
         });
         if let Some(preset) = preset {
             return Ok(PreTokenizer::Scanner(preset));
+        }
+        if name_or_regex == crate::superword::PATTERN {
+            return Ok(PreTokenizer::Superword);
         }
         let re = Regex::new(name_or_regex).map_err(|e| {
             Error::Pattern(format!(
@@ -84,6 +88,7 @@ impl PreTokenizer {
     pub fn for_each_word_in<'a>(&self, text: &'a str, mut f: impl FnMut(&'a str)) -> Result<()> {
         match self {
             PreTokenizer::Scanner(preset) => scanner::for_each_piece(*preset, text, f),
+            PreTokenizer::Superword => crate::superword::for_each_piece(text, f),
             PreTokenizer::Regex(re) => {
                 let mut end = 0;
                 for m in re.find_iter(text) {

@@ -3,172 +3,164 @@
 //! With a cache per thread, each thread learns the same words and grows its
 //! own table: with two threads, each did a share of the other's misses
 //! again and the caches faulted in over twice the pages of one. Here the
-//! threads share one table whose entries are written once and never move:
-//! a lookup is plain loads (an index slot, then the entry), with no lock
-//! and no atomic read-modify-write, so threads never contend on a hit.
+//! threads share one table whose slots are written once and never move: a
+//! lookup is plain loads, with no lock and no atomic read-modify-write, so
+//! threads never contend on a hit.
+//!
+//! A slot holds a word's short key, its ids and their count, 32 bytes: a
+//! lookup reads one cache line (an index then an entry took two, the second
+//! waiting on the first). The table is bigger than the CPU's caches, so the
+//! encoder hashes a batch of words first and prefetches their slots
+//! (`prefetch`), and the loads of a batch overlap.
+//!
+//! A writer claims an empty slot (state BUSY), writes the key and ids, then
+//! publishes the state (Release); a reader that sees the state (Acquire)
+//! sees them. A reader that meets a slot being written takes the word as
+//! absent: its caller then encodes the word and `insert` finds it.
 //!
 //! It holds the first `CAPACITY` short words it is given (a frequent word is
 //! seen early); later words and words of more than `MAX_IDS` ids are left
 //! to the caller's own cache.
 
-use rustc_hash::FxBuildHasher;
-use std::hash::BuildHasher;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 
 /// Ids a word may have to be held here (nearly every word has one to three).
 pub const MAX_IDS: usize = 3;
 
-const ENTRY_BITS: u32 = 20;
-const CAPACITY: usize = 1 << ENTRY_BITS;
-/// An index slot holds `entry + 1` in its low bits (0: empty) and a tag
-/// from the hash in the rest, so other words' slots are passed over
-/// without reading their entries.
-const SLOT_BITS: u32 = ENTRY_BITS + 1;
-const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
-/// Twice the entries: probe runs stay short at a load of one half.
-const INDEX_SLOTS: usize = 2 * CAPACITY;
+const SLOT_BITS: u32 = 20;
+const SLOTS: usize = 1 << SLOT_BITS;
+/// At most three quarters full: probe runs stay short.
+const CAPACITY: usize = SLOTS / 4 * 3;
+
+/// A slot's state: 0 when empty, BUSY while being written, else HELD and the
+/// number of ids.
+const BUSY: u32 = u32::MAX;
+const HELD: u32 = 1 << 8;
 
 /// A word's short key and ids; all zero until written.
-#[repr(C)]
-struct Entry {
+#[repr(C, align(32))]
+struct Slot {
     key: [AtomicU64; 2],
     ids: [AtomicU32; MAX_IDS],
-    len: AtomicU32,
+    state: AtomicU32,
 }
 
-impl Entry {
+impl Slot {
     fn key(&self) -> u128 {
         u128::from(self.key[0].load(Relaxed)) | u128::from(self.key[1].load(Relaxed)) << 64
     }
 }
 
 pub struct SharedCache {
-    index: ZeroedArray<AtomicU32, INDEX_SLOTS>,
-    entries: ZeroedArray<Entry, CAPACITY>,
-    claimed: AtomicUsize,
+    slots: ZeroedArray<Slot, SLOTS>,
+    held: AtomicUsize,
 }
 
 impl Default for SharedCache {
     fn default() -> Self {
         SharedCache {
-            index: ZeroedArray::new(),
-            entries: ZeroedArray::new(),
-            claimed: AtomicUsize::new(0),
+            slots: ZeroedArray::new(),
+            held: AtomicUsize::new(0),
         }
     }
 }
 
-fn hash(key: u128) -> (usize, u32) {
-    let h = FxBuildHasher.hash_one(key);
-    (h as usize % INDEX_SLOTS, (h >> (32 + SLOT_BITS)) as u32)
-}
-
-/// How many words `probe_many` looks up at once.
+/// How many words the encoder hashes and prefetches at once.
 pub const MANY: usize = 32;
-/// A key no word has (a short key's last byte, its length, is at most 15):
-/// `probe_many` passes over it.
+/// A key no word has (a short key's last byte, its length, is at most 15).
 pub const NO_KEY: u128 = u128::MAX;
 
-/// Where a key's lookup starts: its first index slot, already loaded.
-#[derive(Clone, Copy, Default)]
-pub struct Probe {
-    i: usize,
-    tag: u32,
-    slot: u32,
+/// The slot where the lookup of `key` starts.
+#[inline(always)]
+pub fn home(key: u128) -> usize {
+    let (lo, hi) = (key as u64, (key >> 64) as u64);
+    let h = (lo.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ hi).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (h >> (64 - SLOT_BITS)) as usize
 }
 
 impl SharedCache {
     /// Append the ids of the word with this short key to `out`; false when
     /// the word is not here.
     pub fn extend(&self, key: u128, out: &mut Vec<u32>) -> bool {
-        self.extend_from(key, self.probe(key), out)
+        self.extend_from(key, home(key), out)
     }
 
-    /// The first index slot of each key (`NO_KEY` passed over), for
-    /// `extend_from`.
-    ///
-    /// A lookup is two dependent loads (index slot, then entry) from tables
-    /// bigger than the CPU's caches, and each word's lookup waited on the
-    /// memory for the one before it. Loading every key's slot first, then the
-    /// entries (independent of each other), lets their cache misses overlap.
-    pub fn probe_many(&self, keys: &[u128], probes: &mut [Probe; MANY]) {
-        for (p, &key) in probes.iter_mut().zip(keys) {
-            if key != NO_KEY {
-                *p = self.probe(key);
-            }
-        }
+    /// Start loading the slot `at` (a key's `home`) into the CPU's cache.
+    #[inline(always)]
+    pub fn prefetch(&self, at: usize) {
+        prefetch(&self.slots[at]);
     }
 
-    fn probe(&self, key: u128) -> Probe {
-        let (i, tag) = hash(key);
-        // Acquire: the entry was written before its slot.
-        let slot = self.index[i].load(Acquire);
-        Probe { i, tag, slot }
-    }
-
-    /// `extend` for a key whose lookup starts at `probe` (from `probe_many`
-    /// or `probe`).
-    #[inline]
-    pub fn extend_from(&self, key: u128, probe: Probe, out: &mut Vec<u32>) -> bool {
-        let Probe {
-            mut i,
-            tag,
-            mut slot,
-        } = probe;
+    /// `extend`, for a key whose `home` is `at`.
+    #[inline(always)]
+    pub fn extend_from(&self, key: u128, mut at: usize, out: &mut Vec<u32>) -> bool {
         loop {
-            if slot == 0 {
+            let slot = &self.slots[at];
+            let state = slot.state.load(Acquire);
+            if state == 0 || state == BUSY {
                 return false;
             }
-            if slot >> SLOT_BITS == tag {
-                let entry = &self.entries[(slot & SLOT_MASK) as usize - 1];
-                if entry.key() == key {
-                    // All MAX_IDS ids copied, the unused ones dropped: a copy of
-                    // fixed size has no branch on the word's length to mispredict.
-                    let end = out.len() + entry.len.load(Relaxed) as usize;
-                    out.extend(entry.ids.iter().map(|id| id.load(Relaxed)));
-                    out.truncate(end);
-                    return true;
+            if slot.key() == key {
+                // All MAX_IDS ids copied, the unused ones dropped: a copy of
+                // fixed size has no branch on the word's length to mispredict.
+                let len = (state & (HELD - 1)) as usize;
+                let ids = slot.ids.each_ref().map(|id| id.load(Relaxed));
+                match out.spare_capacity_mut().get_mut(..MAX_IDS) {
+                    Some(spare) => {
+                        for (to, id) in spare.iter_mut().zip(ids) {
+                            to.write(id);
+                        }
+                        // SAFETY: the first `len` (at most MAX_IDS) spare
+                        // elements were just written.
+                        unsafe { out.set_len(out.len() + len) };
+                    }
+                    None => out.extend_from_slice(&ids[..len]),
                 }
+                return true;
             }
-            i = (i + 1) % INDEX_SLOTS;
-            slot = self.index[i].load(Acquire);
+            at = (at + 1) % SLOTS;
         }
     }
 
     /// Hold `ids` for the word with this short key; false when it cannot
     /// (too many ids, or the cache is full), and the caller keeps it.
     pub fn insert(&self, key: u128, ids: &[u32]) -> bool {
-        if ids.len() > MAX_IDS || self.claimed.load(Relaxed) >= CAPACITY {
+        if ids.len() > MAX_IDS || self.held.load(Relaxed) >= CAPACITY {
             return false;
         }
-        let at = self.claimed.fetch_add(1, Relaxed);
-        let Some(entry) = self.entries.get(at) else {
-            return false;
-        };
-        entry.key[0].store(key as u64, Relaxed);
-        entry.key[1].store((key >> 64) as u64, Relaxed);
-        for (slot, &id) in entry.ids.iter().zip(ids) {
-            slot.store(id, Relaxed);
-        }
-        entry.len.store(ids.len() as u32, Relaxed);
-        let (mut i, tag) = hash(key);
-        let slot = tag << SLOT_BITS | (at as u32 + 1);
+        let mut at = home(key);
         loop {
-            // Release: a reader that sees the slot sees the entry.
-            match self.index[i].compare_exchange(0, slot, Release, Acquire) {
-                Ok(_) => return true,
-                // Another thread put the same word in first; this entry
-                // stays unused.
-                Err(other)
-                    if other >> SLOT_BITS == tag
-                        && self.entries[(other & SLOT_MASK) as usize - 1].key() == key =>
-                {
-                    return true
+            let slot = &self.slots[at];
+            match slot.state.compare_exchange(0, BUSY, Relaxed, Acquire) {
+                Ok(_) => {
+                    slot.key[0].store(key as u64, Relaxed);
+                    slot.key[1].store((key >> 64) as u64, Relaxed);
+                    for (to, &id) in slot.ids.iter().zip(ids) {
+                        to.store(id, Relaxed);
+                    }
+                    // Release: a reader that sees the state sees the rest.
+                    slot.state.store(HELD | ids.len() as u32, Release);
+                    self.held.fetch_add(1, Relaxed);
+                    return true;
                 }
-                Err(_) => i = (i + 1) % INDEX_SLOTS,
+                // Another thread is writing this slot: its word may be this one.
+                Err(BUSY) => std::hint::spin_loop(),
+                // Another thread put the same word in first.
+                Err(_) if slot.key() == key => return true,
+                Err(_) => at = (at + 1) % SLOTS,
             }
         }
+    }
+}
+
+/// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is only a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
     }
 }
 
@@ -179,8 +171,7 @@ impl SharedCache {
 /// Implementors must be valid when zeroed, have an alignment of at most a
 /// page, and be Sync.
 unsafe trait ZeroValid: Sync {}
-unsafe impl ZeroValid for AtomicU32 {}
-unsafe impl ZeroValid for Entry {}
+unsafe impl ZeroValid for Slot {}
 
 /// `[T; N]` over fresh zeroed pages. The OS maps a page in only when it is
 /// first touched, so unused capacity costs nothing. Huge pages where the
@@ -274,7 +265,7 @@ mod tests {
     #[test]
     fn a_full_cache_refuses_new_words() {
         let cache = SharedCache::default();
-        cache.claimed.store(CAPACITY, Relaxed);
+        cache.held.store(CAPACITY, Relaxed);
         assert!(!cache.insert(3, &[1]));
         assert!(!cache.extend(3, &mut Vec::new()));
     }

@@ -19,6 +19,7 @@ __all__ = [
     "char_alphabet",
     "train_merges",
     "train_segmented",
+    "superword_segment",
     "parse_tiktoken",
     "derive_merges",
     "table_ids",
@@ -64,7 +65,17 @@ def train_segmented(
     texts: Sequence[bytes | None],
     num_merges: int,
     progress: Callable[[int], object] | None = None,
+    superword: bool = False,
+    max_words: int | None = None,
 ) -> list[tuple[int, int]]: ...
+def superword_segment(
+    offsets: Buffer,
+    data: Buffer,
+    start: int,
+    n: int,
+    merges: list[tuple[int, int]],
+    pattern: str,
+) -> tuple[bytes, bytes]: ...
 def merges_valid(
     merges: Sequence[tuple[int, int]],
     base: int,
@@ -137,6 +148,12 @@ class ModelJson:
     def vocabulary(self, special_ids: Sequence[int]) -> Vocabulary: ...
 
 @final
+class Ids:
+    """Token ids as a read-only buffer of little-endian bytes (no copy)."""
+
+    def __len__(self) -> int: ...
+
+@final
 class Encoder:
     @staticmethod
     def byte(
@@ -181,5 +198,5 @@ class Encoder:
         eos: int | None = None,
         wide: bool = True,
         parallel: bool = True,
-    ) -> tuple[bytes, bytes]:
+    ) -> tuple[Ids, bytes]:
         """(ids as little-endian u16 or u32 bytes, per-document token counts as u32 bytes)."""

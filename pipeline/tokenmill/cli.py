@@ -463,15 +463,24 @@ def main():
 @click.argument("counts_dir", type=EXISTING)
 @mode_options
 @input_options
+@click.option(
+    "--superword",
+    is_flag=True,
+    help="Split by the pattern of superword tokens' stage 2 instead (train's "
+    "--superword-counts, merged first).",
+)
 @user_errors
-def count(data, counts_dir, **options):
+def count(data, counts_dir, superword, **options):
     """Pre-tokenize every shard of DATA and write one word-frequency table per
     shard into COUNTS_DIR (columns word, count, first)."""
     from tokenmill.stages.count import run_count
 
     config = Config(**options)
+    pattern = None
+    if superword:
+        from tokenmill.tokenizer.superword import PATTERN as pattern
     with output_folder(data, counts_dir, "COUNTS_DIR", config.force):
-        summary = run_count(data, counts_dir, config)
+        summary = run_count(data, counts_dir, config, pattern)
     echo_not_read(summary)
     echo_summary(summary)
     echo_skips(summary)
@@ -510,6 +519,50 @@ def extend_option(f):
     )(f)
 
 
+def mix_options(f):
+    """--mix and --shuffle: the mixture the layouts get (stages/mix.py)."""
+    f = click.option(
+        "--shuffle",
+        type=click.IntRange(0, 2**64 - 1),
+        default=None,
+        metavar="SEED",
+        help="Write the mixture (or, without --mix, every document once) in a seeded "
+        "order over the whole corpus, the same whatever --workers and --executor.",
+    )(f)
+    return click.option(
+        "--mix",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="A data recipe: the [mix] table of FILE (a job file, say) gives each source a "
+        "token budget, a weight of its total or epochs; the layouts get that mixture, "
+        "written to OUT/mix/ (README, Data recipes).",
+    )(f)
+
+
+def superword_options(f):
+    """--superword-at and --superword-max-words: superword tokens (tokenizer/superword.py)."""
+    f = click.option(
+        "--superword-max-words",
+        type=click.IntRange(min=0),
+        default=4,
+        show_default=True,
+        metavar="N",
+        help="With --superword-at: at most N words (runs of bytes other than the space) in "
+        "a superword token, as SuperBPE's reference trainer (0: no limit).",
+    )(f)
+    return click.option(
+        "--superword-at",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="T",
+        help="Learn superword tokens (SuperBPE): ordinary BPE up to a vocabulary of T "
+        "(counted as --vocab-size is), then merges across whitespace up to --vocab-size, on "
+        "the corpus split only at digits, punctuation runs and extra spaces "
+        "(docs/superword.md).",
+    )(f)
+
+
 def extend_pattern(ctx, options: dict) -> str | None:
     """--pattern given with --extend: how to read a .tiktoken base (None: from
     the JSON beside it; other formats carry their own)."""
@@ -526,9 +579,17 @@ def extend_pattern(ctx, options: dict) -> str | None:
 @special_token_option
 @force_option
 @extend_option
+@superword_options
+@click.option(
+    "--superword-counts",
+    type=EXISTING,
+    default=None,
+    metavar="FILE",
+    help="With --superword-at: stage 2's word table (`count --superword`, then `merge`).",
+)
 @click.pass_context
 @user_errors
-def train(ctx, counts_file, tokenizer_file, **options):
+def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
     as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count
     (with --extend: the base's)."""
@@ -537,7 +598,7 @@ def train(ctx, counts_file, tokenizer_file, **options):
     if options["extend"] is not None:
         options["extend"] = str(options["extend"])
     base, config = load_base(Config(**options), extend_pattern(ctx, options))
-    echo_summary(run_train(counts_file, tokenizer_file, config, base))
+    echo_summary(run_train(counts_file, tokenizer_file, config, base, superword_counts))
 
 
 @main.command()
@@ -598,7 +659,9 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @eos_option
 @special_token_option
 @output_format_options
+@mix_options
 @extend_option
+@superword_options
 @click.pass_context
 @user_errors
 def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
@@ -608,12 +671,17 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
 
     Rerunning keeps every finished output whose input and options are
     unchanged and redoes the rest, so an interrupted run resumes."""
-    from tokenmill.jobs import resolve_job
-    from tokenmill.plan import make_plan
-    from tokenmill.stages.run import run_plan
+    with memory.start_up():  # the stages' modules, as the CLI's own (entry.py)
+        from tokenmill.jobs import resolve_job
+        from tokenmill.plan import make_plan
+        from tokenmill.stages.run import run_plan
 
     if options.get("extend") is not None:
         options["extend"] = str(options["extend"])
+    if options.get("mix") is not None:
+        from tokenmill.recipe import read_recipe
+
+        options["mix"] = read_recipe(options["mix"])
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
     job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
     load_options = {}
@@ -1001,20 +1069,34 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     help="Column or JSON field naming each document's source; documents without one "
     "count under their shard. '' counts per shard only.",
 )
+@click.option(
+    "--held-out",
+    type=EXISTING,
+    default=None,
+    metavar="DIR",
+    help="Encode the documents of these inputs (any DATA tokenmill reads) instead of the "
+    "run's: text the tokenizer was not trained on.",
+)
 @max_sources_option
 @json_option
 @user_errors
-def sweep(out, vocab_sizes, sample, data, source_column, max_sources, as_json):
+def sweep(out, vocab_sizes, sample, data, source_column, held_out, max_sources, as_json):
     """Bytes per token per source and overall for smaller vocabularies of OUT's
     tokenizer: training to a smaller size learns exactly the first merges, so each
-    size is OUT's merges cut to it, nothing trained again. Writes OUT/sweep.json,
-    which `report` plots."""
+    size is OUT's merges cut to it, nothing trained again. With superword tokens
+    (run --superword-at), from the transition point up, beside ordinary BPE of the
+    same sizes. Writes OUT/sweep.json, which `report` plots."""
     import json
 
     from tokenmill.stages.sweep import format_sweep, run_sweep
 
     result = run_sweep(
-        out, sizes=vocab_sizes, sample=sample, data=data, source_column=source_column or None
+        out,
+        sizes=vocab_sizes,
+        sample=sample,
+        data=data,
+        source_column=source_column or None,
+        held_out=held_out,
     )
     d = result.to_json()
     click.echo(

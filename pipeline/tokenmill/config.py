@@ -7,8 +7,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from tokenmill.errors import TokenmillError
+from tokenmill.recipe import Recipe, parse_recipe
 from tokenmill.tokenizer.ids import BOS, MAX_VOCAB_SIZE
-from tokenmill.tokenizer.options import check_options, training_special_tokens
+from tokenmill.tokenizer.options import (
+    SUPERWORD_MAX_WORDS,
+    check_options,
+    check_superword,
+    training_special_tokens,
+)
 
 ON_ERROR = ("fail", "skip")
 EXECUTORS = ("threads", "processes", "ray")  # see pipeline/tokenmill/executors.py
@@ -75,6 +81,15 @@ class Config:
     extend: str | None = None
     # --extend, char mode: characters the base never saw get ids (else <unk>)
     extend_alphabet: bool = False
+    # train: superword tokens from this vocabulary size on (tokenizer/superword.py),
+    # at most this many words a token (0: no limit)
+    superword_at: int | None = None
+    superword_max_words: int = SUPERWORD_MAX_WORDS
+    # [mix] / --mix FILE: the tokens of each source the layouts get (stages/mix.py);
+    # a dict is read as a [mix] table
+    mix: Recipe | None = None
+    # --shuffle SEED: the layouts get the documents in a seeded global order
+    shuffle: int | None = None
 
     def __post_init__(self) -> None:
         check_options(self.mode, self.pattern, cli=True)
@@ -113,10 +128,45 @@ class Config:
             )
         if self.extend_alphabet and not self.extend:
             raise TokenmillError("--extend-alphabet goes with --extend (a char-mode base)")
+        self._check_superword(specials)
+        if self.mix is not None:
+            object.__setattr__(self, "mix", parse_recipe(self.mix))
+        if self.shuffle is not None and not 0 <= self.shuffle < 2**64:
+            raise TokenmillError(f"--shuffle {self.shuffle} is out of range: a seed of 0 to 2^64-1")
+        if self.mixes and self.val_fraction > 0:
+            raise TokenmillError(
+                "--val-fraction does not go with a mix ([mix], --mix, --shuffle) yet: "
+                "give one or the other"
+            )
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
                 f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
             )
+
+    def _check_superword(self, specials: int) -> None:
+        if self.superword_at is None:
+            return
+        if self.extend:
+            raise TokenmillError(
+                "--superword-at does not go with --extend: a superword tokenizer's stage 1 "
+                "is trained here (stage 2 on a base: extend a superword tokenizer instead)"
+            )
+        if self.superword_max_words < 0:
+            raise TokenmillError(
+                f"--superword-max-words {self.superword_max_words}: want 1 or more (0: no limit)"
+            )
+        check_superword(self.superword_at, self.max_words, self.mode)
+        if not 256 + specials <= self.superword_at <= self.vocab_size:
+            raise TokenmillError(
+                f"--superword-at {self.superword_at} is out of range: {256 + specials} (256 "
+                f"bytes + {specials} special token{'s' if specials > 1 else ''}) to "
+                f"--vocab-size {self.vocab_size}"
+            )
+
+    @property
+    def max_words(self) -> int | None:
+        """--superword-max-words as training takes it (None: no limit)."""
+        return self.superword_max_words or None
 
     @property
     def train_special_tokens(self) -> list[str]:
@@ -132,6 +182,11 @@ class Config:
         return ("packed",) * bool(self.pack) + self.format[1:]
 
     @property
+    def mixes(self) -> bool:
+        """Whether the layouts get a mixture (stages/mix.py) rather than the token shards."""
+        return self.mix is not None or self.shuffle is not None
+
+    @property
     def n_workers(self) -> int:
         return self.workers or default_workers()
 
@@ -141,6 +196,13 @@ class Config:
             del d["extend"]  # manifests of runs that extend nothing stay as they were
         if not d["extend_alphabet"]:
             del d["extend_alphabet"]
+        if d["superword_at"] is None:  # nor those of runs without superword tokens
+            del d["superword_at"], d["superword_max_words"]
+        for key in ("mix", "shuffle"):  # manifests of runs that mix nothing stay as they were
+            if d[key] is None:
+                del d[key]
+        if self.mix is not None:
+            d["mix"] = self.mix.to_dict()
         d["workers"] = self.n_workers
         d["special_tokens"] = list(self.special_tokens)
         d["format"] = list(self.format)

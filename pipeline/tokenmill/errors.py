@@ -71,6 +71,7 @@ _CLI_OPTIONS = {
     "mode": "--mode",
     "pattern": "--pattern",
     "special_tokens": "--special-token",
+    "superword_at": "--superword-at",
     "vocab_size": "--vocab-size",
 }
 _ARGUMENT = re.compile(r"(?<![\w/.\\-])(" + "|".join(_CLI_OPTIONS) + r")=(\S?)")

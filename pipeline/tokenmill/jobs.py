@@ -8,7 +8,11 @@
     tokenizer = "../tok.json"        # encode only, with this tokenizer
     extend = "../base.json"          # grow this tokenizer (--extend)
     format = ["megatron", "bin"]     # or "megatron,bin", as --format takes it
+    shuffle = 7                      # --shuffle 7
     steps = "count"                  # or: count and merge only
+
+    [mix]                            # the data recipe (tokenmill/recipe.py)
+    code = "20M"
 
 Relative paths are relative to the job file's folder, so a job runs the same
 from cron, systemd or a shell anywhere. Options given on the command line
@@ -25,6 +29,7 @@ from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
+from tokenmill.recipe import parse_recipe
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
@@ -79,11 +84,14 @@ def load_job(path: Path) -> dict:
     for key in STRING_PATH_KEYS:
         if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
             raw[key] = str(under_job(path, raw[key]))
+    if "mix" in raw:
+        raw["mix"] = parse_recipe(raw["mix"], f"{path}: mix")
     defaults = Config()
     for key, value in raw.items():
-        if key in CONFIG_KEYS and key not in LIST_KEYS:
+        if key in CONFIG_KEYS and key not in (*LIST_KEYS, "mix"):
             expected = type(getattr(defaults, key))
             expected = str if key in ("ray_address", "extend") else expected
+            expected = int if key in ("shuffle", "superword_at") else expected
             if type(value) is not expected:
                 raise TokenmillError(
                     f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"

@@ -54,6 +54,10 @@ def make_plan(
         raise TokenmillError("give a tokenizer to encode only, and only then")
     if config.extend and steps == "encode":
         raise TokenmillError("--extend trains: give it without --tokenizer")
+    if config.mixes and steps == "count":
+        raise TokenmillError(
+            "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
+        )
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):

@@ -312,6 +312,39 @@ def tokenization(doc: SampleDocument) -> str:
     )
 
 
+def mix_section(mix: dict) -> str:
+    """The data recipe: per source, what it asked against what the mixture holds."""
+
+    def asked(x: dict) -> str:
+        if not x["asked"]:
+            return "left out"
+        form, value = next(iter(x["asked"].items()))
+        return f"{value} {form}" if form != "weight" else f"weight {value}"
+
+    rows = "".join(
+        f"<tr><td>{esc(x['name'])}</td><td>{esc(asked(x))}</td>"
+        f"<td class=num>{fmt_int(x['budget'])}</td><td class=num>{fmt_int(x['taken']['tokens'])}"
+        f"</td><td class=num>{100 * x['asked_share']:.1f} %</td>"
+        f"<td class=num>{100 * x['share']:.1f} %</td>"
+        f"<td class=num>{fmt_int(x['taken']['documents'])}</td>"
+        f"<td class=num>{fmt_int(x['repeated']['documents'])}</td>"
+        f"<td class=num>{x['epochs']:.2f}</td></tr>"
+        for x in mix["sources"]
+    )
+    order = "in input order" if mix["shuffle"] is None else f"shuffled with seed {mix['shuffle']}"
+    return (
+        "<h2 id=mix>Data recipe: asked against written</h2><p class=muted>The mixture the "
+        f"training layouts were written from, {esc(order)}: {fmt_int(mix['tokens'])} tokens "
+        f"written of {fmt_int(mix['budget'])} asked, {fmt_int(mix['documents'])} documents "
+        "(a repeated document counts each time). Share of the tokens written, per source:</p>"
+        + hbar_chart([(x["name"], 100 * x["share"]) for x in mix["sources"]], "%")
+        + "<table><tr><th>source</th><th>asked</th><th class=num>tokens asked</th>"
+        "<th class=num>tokens written</th><th class=num>share asked</th>"
+        "<th class=num>share written</th><th class=num>documents</th>"
+        f"<th class=num>repeated</th><th class=num>epochs</th></tr>{rows}</table>"
+    )
+
+
 def stats_table(lines: list[dict], title: str) -> str:
     def ratio(x: dict) -> str:
         return "-" if x["bytes_per_token"] is None else f"{x['bytes_per_token']:.3f}"
@@ -392,6 +425,8 @@ def page(
             + hbar_chart(bpt(shown_sources), "bytes/token", color="#0d9488")
             + stats_table(shown_sources, "source")
         )
+    if s.get("mix"):
+        sections.append(mix_section(s["mix"]))
     if sweep:
         sections.append(sweep_section(sweep))
     sections += [

@@ -12,13 +12,18 @@ Python ``count_adjacent_pairs``/``merge_pair_in_word``/``encode_word`` of the ot
 * the winner is merged everywhere, left to right, without overlap;
 * training stops early when no pair is left.
 
+Superword tokens (SuperBPE, ``train_superword``) are two runs of that loop: the first on the
+words a preset splits text into, up to the transition point; the second continues from its
+merges on the pieces of the SuperBPE reference's stage-2 regex, each replayed through the first
+run's merges whole, learning only tokens of at most ``max_words`` words and without ": ".
+
 Symbols are plain ``str`` (char mode) or ``bytes`` (byte mode), so, as in the articles' code,
 two symbols with the same text are the same symbol. Nothing here is clever or fast on purpose.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import regex
@@ -84,6 +89,35 @@ def byte_word_counts(texts: Iterable[str], pattern: str) -> dict[bytes, int]:
 # --- the algorithm -------------------------------------------------------------------------
 
 
+# SuperBPE's stage-2 regex (its scripts/extend_tokenizer.sh), which Hugging Face's Split applies
+# with behavior "isolated": the text between two matches is a piece as well.
+SUPERWORD_REGEX = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
+
+
+def superword_pieces(text: str) -> list[str]:
+    """The matches of SUPERWORD_REGEX and the runs of text between them, in order."""
+    pieces: list[str] = []
+    end = 0
+    for m in regex.finditer(SUPERWORD_REGEX, text):
+        if m.start() > end:
+            pieces.append(text[end : m.start()])
+        pieces.append(m.group())
+        end = m.end()
+    if end < len(text):
+        pieces.append(text[end:])
+    return pieces
+
+
+def superword_word_counts(texts: Iterable[str]) -> dict[bytes, int]:
+    """UTF-8 stage-2 pieces and their counts, in first-occurrence order."""
+    counts: dict[bytes, int] = {}
+    for text in texts:
+        for piece in superword_pieces(text):
+            word = piece.encode("utf-8")
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
 def count_pairs(table: Iterable[tuple[Sequence[S], int]]) -> dict[tuple[S, S], int]:
     """Every adjacent pair of every word, weighted by the word's count, in scan order."""
     pairs: dict[tuple[S, S], int] = {}
@@ -114,13 +148,15 @@ def train_symbols(
     num_merges: int,
     known: Iterable[S] | None = None,
     frozen: Iterable[S] = (),
+    allowed: Callable[[S], bool] | None = None,
 ) -> list[tuple[S, S]]:
     """The textbook loop on a table of (symbols, count) rows in first-occurrence order.
 
     Extending a tokenizer (the rows are words segmented by its merges): ``known`` are the
     texts of its tokens, and a pair whose text is already a token's is never chosen (each
     merge made is one more such text); a pair holding a ``frozen`` symbol (a special token,
-    char mode's unknown character) is never chosen either.
+    char mode's unknown character) is never chosen either; nor is a pair whose text
+    ``allowed`` refuses.
     """
     rows = [(tuple(symbols), count) for symbols, count in table]
     known = None if known is None else set(known)
@@ -134,6 +170,8 @@ def train_symbols(
                 for p, c in pairs.items()
                 if p[0] + p[1] not in known and p[0] not in frozen and p[1] not in frozen
             }
+        if allowed is not None:
+            pairs = {p: c for p, c in pairs.items() if allowed(p[0] + p[1])}
         if not pairs:
             break
         best = max(pairs, key=pairs.get)  # first maximum in insertion order
@@ -162,6 +200,38 @@ def train_char(word_counts: dict[str, int], num_merges: int) -> list[tuple[str, 
 def train_bytes(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
     """Byte-mode merges: each word is its UTF-8 bytes."""
     return train_symbols([(byte_symbols(w), c) for w, c in word_counts.items()], num_merges)
+
+
+def superword_allowed(token: bytes, max_words: int | None) -> bool:
+    """Whether stage 2 may make ``token``: no ": " in it (the reference trainer's special case
+    of the colon) and at most ``max_words`` words, the runs its ``split("Ġ")`` leaves."""
+    if b": " in token:
+        return False
+    return max_words is None or len([w for w in token.split(b" ") if w]) <= max_words
+
+
+def train_superword(
+    texts: Sequence[str],
+    pattern: str,
+    stage1_merges: int,
+    num_merges: int,
+    max_words: int | None = 4,
+) -> list[tuple[bytes, bytes]]:
+    """Byte-mode superword merges: ``stage1_merges`` trained on the words of ``pattern``,
+    then the rest (``num_merges`` in all) continued on the stage-2 pieces, each segmented by
+    the first merges, never making a token's text twice."""
+    stage1 = train_bytes(byte_word_counts(texts, pattern), stage1_merges)
+    table = [
+        (encode_bytes(word, stage1), count) for word, count in superword_word_counts(texts).items()
+    ]
+    known = [bytes([b]) for b in range(256)] + [a + b for a, b in stage1]
+    stage2 = train_symbols(
+        table,
+        num_merges - len(stage1),
+        known=known,
+        allowed=lambda token: superword_allowed(token, max_words),
+    )
+    return stage1 + stage2
 
 
 # --- segmentation --------------------------------------------------------------------------

@@ -82,6 +82,18 @@ def test_builder_deals_every_utf8_c_file_once_to_the_smallest_shard(builder, tar
     assert read_corpus(tmp_path / "again") == shards
 
 
+def test_max_bytes_keeps_the_first_documents_in_the_tarballs_order(builder, tarball, tmp_path):
+    # main.c (29 bytes) is below the cap of 30, big.h takes the total past it: both go in,
+    # and reading stops there.
+    summary = builder.write_corpus(tmp_path / "corpus", tarball, shards=2, max_bytes=30)
+    rows = [r for rows in read_corpus(tmp_path / "corpus").values() for r in rows]
+    assert [r["path"] for r in rows] == ["linux/init/main.c", "linux/include/big.h"]
+    assert summary[0].startswith("linux-c: the first 0 MB of the .c, .h files of")
+    assert "total: 2 documents" in summary[1]
+    uncapped = builder.write_corpus(tmp_path / "all", tarball, shards=2)
+    assert uncapped[0].startswith("linux-c: the .c, .h files of")
+
+
 def test_builder_writes_row_groups_as_it_goes(builder, tarball, tmp_path, monkeypatch):
     monkeypatch.setattr(builder, "ROW_GROUP_BYTES", 1)
     builder.write_corpus(tmp_path / "corpus", tarball, shards=1)

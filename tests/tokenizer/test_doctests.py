@@ -24,6 +24,7 @@ MODULES = [
     "tokenmill.tokenizer.modes",
     "tokenmill.tokenizer.vocab",
     "tokenmill.tokenizer.bytelevel",
+    "tokenmill.tokenizer.superword",
 ]
 
 

@@ -12,8 +12,9 @@
 //! fixed `White_Space` list, which agrees with `regex-syntax` 0.8 (Unicode
 //! 16.0.0) used by `fancy-regex`; the tests check this exhaustively.
 
+mod blocks;
 mod cl100k;
-mod classes;
+pub(crate) mod classes;
 mod gpt2;
 mod o200k;
 #[cfg(test)]
@@ -105,9 +106,23 @@ pub fn for_each_piece<'a>(preset: Preset, text: &'a str, f: impl FnMut(&'a str))
     // One monomorphic loop per preset so the scanner inlines into it.
     match preset {
         Preset::Gpt2 => drive(text, gpt2::next_end, f),
-        Preset::Cl100k => drive(text, cl100k::next_end, f),
-        Preset::O200k => drive(text, o200k::next_end, f),
+        Preset::Cl100k => blocks::drive(preset, text, cl100k::next_end, f),
+        Preset::O200k => blocks::drive(preset, text, o200k::next_end, f),
     }
+}
+
+/// `for_each_piece` by the per-piece scanners alone (the tests' reference
+/// for the block scanner).
+#[cfg(test)]
+pub fn pieces_by_piece(preset: Preset, text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let push = |piece| out.push(piece);
+    match preset {
+        Preset::Gpt2 => drive(text, gpt2::next_end, push),
+        Preset::Cl100k => drive(text, cl100k::next_end, push),
+        Preset::O200k => drive(text, o200k::next_end, push),
+    }
+    out
 }
 
 /// All pieces of `text`, collected.

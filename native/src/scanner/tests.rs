@@ -1,5 +1,6 @@
 //! Differential tests against `fancy-regex` running the exact tiktoken patterns.
 
+use super::blocks::{self, classify_byte_by_byte, BLOCK};
 use super::classes::{
     class_at, classify, is_other, window, window_byte_by_byte, Window, LETTER, LOWER, NUMBER,
     SPACE, UPPER, WINDOW,
@@ -608,6 +609,138 @@ fn simd_and_byte_by_byte_windows_agree() {
         assert_eq!(
             window(&bytes, 0),
             Some(window_byte_by_byte(&bytes)),
+            "{bytes:x?}"
+        );
+    }
+}
+
+/// ASCII that meets every rule of the block scanner: letters of both cases
+/// (contraction letters among them), digits, each kind of whitespace, the
+/// slash and apostrophe, other punctuation and controls.
+const BLOCK_ASCII: &[u8] = b"aAzZsStTmMdDlLrReEvVx0179 \t\n\r\x0b\x0c/'.;(-_\"#\x00\x1c\x7f";
+
+/// Texts longer than a block, so the block scanner takes them (it needs
+/// text after a block): the block and per-piece scanners and fancy-regex
+/// agree on every piece.
+fn check_blocks(text: &str) {
+    for preset in [Preset::Cl100k, Preset::O200k] {
+        let got = pieces(preset, text);
+        assert_eq!(
+            got,
+            super::pieces_by_piece(preset, text),
+            "{preset:?}: block and per-piece scanners split {text:?} apart"
+        );
+    }
+}
+
+fn random_ascii(rng: &mut Rng, alphabet: &[u8], len: usize, text: &mut String) {
+    text.clear();
+    for _ in 0..len {
+        text.push(char::from(*rng.pick(alphabet)));
+    }
+}
+
+#[test]
+fn blocks_agree_with_fancy_regex() {
+    let mut rng = Rng(0xb10c);
+    let mut text = String::new();
+    for round in 0..1500 {
+        // Each round's own few characters: runs and neighbours of each kind.
+        let alphabet: Vec<u8> = if round % 3 == 0 {
+            BLOCK_ASCII.to_vec()
+        } else {
+            (0..2 + rng.below(6))
+                .map(|_| *rng.pick(BLOCK_ASCII))
+                .collect()
+        };
+        let len = 65 + rng.below(200);
+        random_ascii(&mut rng, &alphabet, len, &mut text);
+        for preset in [Preset::Cl100k, Preset::O200k] {
+            check(preset, &text);
+        }
+        check_blocks(&text);
+    }
+}
+
+#[test]
+fn blocks_agree_with_the_per_piece_scanners() {
+    let mut rng = Rng(0x5ca1ab1e);
+    let mut text = String::new();
+    for round in 0..60_000 {
+        let alphabet: Vec<u8> = if round % 4 == 0 {
+            BLOCK_ASCII.to_vec()
+        } else {
+            (0..2 + rng.below(5))
+                .map(|_| *rng.pick(BLOCK_ASCII))
+                .collect()
+        };
+        let len = 65 + rng.below(100);
+        random_ascii(&mut rng, &alphabet, len, &mut text);
+        check_blocks(&text);
+    }
+}
+
+/// Non-ASCII characters among ASCII: blocks end before them, and the text
+/// around them goes piece by piece.
+#[test]
+fn blocks_meet_non_ascii_text() {
+    let mut rng = Rng(0xc0de);
+    let mut text = String::new();
+    for _ in 0..4000 {
+        text.clear();
+        let len = 65 + rng.below(200);
+        while text.len() < len {
+            if rng.below(12) == 0 {
+                random_char(&mut rng, &mut text);
+            } else {
+                text.push(char::from(*rng.pick(BLOCK_ASCII)));
+            }
+        }
+        check_blocks(&text);
+        check(Preset::O200k, &text);
+        check(Preset::Cl100k, &text);
+    }
+}
+
+/// Each snippet of `SNIPPETS`, and the tricky ASCII strings, at every offset
+/// of a block, after and before ASCII of each kind.
+#[test]
+fn blocks_see_snippets_at_every_offset() {
+    let fillers = ["a", "A", " ", "1", ".", "\n", "a'", "x\t", "+\n"];
+    let ascii_tricky = TRICKY.iter().filter(|t| t.is_ascii());
+    let snippets: Vec<&str> = SNIPPETS
+        .iter()
+        .copied()
+        .chain(ascii_tricky.copied())
+        .collect();
+    for snippet in snippets {
+        for before in fillers {
+            for after in fillers {
+                for offset in 0..=BLOCK + 2 {
+                    let text = format!(
+                        "{}{snippet}{}",
+                        before.repeat(offset.div_ceil(before.len())),
+                        after.repeat(80)
+                    );
+                    check_blocks(&text);
+                }
+            }
+        }
+    }
+}
+
+/// The SIMD classes and the byte-by-byte ones (other targets') agree.
+#[test]
+fn simd_and_byte_by_byte_block_classes_agree() {
+    let mut rng = Rng(64);
+    for _ in 0..20_000 {
+        let bytes: [u8; BLOCK] = std::array::from_fn(|_| match rng.below(3) {
+            0 => rng.below(256) as u8,
+            _ => rng.below(128) as u8,
+        });
+        assert_eq!(
+            blocks::classify(&bytes),
+            classify_byte_by_byte(&bytes),
             "{bytes:x?}"
         );
     }

@@ -50,8 +50,18 @@ def covering(pattern: str) -> str:
     """`pattern` plus a last branch that matches each maximal run of text the
     pattern does not match, so that finding all matches (fancy-regex, which
     drops unmatched text) gives the pieces of Hugging Face's Split with
-    behavior "isolated" (which keeps unmatched text as pieces)."""
-    return f"(?:{pattern})|(?:(?!(?:{pattern}))(?s:.))+"
+    behavior "isolated" (which keeps unmatched text as pieces). A pattern of
+    that form already is returned as it is, so exporting and importing it
+    again keeps it (and `[\\s\\S]`, unlike `(?s:.)`, Oniguruma reads alike)."""
+    # The covered pattern is the first of the two copies of it.
+    inner = pattern[3 : 3 + (len(pattern) - len(_covering(""))) // 2]
+    if pattern == _covering(inner):
+        return pattern
+    return _covering(pattern)
+
+
+def _covering(pattern: str) -> str:
+    return f"(?:{pattern})|(?:(?!(?:{pattern}))[\\s\\S])+"
 
 
 def _unsupported(what: str, pattern: str) -> TokenmillError:

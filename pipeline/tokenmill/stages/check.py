@@ -60,6 +60,8 @@ class Run:
     manifest: dict
     tok: Tokenizer
     shards: list[TokenShard]  # in input order
+    # what the layouts were written from: the shards, or the parts of the run's mixture
+    layout_shards: list[TokenShard]
     eos: bool  # encode ended every row in <|endoftext|>
     bos: int | None  # --bos: the id put first in every layout's documents
     fraction: float  # --val-fraction
@@ -91,7 +93,10 @@ def load_run(out: AnyPath, problems: list[str]) -> Run:
         else:
             problems.append(f"{TOKENIZER}: has no {BOS}, which the run's --bos puts first")
     eos = bool(config.get("eos", True))
-    return Run(out, manifest, tok, shards, eos, bos, float(config.get("val_fraction", 0.0)))
+    parts = [e["path"] for e in manifest.get("files", []) if e["path"].startswith("mix/")]
+    mixed = [open_token_shard(out / p, p.removeprefix("mix/")) for p in parts]
+    fraction = float(config.get("val_fraction", 0.0))
+    return Run(out, manifest, tok, shards, mixed or shards, eos, bos, fraction)
 
 
 # ---- 4: the tokenizer each part of OUT records ----------------------------
@@ -122,6 +127,11 @@ def tokenizer_problems(run: Run) -> list[str]:
             f"{TOKENIZER}'s is {short(tok.sha256)}"
         )
     pattern = run.config.get("pattern")
+    if run.config.get("superword_at") is not None:
+        # The config records stage 1's pattern; superword tokens encode with stage 2's.
+        from tokenmill.tokenizer.superword import PATTERN
+
+        pattern = PATTERN
     # Char mode splits at whitespace: its tokenizer has no pattern to compare.
     if tok.mode == "byte" and pattern is not None and pattern != tok.pattern:
         problems.append(
@@ -313,13 +323,14 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
         return documents if documents is not None else lay.read(folder)
 
     frame = Frame(run.eos_id(), run.bos, lay.ends_in_eos, run.fraction)
-    order = list(range(len(run.shards)))
-    compared = compare(where, read, run.shards, order, frame)
+    shards = run.layout_shards
+    order = list(range(len(shards)))
+    compared = compare(where, read, shards, order, frame)
     # One set of files per token shard may come back in the order of the files'
     # names rather than of the inputs: either is the corpus.
-    by_name = sorted(order, key=lambda k: run.shards[k].name)
+    by_name = sorted(order, key=lambda k: shards[k].name)
     if compared.problems and by_name != order:
-        again = compare(where, read, run.shards, by_name, frame)
+        again = compare(where, read, shards, by_name, frame)
         compared = compared if again.problems else again
     how = (
         reader if framework else f"tokenmill's reader: {reader} is not installed or does not import"

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.compute as pc
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.config import Config
@@ -29,6 +30,17 @@ class CountTask:
     out: AnyPath
     config: Config
     split: bool = True  # see split_shards
+    pattern: str | None = None  # another than config.pattern: superword tokens' stage 2
+    counted: dict | None = None  # what a count earlier in the run read of the shard
+
+
+def text_bytes(docs: pa.LargeStringArray) -> int:
+    """The UTF-8 bytes of documents without nulls, read off their offsets
+    (pyarrow.compute would cost its import, a tenth of a small run)."""
+    if not len(docs):
+        return 0
+    offsets = np.frombuffer(docs.buffers()[1], np.int64, len(docs) + 1, docs.offset * 8)
+    return int(offsets[-1] - offsets[0])
 
 
 def count_shard(task: CountTask) -> dict:
@@ -42,10 +54,11 @@ def count_shard(task: CountTask) -> dict:
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
                 result["documents"] += len(docs)
-                result["bytes"] += pc.sum(pc.binary_length(docs)).as_py() or 0
+                result["bytes"] += text_bytes(docs)
                 yield docs
 
-        table = word_table(documents(), c.mode, c.pattern, c.lowercase, parallel=task.split)
+        pattern = task.pattern or c.pattern
+        table = word_table(documents(), c.mode, pattern, c.lowercase, parallel=task.split)
         result["words"] = table.num_rows
         table = table.replace_schema_metadata({SOURCE: task.name.encode(), STATE: state(result)})
         # Every word is distinct: dictionary pages would only cost time. Delta
@@ -63,17 +76,36 @@ def count_shard(task: CountTask) -> dict:
         )
         return result
 
-    return shard_task(task.shard, task.name, task.out, c, count_key(c), write)
+    return shard_task(
+        task.shard, task.name, task.out, c, count_key(c, task.pattern), write, task.counted
+    )
 
 
-def run_count(data: AnyPath | Inputs, counts_dir: AnyPath, config: Config) -> ShardStageResult:
-    """Count every input of `data` (a folder or file, or the Inputs found in it)."""
+def run_count(
+    data: AnyPath | Inputs,
+    counts_dir: AnyPath,
+    config: Config,
+    pattern: str | None = None,
+    counted: dict[str, dict] | None = None,
+) -> ShardStageResult:
+    """Count every input of `data` (a folder or file, or the Inputs found in it),
+    split by config.pattern, or by `pattern` (superword tokens' stage 2).
+    `counted`: the fingerprint of each input (by name) an earlier count of the
+    run read; an input read otherwise now is InputChanged."""
     start = time.monotonic()
     if not isinstance(data, Inputs):
         data = find_inputs(data, config.glob, exclude=(location(counts_dir),))
     split = split_shards(data.shards, config)
     tasks = [
-        CountTask(s.path, s.name, location(counts_dir) / output_name(s.name), config, split)
+        CountTask(
+            s.path,
+            s.name,
+            location(counts_dir) / output_name(s.name),
+            config,
+            split,
+            pattern,
+            (counted or {}).get(s.name),
+        )
         for s in data.shards
     ]
     results = run_tasks(

@@ -3,8 +3,11 @@ tokenmill's to write, and keeping them to what the run's manifest lists.
 
     OUT/counts/<input path>.parquet   one count table per input (output_name)
     OUT/counts.parquet                the merged table
+    OUT/superword-counts/..., OUT/superword-counts.parquet
+                                      --superword-at: the same, split by stage 2's pattern
     OUT/tokenizer.json
     OUT/tokens/<input path>.parquet   one token shard per input
+    OUT/mix/part-NNNNN.parquet        [mix], --shuffle: the mixture (stages/mix.py)
     OUT/<layout folder>/...           --pack, --format: each layout's own folder
                                       (packed/, bin/, megatron/, ...: tokenmill.layouts)
     OUT/manifest.json
@@ -62,9 +65,11 @@ MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
 SWEEP = "sweep.json"  # written by `tokenmill sweep` after a run
 TOKENIZER = "tokenizer.json"  # beside tokens/
-STAGE_FOLDERS = ("counts", "tokens")  # all theirs is *.parquet
+# All theirs is *.parquet (and mix's .buckets/).
+STAGE_FOLDERS = ("counts", "superword-counts", "tokens", "mix")
 VIEWS = (REPORT, SWEEP)
-OWN_FILES = ("counts.parquet", TOKENIZER)  # a view is tokenmill's by its state file
+# A view is tokenmill's by its state file.
+OWN_FILES = ("counts.parquet", "superword-counts.parquet", TOKENIZER)
 FILES = (*OWN_FILES, *VIEWS)
 STATE_SUFFIX = ".state.json"
 
@@ -87,8 +92,11 @@ def output_paths(out: AnyPath) -> dict[str, AnyPath]:
     return {
         "counts_dir": out / "counts",
         "counts_file": out / "counts.parquet",
+        "superword_counts_dir": out / "superword-counts",
+        "superword_counts_file": out / "superword-counts.parquet",
         "tokenizer": out / TOKENIZER,
         "tokens_dir": out / "tokens",
+        "mix_dir": out / "mix",
         "manifest": out / MANIFEST,
     }
 
@@ -248,7 +256,8 @@ def is_own_file(name: str, path: AnyPath) -> bool:
         return base in OWN_FILES or (base in VIEWS and bool(recorded_state(path)))
     folder, inside = name.split("/", 1)
     if folder in STAGE_FOLDERS:
-        return base.endswith(".parquet")
+        # A killed mix's pass-1 files (stages/shuffle.py) are its own too.
+        return base.endswith(".parquet") or (folder == "mix" and inside.startswith(".buckets/"))
     return layouts()[folder].owns(inside)
 
 

@@ -203,6 +203,24 @@ class PackResult(StageResult):
 
 
 @dataclass(kw_only=True)
+class MixResult(StageResult):
+    stage: str = "mix"
+    summary: dict  # the manifest's "mix": the accounting (stages/mix.py)
+    parts: list[dict]  # per part: file (relative to the mix folder), rows, bytes, sha256
+
+    def what(self) -> str:
+        s = self.summary
+        repeated = sum(line["repeated"]["documents"] for line in s["sources"])
+        taken = sum(1 for line in s["sources"] if line["taken"]["documents"])
+        order = "input order" if s["shuffle"] is None else f"shuffled with seed {s['shuffle']}"
+        return (
+            f"{plural(taken, 'source')}, {s['documents']} documents ({repeated} repeated), "
+            f"{s['tokens']} tokens of {s['budget']} asked -> {plural(len(self.parts), 'part')}, "
+            f"{order}{self.kept()}"
+        )
+
+
+@dataclass(kw_only=True)
 class StatsResult(StageResult):
     stage: str = "stats"
     stats: dict  # what `tokenmill stats --json` prints
@@ -240,6 +258,10 @@ class SweepResult(StageResult):
     all: dict  # name, documents, bytes, text_tokens and bytes_per_token per size
     sources: list[dict]  # the same per source
     tokenizer_sha256: str
+    # Superword tokens (--superword-at): the transition point; then each line
+    # also has bpe_text_tokens and bpe_bytes_per_token, ordinary BPE's.
+    superword_at: int | None = None
+    held_out: str | None = None  # --held-out: the inputs encoded, not the run's
 
     def what(self) -> str:
         bpt = self.all["bytes_per_token"]
@@ -247,10 +269,15 @@ class SweepResult(StageResult):
             f"{len(self.vocab_sizes)} vocabulary sizes ({self.vocab_sizes[0]} to "
             f"{self.vocab_sizes[-1]}), {self.all['documents']} documents, bytes per token "
             f"{bpt[0]} to {bpt[-1]}"
+            + (
+                f" (ordinary BPE: {self.all['bpe_bytes_per_token'][-1]})"
+                if self.superword_at
+                else ""
+            )
         )
 
     def to_json(self) -> dict:
-        return {
+        d = {
             "stage": self.stage,
             "vocab_sizes": self.vocab_sizes,
             "sample": self.sample,
@@ -258,6 +285,11 @@ class SweepResult(StageResult):
             "sources": self.sources,
             "tokenizer_sha256": self.tokenizer_sha256,
         }
+        if self.superword_at is not None:
+            d["superword_at"] = self.superword_at
+        if self.held_out is not None:
+            d["held_out"] = self.held_out
+        return d
 
 
 @dataclass(kw_only=True)

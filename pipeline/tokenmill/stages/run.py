@@ -50,6 +50,7 @@ from tokenmill.stages.manifest import (
     write_manifest,
 )
 from tokenmill.stages.merge import run_merge
+from tokenmill.stages.mix import run_mix
 from tokenmill.stages.results import (
     RunResult,
     ShardStageResult,
@@ -57,7 +58,7 @@ from tokenmill.stages.results import (
     check_read,
 )
 from tokenmill.stages.state import state_file
-from tokenmill.stages.tokens import token_shards
+from tokenmill.stages.tokens import TokenShard, token_shards
 from tokenmill.stages.train import run_train
 from tokenmill.stages.views import current_views
 from tokenmill.tokenizer import Tokenizer
@@ -85,15 +86,15 @@ def check_previous_data(out: AnyPath, data: AnyPath, previous: dict, force: bool
 
 
 def write_layouts(
-    out: AnyPath, config: Config, tok: Tokenizer, tokens_dir: AnyPath, names: list[str], stage
+    out: AnyPath, config: Config, tok: Tokenizer, shards: list[TokenShard], stage
 ) -> list[dict]:
-    """Each layout of the run (--pack, --format) from the token shards `names`
-    (relative to `tokens_dir`) this run wrote or kept; the manifest entries
+    """Each layout of the run (--pack, --format) from `shards`: the token shards
+    this run wrote or kept, or its mixture's parts; the manifest entries
     (checked by verify) of the files they wrote."""
     if not config.layouts:
         return []
     job = LayoutJob(
-        shards=token_shards(tokens_dir, names),
+        shards=shards,
         folder=out,
         tokenizer=tok,
         bos=config.bos,
@@ -198,6 +199,23 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
         return _run_locked(plan, on_stage, note, lock)
 
 
+def count_superwords(inputs: Inputs, paths: dict, config: Config, count, stage):
+    """--superword-at: stage 2's word table, split by its pattern, counted and
+    merged as counts.parquet is, from what `count` read of each input (one read
+    otherwise is InputChanged). Returns the two stages' results."""
+    from tokenmill.tokenizer.superword import PATTERN
+
+    counted = {r["shard"]: r["input"] for r in count.shards}
+    folder, table = paths["superword_counts_dir"], paths["superword_counts_file"]
+    result = run_count(inputs, folder, config, PATTERN, counted)
+    count2 = check_read(stage(dataclasses.replace(result, stage="superword-count")))
+    # Every stage-2 word is kept: most (sentences) occur once.
+    merge = run_merge(
+        folder, table, 1, files=[location(f) for f in count2.written], force=config.force
+    )
+    return count2, stage(dataclasses.replace(merge, stage="superword-merge"))
+
+
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
 
@@ -211,9 +229,14 @@ def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> N
     if steps in ("all", "count"):
         files.append(paths["counts_file"])
         folders.append(paths["counts_dir"])
+        if config.superword_at is not None:
+            files.append(paths["superword_counts_file"])
+            folders.append(paths["superword_counts_dir"])
     if steps in ("all", "encode"):
         files.append(paths["tokenizer"])
         folders.append(paths["tokens_dir"])
+        if config.mixes:
+            check_target(paths["mix_dir"] / "part-00000.parquet")
         folders += [location(out) / layout(name).folder for name in config.layouts]
     files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
     for path in files:
@@ -266,8 +289,16 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
         )
         manifest["counts"] = shard_outputs(count.shards, out)
         manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
+        if config.superword_at is not None:
+            count2, merge2 = count_superwords(inputs, paths, config, count, stage)
+            manifest["counts"] += shard_outputs(count2.shards, out)
+            table = paths["superword_counts_file"]
+            manifest["files"].append(file_entry(table, out, rows=merge2.words))
     if steps == "all":
-        train = stage(run_train(paths["counts_file"], paths["tokenizer"], config, plan.base))
+        superwords = paths["superword_counts_file"] if config.superword_at is not None else None
+        train = stage(
+            run_train(paths["counts_file"], paths["tokenizer"], config, plan.base, superwords)
+        )
         tokenizer_file, tok = paths["tokenizer"], train.tokenizer
     if steps in ("all", "encode"):
         assert tok is not None
@@ -289,7 +320,17 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
         if encode.split:
             manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
         names = [relative_name(location(f), paths["tokens_dir"]) for f in encode.written]
-        files = write_layouts(out, config, tok, paths["tokens_dir"], names, stage)
+        shards = token_shards(paths["tokens_dir"], names)
+        if config.mixes:
+            sha256 = {relative_name(location(r["output"]["file"]), paths["tokens_dir"]):
+                      r["output"]["sha256"] for r in encode.shards if r["output"]}  # fmt: skip
+            mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
+            manifest["mix"] = mix.summary
+            parts = [{"path": relative(paths["mix_dir"] / r["file"], out), "rows": r["rows"],
+                      "bytes": r["bytes"], "sha256": r["sha256"]} for r in mix.parts]  # fmt: skip
+            manifest.setdefault("files", []).extend(parts)
+            shards = token_shards(paths["mix_dir"], [r["file"] for r in mix.parts])
+        files = write_layouts(out, config, tok, shards, stage)
         manifest.setdefault("files", []).extend(files)
     reader = stages["encode"] if "encode" in stages else stages["count"]
     assert isinstance(reader, ShardStageResult)

@@ -29,13 +29,13 @@ from tokenmill.io.writers import write_json
 READER_VERSION = 2
 
 
-def count_key(config: Config) -> dict:
-    """The options a count table depends on."""
+def count_key(config: Config, pattern: str | None = None) -> dict:
+    """The options a count table depends on (`pattern`: one other than config's)."""
     return {
         "stage": "count",
         "reader": READER_VERSION,
         "mode": config.mode,
-        "pattern": config.pattern,
+        "pattern": pattern or config.pattern,
         "lowercase": config.lowercase,
         "text_column": config.text_column,
         "txt_unit": config.txt_unit,

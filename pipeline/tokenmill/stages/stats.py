@@ -31,7 +31,7 @@ from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.stages.layout import MANIFEST
 from tokenmill.stages.manifest import read_manifest
-from tokenmill.stages.results import StatsResult
+from tokenmill.stages.results import StatsResult, plural
 from tokenmill.stages.tokens import (
     TokenShard,
     list_ids,
@@ -242,6 +242,8 @@ def corpus_stats(
         },
         "tokenizer_sha256": tok.sha256,
         "extend": extension_stats(out, config, tok, warnings),
+        # A run with a recipe or --shuffle: what it asked of each source and wrote (stages/mix.py).
+        "mix": read_manifest(out).get("mix") if (out / MANIFEST).is_file() else None,
         "warnings": warnings,
         "seconds": time.monotonic() - start,
     }
@@ -318,6 +320,8 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
             f"{e['base_bytes_per_token']} with the base, {e['bytes_per_token']} extended",
             "",
         ]
+    if s.get("mix"):
+        lines += [*mix_lines(s["mix"]), ""]
     if s["source_column"]:
         lines.append(
             f"per source (column {s['source_column']!r}; documents without one: their shard),"
@@ -347,3 +351,47 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
     if s.get("warnings"):
         lines += ["", *(f"warning: {w}" for w in s["warnings"])]
     return "\n".join(lines)
+
+
+def asked_text(asked: dict | None) -> str:
+    """A recipe source's form as given: "20000000 tokens", "weight 0.3", "2.0 epochs"."""
+    if not asked:
+        return "left out"
+    form, value = next(iter(asked.items()))
+    return {"tokens": f"{value} tokens", "weight": f"weight {value}", "epochs": f"{value} epochs"}[
+        form
+    ]
+
+
+def mix_lines(mix: dict) -> list[str]:
+    """The mixture's lines of the stats: per source, asked against written."""
+    order = "input order" if mix["shuffle"] is None else f"shuffled with seed {mix['shuffle']}"
+    rows = [
+        (
+            x["name"],
+            asked_text(x["asked"]),
+            str(x["budget"]),
+            str(x["taken"]["tokens"]),
+            f"{100 * x['asked_share']:.1f} -> {100 * x['share']:.1f}",
+            str(x["taken"]["documents"]),
+            str(x["repeated"]["documents"]),
+            f"{x['epochs']:.2f}",
+        )
+        for x in mix["sources"]
+    ]
+    head = ("source", "asked", "budget", "written", "share % asked -> written", "documents",
+            "repeated", "epochs")  # fmt: skip
+    widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head))]
+
+    def line(r: tuple) -> str:
+        return "  " + "  ".join(
+            f"{v:<{w}}" if k < 2 else f"{v:>{w}}"
+            for k, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+
+    return [
+        f"mixture ({order}): {mix['tokens']} tokens written of {mix['budget']} asked, "
+        f"{mix['documents']} documents, {plural(mix['parts'], 'part')} (mix/):",
+        line(head),
+        *map(line, rows),
+    ]

@@ -13,6 +13,12 @@ Sizes are vocabulary sizes as `--vocab-size` gives them: the ids that are no
 merge (base tokens, special tokens; an extended tokenizer's base) plus the
 merges kept. The result is printed and written to OUT/sweep.json, which
 `report` plots (a view of OUT: see stages/layout.py).
+
+A run with superword tokens (`--superword-at T`) is swept from T up, and
+each size is set against ordinary BPE of the same size: trained once, to the
+run's size, on the run's word table (OUT/counts.parquet, which is stage 1's),
+and cut as the superword tokenizer is. `held_out` (`--held-out DIR`) encodes
+the documents of other inputs instead of the run's: text neither saw.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import pyarrow.compute as pc
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.columns import has_column, read_column
+from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
@@ -38,18 +45,44 @@ from tokenmill.stages.tokens import TokenShard, manifest_token_shards, token_sha
 from tokenmill.stages.views import record_view
 from tokenmill.tokenizer import Tokenizer
 
+COUNTS = "counts.parquet"  # the run's word table (stages/layout.py)
+
 
 def fixed_ids(tok: Tokenizer) -> int:
     """The ids that are no merge: the smallest vocabulary a prefix can have."""
     return tok.vocab_size - len(tok.merges)
 
 
-def default_sizes(tok: Tokenizer) -> list[int]:
+def default_sizes(tok: Tokenizer, superword_at: int | None = None) -> list[int]:
     """Powers of two between the smallest prefix and the trained size, then
-    the trained size."""
+    the trained size; for superword tokens, the transition point and the
+    powers of two above it."""
     low, high = fixed_ids(tok), tok.vocab_size
+    if superword_at is not None:
+        low = superword_at
     sizes = [1 << k for k in range(1, high.bit_length() + 1) if low < 1 << k < high]
-    return [*sizes, high]
+    return ([low] if superword_at is not None and low < high else []) + [*sizes, high]
+
+
+def ordinary_bpe(out: AnyPath, tok: Tokenizer, config: dict) -> Tokenizer:
+    """Ordinary BPE of the superword tokenizer `tok`'s size and special tokens,
+    trained on the run's word table."""
+    from tokenmill.stages.train import read_word_table
+
+    counts = location(out) / COUNTS
+    if not counts.is_file():
+        raise TokenmillError(
+            f"{counts}: not there, and ordinary BPE to compare superword tokens with is "
+            "trained on it (rerun the run)"
+        )
+    table = read_word_table(counts)
+    return Tokenizer._train_from_word_arrays(
+        table["word"],
+        table["count"],
+        pattern=config.get("pattern", "cl100k"),
+        vocab_size=tok.vocab_size,
+        special_tokens=tok.special_tokens,
+    )
 
 
 def prefix(tok: Tokenizer, size: int) -> Tokenizer:
@@ -122,31 +155,52 @@ def run_sweep(
     text_column: str | None = None,
     txt_unit: str | None = None,
     source_column: str | None = "source",
+    held_out: AnyPath | None = None,
     write: bool = True,
 ) -> SweepResult:
+    from tokenmill.tokenizer.superword import PATTERN as SUPERWORD_PATTERN
+
     start = time.monotonic()
     out = location(out)
     tok = Tokenizer.load(out / TOKENIZER)
-    shards = (
-        manifest_token_shards(out) if (out / MANIFEST).is_file() else token_shards(out / "tokens")
-    )
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")
     txt_unit = txt_unit or config.get("txt_unit", "line")
-    sizes = sorted(set(sizes)) if sizes else default_sizes(tok)
-    cut = [prefix(tok, v) for v in sizes]
+    superword_at = config.get("superword_at") if tok.pattern == SUPERWORD_PATTERN else None
+    sizes = sorted(set(sizes)) if sizes else default_sizes(tok, superword_at)
+    cut: list[Tokenizer | None] = [prefix(tok, v) for v in sizes]
+    if superword_at is not None:
+        # None past the size ordinary BPE reached (its pairs ran out): no number.
+        plain = ordinary_bpe(out, tok, config)
+        cut += [prefix(plain, v) if v <= plain.vocab_size else None for v in sizes]
     if sample is not None and sample < 1:
         raise TokenmillError(f"--sample {sample}: want at least one document")
-    # Per source: documents, bytes, then the tokens at each size.
+    if held_out is not None:
+        if sample is not None:
+            raise TokenmillError("--sample is for the run's documents, not --held-out's")
+        files = find_files(location(held_out), config.get("glob", "**/*"), exclude=(out,))
+        inputs: list[tuple[AnyPath, str, np.ndarray | None]] = [
+            (s.path, s.name, None) for s in files.shards
+        ]
+    else:
+        shards = (
+            manifest_token_shards(out)
+            if (out / MANIFEST).is_file()
+            else token_shards(out / "tokens")
+        )
+        inputs = [
+            (input_path(data, shard), shard.source, wanted)
+            for shard, wanted in zip(shards, sampled_rows(shards, sample), strict=True)
+        ]
+    # Per source: documents, bytes, then the tokens at each size (and ordinary BPE's).
     sources: dict[str, np.ndarray] = {}
-    for shard, wanted in zip(shards, sampled_rows(shards, sample), strict=True):
-        path = input_path(data, shard)
+    for path, name, wanted in inputs:
         labels = None
         if source_column and has_column(path, source_column):
             labels = pa.chunked_array(
                 list(read_column(path, source_column)), pa.large_string()
             ).combine_chunks()
-            labels = pc.fill_null(labels, shard.source)
+            labels = pc.fill_null(labels, name)
         for rows, docs in read_batches(
             path, text_column, on_skip=lambda _: None, txt_unit=txt_unit
         ):
@@ -159,31 +213,43 @@ def run_sweep(
             columns = {
                 "source": pl.from_arrow(labels.take(rows))
                 if labels is not None
-                else pl.Series([shard.source] * len(rows), dtype=pl.String),
+                else pl.Series([name] * len(rows), dtype=pl.String),
                 "documents": np.ones(len(rows), np.int64),
                 "bytes": pc.binary_length(docs).cast(pa.int64()).to_numpy(),
             }
             for j, small in enumerate(cut):
+                if small is None:
+                    columns[f"t{j}"] = np.zeros(len(docs), np.int64)
+                    continue
                 lens = small.encode_arrow(docs, eos=False)[1]
                 columns[f"t{j}"] = lens.cast(pa.int64()).to_numpy()
             grouped = (
                 pl.DataFrame(columns).group_by("source", maintain_order=True).agg(pl.all().sum())
             )
-            for name, *numbers in grouped.iter_rows():
-                if name not in sources and len(sources) >= MAX_SOURCES:
-                    name = OTHER
-                sources[name] = sources.get(name, 0) + np.array(numbers, np.int64)
+            for source, *numbers in grouped.iter_rows():
+                if source not in sources and len(sources) >= MAX_SOURCES:
+                    source = OTHER
+                sources[source] = sources.get(source, 0) + np.array(numbers, np.int64)
+
+    def per_size(n_bytes: int, tokens: np.ndarray) -> tuple[list[int], list[float | None]]:
+        per_token = [round(n_bytes / int(t), 4) if t else None for t in tokens]
+        return [int(t) for t in tokens], per_token
 
     def line(name: str, n: np.ndarray) -> dict:
-        return {
+        k = len(sizes)
+        tokens, per_token = per_size(int(n[1]), n[2 : 2 + k])
+        d = {
             "name": name,
             "documents": int(n[0]),
             "bytes": int(n[1]),
-            "text_tokens": [int(t) for t in n[2:]],
-            "bytes_per_token": [round(int(n[1]) / int(t), 4) if t else None for t in n[2:]],
+            "text_tokens": tokens,
+            "bytes_per_token": per_token,
         }
+        if superword_at is not None:
+            d["bpe_text_tokens"], d["bpe_bytes_per_token"] = per_size(int(n[1]), n[2 + k :])
+        return d
 
-    total = sum(sources.values(), np.zeros(2 + len(sizes), np.int64))
+    total = sum(sources.values(), np.zeros(2 + len(cut), np.int64))
     result = SweepResult(
         vocab_sizes=sizes,
         sample=sample,
@@ -191,6 +257,8 @@ def run_sweep(
         sources=[line(name, n) for name, n in sources.items()],
         tokenizer_sha256=tok.sha256,
         seconds=time.monotonic() - start,
+        superword_at=superword_at,
+        held_out=None if held_out is None else str(held_out),
     )
     if write:
         with atomic_path(out / SWEEP) as tmp:
@@ -219,18 +287,38 @@ def format_sweep(d: dict, max_sources: int = 20) -> str:
     shown = lines[:max_sources] if max_sources else lines
     width = max([6, *(len(x["name"]) for x in shown)])
     head = f"  {'source':<{width}}  {'documents':>9}  " + "  ".join(f"{v:>8}" for v in sizes)
-    rows = [
-        "bytes per token by vocabulary size"
-        + (f" ({d['sample']} sampled documents)" if d.get("sample") else ""),
-        head,
-    ]
+    title = "bytes per token by vocabulary size" + (
+        f" ({d['sample']} sampled documents)" if d.get("sample") else ""
+    )
+    if d.get("held_out"):
+        title += f" on {d['held_out']}"
 
-    def row(x: dict) -> str:
-        cells = "  ".join("       -" if b is None else f"{b:>8.3f}" for b in x["bytes_per_token"])
+    def row(x: dict, key: str = "bytes_per_token") -> str:
+        cells = "  ".join("       -" if b is None else f"{b:>8.3f}" for b in x[key])
         return f"  {x['name']:<{width}}  {x['documents']:>9}  {cells}"
 
-    rows += [row(x) for x in shown]
-    if len(shown) < len(lines):
-        rows.append(f"  ... and {len(lines) - len(shown)} more sources (--max-sources 0 shows all)")
-    rows.append(row(d["all"]))
-    return "\n".join(rows)
+    def table(key: str) -> list[str]:
+        rows = [row(x, key) for x in shown]
+        if len(shown) < len(lines):
+            rows.append(
+                f"  ... and {len(lines) - len(shown)} more sources (--max-sources 0 shows all)"
+            )
+        return [*rows, row(d["all"], key)]
+
+    if d.get("superword_at") is None:
+        return "\n".join([title, head, *table("bytes_per_token")])
+    fewer = [
+        f"{v}: {1 - s / b:.1%}" if s and b else f"{v}: -"
+        for v, s, b in zip(sizes, d["all"]["text_tokens"], d["all"]["bpe_text_tokens"], strict=True)
+    ]
+    return "\n".join(
+        [
+            f"{title}, superword tokens from {d['superword_at']}",
+            head,
+            *table("bytes_per_token"),
+            "ordinary BPE of the same sizes",
+            head,
+            *table("bpe_bytes_per_token"),
+            "fewer tokens than ordinary BPE, all documents: " + ", ".join(fewer),
+        ]
+    )

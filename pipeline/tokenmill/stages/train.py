@@ -40,13 +40,24 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
 
 
 def run_train(
-    counts_file: AnyPath, tokenizer_file: AnyPath, config: Config, base: Tokenizer | None = None
+    counts_file: AnyPath,
+    tokenizer_file: AnyPath,
+    config: Config,
+    base: Tokenizer | None = None,
+    superword_counts: AnyPath | None = None,
 ) -> TrainResult:
     """Train on the word table, or with --extend grow `base` (from `load_base`)
-    on it. The result holds the tokenizer saved at `tokenizer_file`."""
+    on it; with --superword-at, stage 2 on the word table `superword_counts`
+    (split by its pattern). The result holds the tokenizer saved at
+    `tokenizer_file`."""
     start = time.monotonic()
     if config.extend and base is None:
         raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
+    if (config.superword_at is None) != (superword_counts is None):
+        raise TokenmillError(
+            "--superword-counts goes with --superword-at: the stage-2 word table "
+            "(`tokenmill count --superword`, then `merge`)"
+        )
     counts_file = location(counts_file)
     table = read_word_table(counts_file)
     if table.num_rows == 0:
@@ -64,6 +75,11 @@ def run_train(
         key["extend_sha256"] = base.sha256  # another base: train again
         if config.extend_alphabet:
             key["extend_alphabet"] = True
+    if superword_counts is not None:
+        superword_counts = location(superword_counts)
+        key["superword_counts_sha256"] = known_sha256(superword_counts)[1]
+        key["superword_at"] = config.superword_at
+        key["superword_max_words"] = config.superword_max_words
     if reusable_file(tokenizer_file, key, config.force):
         tok = Tokenizer.load(tokenizer_file)
         grown = extension_summary(base, tok, table) if base is not None else None
@@ -79,6 +95,11 @@ def run_train(
             tok.save(tokenizer_file)
             record_file(tokenizer_file, key)
             return summary(table.num_rows, tok, start, reused=False, extend=grown)
+        if superword_counts is not None:
+            tok = train_superwords(table, read_word_table(superword_counts), config, progress)
+            tok.save(tokenizer_file)
+            record_file(tokenizer_file, key)
+            return summary(table.num_rows, tok, start, reused=False)
         tok = Tokenizer._train_from_word_arrays(
             table["word"],
             table["count"],
@@ -118,6 +139,25 @@ def read_word_table(counts_file: AnyPath) -> pa.Table:
         raise TokenmillError(
             f"{counts_file}: cannot read it as a word table ({e}): {expected}"
         ) from None
+
+
+def train_superwords(table: pa.Table, table2: pa.Table, config: Config, progress) -> Tokenizer:
+    """Stage 1 on the word table, stage 2 on `table2` (tokenizer/superword.py)."""
+    from tokenmill.tokenizer.superword import train_superword
+
+    assert config.superword_at is not None
+    return train_superword(
+        table["word"],
+        table["count"],
+        table2["word"],
+        table2["count"],
+        pattern=config.pattern,
+        superword_at=config.superword_at,
+        vocab_size=config.vocab_size,
+        special_tokens=config.train_special_tokens,
+        max_words=config.max_words,
+        progress=progress,
+    ).tokenizer
 
 
 def grow(base: Tokenizer, table, config: Config, progress) -> tuple[Tokenizer, dict]:

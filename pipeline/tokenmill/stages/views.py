@@ -21,6 +21,10 @@ def made_from(manifest: dict) -> dict:
         "tokenizer_sha256": manifest.get("tokenizer_sha256"),
         "outputs": [[e["path"], e["sha256"]] for e in manifest.get("outputs", [])],
     }
+    files = manifest.get("files", [])
+    mixture = [[e["path"], e["sha256"]] for e in files if e["path"].startswith("mix/")]
+    if mixture:  # the report shows the recipe asked against the mixture written
+        what["mix"] = mixture
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
     return {"stage": "view", "made_from": digest}
 

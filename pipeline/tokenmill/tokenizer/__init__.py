@@ -12,6 +12,7 @@ The package's parts, each importing only those above it:
 | `options`   | training options checked without the native core                 |
 | `core`      | `Tokenizer` itself, and `word_table` (counting words for training) |
 | `extend`    | growing a tokenizer: new merges learned on top of a base's        |
+| `superword` | superword tokens (SuperBPE): a second stage across whitespace     |
 
 `tokenmill.formats` (other tools' files) imports this package, never the reverse.
 """

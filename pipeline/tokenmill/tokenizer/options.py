@@ -17,6 +17,10 @@ from tokenmill.tokenizer.ids import (
     show,
 )
 
+# Superword tokens (tokenizer/superword.py): the SuperBPE reference trainer's
+# limit on the words of one token.
+SUPERWORD_MAX_WORDS = 4
+
 # The special tokens every tokenizer of a mode has, in id order.
 REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
 
@@ -180,3 +184,27 @@ def lay_out_specials(
     if special_ids == list(range(first_free, first_free + len(order))):
         return order, None
     return order, special_ids
+
+
+def check_superword(superword_at: object, max_words: object, mode: str = "byte") -> None:
+    """Superword training's transition point (a vocabulary size, as vocab_size
+    counts it: stage 1's) and word limit, checked alone; the training checks
+    them against the vocabulary size."""
+    if superword_at is None:
+        return
+    if mode != "byte":
+        raise TokenmillError(
+            f"superword_at={superword_at}: superword tokens are for byte mode, not {mode}"
+        )
+    check_count(superword_at, "superword_at")
+    if superword_at < 256:  # type: ignore[operator]
+        raise TokenmillError(
+            f"superword_at={superword_at}: the transition point is a vocabulary size, "
+            "past the 256 byte tokens"
+        )
+    if max_words is not None and (
+        type(max_words) is bool or not isinstance(max_words, int) or not 1 <= max_words < 2**32
+    ):
+        raise TokenmillError(
+            f"max_words={show(max_words)}: want a whole number from 1, or None (no limit)"
+        )

@@ -1,0 +1,178 @@
+"""A data recipe: how many tokens of each source a run's mixture takes.
+
+The `[mix]` table of a job file (or of the file `--mix FILE` names):
+
+    [mix]
+    total = "50M"                    # optional: what the weights are shares of
+    web = 0.6                        # a weight: a share of total (a float, 0 to 1)
+    code = "12M"                     # a token budget ("12M", "1.5B", 20_000_000)
+    books = { epochs = 2.0 }         # epochs: every document twice
+    wiki = { tokens = "3M", files = "extra/wiki-*.jsonl" }
+
+The three forms cannot be mistaken for one another: an integer or a string
+is a number of tokens, a bare float a weight (so it needs `total`), and
+epochs are written as such. The long form `{ tokens = ..., weight = ...,
+epochs = ... }` takes one of them, and `files`, a glob of input names
+(relative to DATA, as --glob), says which inputs the source is; by default
+a source is the inputs under the folder of its name (`code/...`) or the
+input at DATA's top whose name before its first dot is it (`web.jsonl`).
+
+Tokens are counted as the token shards hold them, each document's
+<|endoftext|> included. What the budgets mean (whole epochs, then a
+deterministic subset) is stages/mix.py's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenmill.errors import TokenmillError
+
+FORMS = ("tokens", "weight", "epochs")
+RESERVED = ("total",)
+# Powers of 1000, as token counts are quoted ("20B" tokens): G is B.
+SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+TOKENS = re.compile(r"(\d[\d_]*(?:\.\d+)?)\s*([KMBGT]?)", re.IGNORECASE)
+MAX_TOKENS = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Share:
+    """One source of the recipe and what of it the mixture takes: one of
+    `tokens` (a budget), `weight` (a share of the recipe's total) or
+    `epochs`."""
+
+    name: str
+    tokens: int | None = None
+    weight: float | None = None
+    epochs: float | None = None
+    files: str | None = None  # a glob of input names; None: the folder or file `name`
+
+    def asked(self) -> dict:
+        """The form as given, for the manifest and stats."""
+        form = next(k for k in FORMS if getattr(self, k) is not None)
+        return {form: getattr(self, form)}
+
+    def budget(self, total: int | None, available: int) -> int:
+        """The tokens asked for, given the recipe's total and the source's tokens."""
+        if self.tokens is not None:
+            return self.tokens
+        if self.weight is not None:
+            assert total is not None  # parse_recipe: a weight needs a total
+            return round(self.weight * total)
+        assert self.epochs is not None
+        return round(self.epochs * available)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The sources a mixture takes, in the recipe's order; none: every source
+    of the corpus once (--shuffle without a recipe)."""
+
+    sources: tuple[Share, ...] = ()
+    total: int | None = None
+
+    def to_dict(self) -> dict:
+        d: dict = {"total": self.total} if self.total is not None else {}
+        for s in self.sources:
+            d[s.name] = {**s.asked(), **({"files": s.files} if s.files else {})}
+        return d
+
+
+def parse_tokens(value: object, where: str) -> int:
+    """A number of tokens: an integer, or a string such as "20M", "1.5B", "20_000"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and (m := TOKENS.fullmatch(value.strip())):
+        number, unit = m.groups()
+        n = round(float(number.replace("_", "")) * SCALE[unit.upper()])
+    else:
+        raise TokenmillError(
+            f'{where}: {value!r} is not a number of tokens (an integer, or "20M", "1.5B")'
+        )
+    if not 0 <= n <= MAX_TOKENS:
+        raise TokenmillError(f"{where}: {value!r} tokens is out of range: 0 to {MAX_TOKENS}")
+    return n
+
+
+def parse_share(name: str, value: object, where: str) -> Share:
+    at = f"{where}.{name}"
+    if isinstance(value, float):
+        return Share(name, weight=weight(value, at))
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        return Share(name, tokens=parse_tokens(value, at))
+    if not isinstance(value, dict):
+        raise TokenmillError(
+            f'{at}: give a token budget ("20M"), a weight of total (0.3) '
+            "or { epochs = 2.0 }, not " + type(value).__name__
+        )
+    unknown = sorted(set(value) - {*FORMS, "files"})
+    if unknown:
+        known = ", ".join(sorted([*FORMS, "files"]))
+        raise TokenmillError(f"{at}: unknown key {unknown[0]!r} (known: {known})")
+    forms = [k for k in FORMS if k in value]
+    if len(forms) != 1:
+        raise TokenmillError(f"{at}: give exactly one of tokens, weight, epochs")
+    files = value.get("files")
+    if files is not None and (not isinstance(files, str) or not files):
+        raise TokenmillError(f"{at}.files: a glob of input names (a string), such as 'code/**'")
+    form, given = forms[0], value[forms[0]]
+    if form == "tokens":
+        return Share(name, tokens=parse_tokens(given, f"{at}.tokens"), files=files)
+    if form == "weight":
+        if not isinstance(given, float | int) or isinstance(given, bool):
+            raise TokenmillError(f"{at}.weight: a share of total (0 to 1), not {given!r}")
+        return Share(name, weight=weight(float(given), f"{at}.weight"), files=files)
+    is_number = isinstance(given, float | int) and not isinstance(given, bool)
+    if not is_number or not 0 <= given < math.inf:
+        raise TokenmillError(f"{at}.epochs: a number of epochs (2.0, 0.5), not {given!r}")
+    return Share(name, epochs=float(given), files=files)
+
+
+def weight(value: float, at: str) -> float:
+    if not 0 <= value <= 1:
+        raise TokenmillError(
+            f"{at}: {value!r} is a weight, a share of total (0 to 1); for epochs write "
+            f'{{ epochs = {value!r} }}, for a token budget an integer or a string ("20M")'
+        )
+    return value
+
+
+def parse_recipe(table: object, where: str = "mix") -> Recipe:
+    """The Recipe of a `[mix]` table; errors are one line naming `where` and the key."""
+    if isinstance(table, Recipe):
+        return table
+    if not isinstance(table, dict):
+        raise TokenmillError(f"{where}: a table of sources ([mix]), not {type(table).__name__}")
+    total = parse_tokens(table["total"], f"{where}.total") if "total" in table else None
+    sources = tuple(parse_share(k, v, where) for k, v in table.items() if k not in RESERVED)
+    if not sources:
+        raise TokenmillError(f'{where}: no source (give e.g. code = "20M")')
+    weights = [s for s in sources if s.weight is not None]
+    if weights and total is None:
+        raise TokenmillError(
+            f"{where}.{weights[0].name}: {weights[0].weight!r} is a weight of total: give "
+            f'total = "50B" in the table, or a token budget ("20M")'
+        )
+    if total is not None and not weights:
+        raise TokenmillError(f"{where}.total: no source is a weight of it (such as code = 0.3)")
+    if sum(s.weight for s in weights if s.weight is not None) > 1 + 1e-9:
+        raise TokenmillError(f"{where}: the weights add up to more than 1 (all of total)")
+    return Recipe(sources, total)
+
+
+def read_recipe(path: Path) -> Recipe:
+    """The `[mix]` table of a TOML file (a job file, or one holding the recipe only)."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TokenmillError(f"{path}: cannot read recipe ({e.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TokenmillError(f"{path}: not valid TOML ({e})") from None
+    if "mix" not in raw:
+        raise TokenmillError(f"{path}: no [mix] table (the recipe)")
+    return parse_recipe(raw["mix"], f"{path}: mix")

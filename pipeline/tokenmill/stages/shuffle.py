@@ -1,0 +1,343 @@
+"""Writing a mixture (stages/mix.py) in its order: an external sort of the
+chosen documents' copies by key, reading each token shard once.
+
+The keys. A copy is a document (input name, row) and its epoch (0 for its
+first copy). With --shuffle SEED its key is a 64-bit hash of (seed, epoch,
+input name, row); without, its place in the stream of the token shards in
+input order, epoch after epoch. The mixture is the copies sorted by key,
+ties (equal hashes; an empty document's place) by epoch, input and row: an
+order that depends on the seed, the input names and rows and the recipe only.
+
+The sort. The key range is cut into K buckets of about BUCKET_BYTES of ids
+each, bucket k the keys below those of bucket k + 1, so the parts written
+one per bucket, in bucket order, are the whole mixture in order; K follows
+from the mixture's size alone.
+
+- Pass 1, `scatter`, one task per token shard: reads the shard's rows and
+  ids once, keys every copy of a chosen document, and appends the copies to
+  one Arrow IPC file, OUT/mix/.buckets/NNNNNN.arrow, a record batch per
+  bucket each time its buffers pass BUFFER_BYTES; it returns which bucket
+  each record batch holds.
+- Pass 2, `gather`, one task per bucket: reads that bucket's record batches
+  of every pass-1 file, sorts them by key and writes part-NNNNN.parquet.
+
+A task holds a batch of its shard and BUFFER_BYTES (pass 1), or one
+bucket's ids once and a slice of them sorted (pass 2); the files of pass 1
+are removed once the parts are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tokenmill.io.metadata import STATE
+from tokenmill.io.storage import (
+    AnyPath,
+    delete,
+    is_remote,
+    location,
+    open_read,
+    parquet_file,
+    size,
+    walk_files,
+)
+from tokenmill.io.writers import atomic_path
+from tokenmill.stages.encode import DATA_PAGE_VERSION
+from tokenmill.stages.split import document_hashes
+from tokenmill.stages.state import record_output
+from tokenmill.stages.tokens import TokenShard
+
+BUCKETS = ".buckets"  # pass 1's files, under the mix folder
+BUCKET_BYTES = 64 << 20  # ids per bucket, hence per part
+BUFFER_BYTES = 64 << 20  # pass 1: ids held before they are appended to the file
+# Pass 2: documents taken in order and written at a time (a row group), at most.
+WRITE_ROWS = 8192
+WRITE_BYTES = 16 << 20
+# A bucket's ids are one Arrow list array: its offsets are int32.
+MAX_BUCKET_TOKENS = 1 << 30
+
+
+def numbers(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A primitive Arrow array without nulls as NumPy, without a copy when in
+    one chunk (Array.to_numpy, as pa.array, imports pandas: a fifth of a second)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    data = array.buffers()[1]
+    dtype = np.dtype(str(array.type))
+    if data is None:
+        return np.empty(0, dtype)
+    return np.frombuffer(data, dtype)[array.offset : array.offset + len(array)]
+
+
+def arrow(values: np.ndarray) -> pa.Array:
+    """A NumPy array of numbers as an Arrow array, without a copy."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(
+        pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
+    )
+
+
+def strings(values: list[str]) -> pa.Array:
+    """Python strings as an Arrow string array (built from buffers, as `arrow`)."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
+
+
+def hashes(kind: str, seed: int, name: str, rows: np.ndarray, epoch: int = 0) -> np.ndarray:
+    """The uint64 hash of each row of input `name` for `kind` ("select": which
+    documents a part of an epoch takes; "order": where a copy goes), seeded."""
+    return document_hashes(json.dumps([f"mix-{kind}", seed, epoch, name]), rows)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How many copies of each document of a source the mixture takes: `epochs`,
+    plus one for the documents up to `cut` (hash, input index, row) in the
+    order of their "select" hashes (None: none)."""
+
+    epochs: int
+    cut: tuple[int, int, int] | None = None
+
+    def copies(self, seed: int, index: int, name: str, rows: np.ndarray) -> np.ndarray:
+        """The copies of each row of input `name` (the `index`-th in input order)."""
+        n = np.full(len(rows), self.epochs, np.int64)
+        if self.cut is not None:
+            h = hashes("select", seed, name, rows)
+            ch, ci, cr = (np.uint64(self.cut[0]), self.cut[1], np.uint64(self.cut[2]))
+            below = (h < ch) | ((h == ch) & ((index < ci) | ((index == ci) & (rows <= cr))))
+            n += below
+        return n
+
+
+@dataclass(frozen=True)
+class Order:
+    """How copies are keyed and bucketed: shuffled with `seed`, else by place
+    in the stream; `buckets` of `bucket_tokens` ids."""
+
+    seed: int | None
+    buckets: int
+    bucket_tokens: int
+
+    @cached_property
+    def bounds(self) -> np.ndarray:
+        """Shuffled: the first key of each bucket but the first (equal ranges of 2^64)."""
+        return np.array([(j << 64) // self.buckets for j in range(1, self.buckets)], np.uint64)
+
+    def bucket_of(self, keys: np.ndarray) -> np.ndarray:
+        if self.seed is None:
+            return np.minimum(keys // np.uint64(self.bucket_tokens), self.buckets - 1)
+        return np.searchsorted(self.bounds, keys, side="right")
+
+
+@dataclass(frozen=True)
+class ScatterTask:
+    shard: TokenShard
+    index: int  # the shard's place in input order
+    rule: Rule
+    seed: int  # of the "select" hashes (0 without --shuffle)
+    order: Order
+    starts: tuple[int, ...]  # unshuffled: where each epoch's copies of the shard start
+    out: AnyPath  # its pass-1 file
+
+
+def scatter(task: ScatterTask) -> dict:
+    """Pass 1 for one token shard: {"batches": the bucket of each record batch
+    written, "documents": copies, "tokens": their ids}."""
+    shard, order = task.shard, task.order
+    with parquet_file(shard.path) as pf:
+        ids_type = pf.schema_arrow.field("ids").type
+    schema = pa.schema([("key", pa.uint64()), ("row", pa.uint64()), ("epoch", pa.uint32()),
+                        ("ids", ids_type)])  # fmt: skip
+    held: dict[int, list[pa.RecordBatch]] = {}
+    held_bytes = 0
+    written: list[int] = []
+    next_start = list(task.starts)
+    documents = tokens = 0
+    with atomic_path(task.out) as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        writer = pa.ipc.new_file(sink, schema)
+        for batch in shard.batches(columns=("row", "ids")):
+            rows = numbers(batch.column("row"))
+            lengths = np.diff(numbers(batch.column("ids").offsets))
+            copies = task.rule.copies(task.seed, task.index, shard.source, rows)
+            for epoch in range(int(copies.max(initial=0))):
+                pick = np.flatnonzero(copies > epoch)
+                if order.seed is None:
+                    ends = np.cumsum(lengths[pick])
+                    keys = (next_start[epoch] + ends - lengths[pick]).astype(np.uint64)
+                    next_start[epoch] += int(ends[-1]) if len(ends) else 0
+                else:
+                    keys = hashes("order", order.seed, shard.source, rows[pick], epoch)
+                buckets = order.bucket_of(keys)
+                sort = np.argsort(buckets, kind="stable")
+                taken = pick[sort]
+                piece = pa.record_batch(
+                    [
+                        arrow(keys[sort]),
+                        arrow(rows[taken]),
+                        arrow(np.full(len(taken), epoch, np.uint32)),
+                        batch.column("ids").take(arrow(taken)),
+                    ],
+                    schema=schema,
+                )
+                cuts = np.flatnonzero(np.diff(buckets[sort])) + 1
+                for start, end in zip([0, *cuts], [*cuts, len(taken)], strict=True):
+                    held.setdefault(int(buckets[sort][start]), []).append(
+                        piece.slice(start, end - start)
+                    )
+                n_ids = int(lengths[pick].sum())
+                documents += len(pick)
+                tokens += n_ids
+                held_bytes += n_ids * shard.id_dtype.itemsize + 20 * len(pick)
+                if held_bytes > BUFFER_BYTES:
+                    written += flush(writer, held)
+                    held_bytes = 0
+        written += flush(writer, held)
+        writer.close()
+    return {"batches": written, "documents": documents, "tokens": tokens}
+
+
+def flush(writer: pa.ipc.RecordBatchFileWriter, held: dict[int, list[pa.RecordBatch]]) -> list[int]:
+    """Append what `held` holds, bucket by bucket; the bucket of each record batch."""
+    buckets = []
+    for b in sorted(held):
+        for batch in pa.Table.from_batches(held.pop(b)).combine_chunks().to_batches():
+            writer.write_batch(batch)
+            buckets.append(b)
+    return buckets
+
+
+@dataclass(frozen=True)
+class GatherTask:
+    bucket: int
+    # per pass-1 file with copies in the bucket: (input index, file, its record batches)
+    pieces: tuple[tuple[int, AnyPath, tuple[int, ...]], ...]
+    inputs: pa.Array  # input names by input index (the same object in every task)
+    sources: pa.Array  # the mixture's source of each input, by input index
+    schema: pa.Schema  # of the part, but its state (`state`)
+    state: bytes
+    out: AnyPath
+
+
+def open_ipc(path: AnyPath) -> pa.ipc.RecordBatchFileReader:
+    if is_remote(path):
+        return pa.ipc.open_file(open_read(path, cache="none"))
+    return pa.ipc.open_file(pa.memory_map(str(path)))
+
+
+def gather(task: GatherTask) -> dict:
+    """Pass 2 for one bucket: its part written in key order; the part's record
+    for the manifest (rows, tokens, bytes, sha256)."""
+    batches, inputs = [], []
+    for at, path, wanted in task.pieces:
+        reader = open_ipc(path)
+        for n in wanted:
+            batches.append(reader.get_batch(n))
+            inputs.append(np.full(batches[-1].num_rows, at, np.uint32))
+    if batches:
+        table = pa.Table.from_batches(batches)
+        keys, rows = numbers(table["key"]), numbers(table["row"])
+        epochs, index = numbers(table["epoch"]), np.concatenate(inputs)
+        ids = table["ids"].combine_chunks()
+        del table, batches
+    else:
+        keys = rows = np.empty(0, np.uint64)
+        epochs, index = np.empty(0, np.uint32), np.empty(0, np.uint32)
+        ids = pa.array([], task.schema.field("ids").type)
+    sort = np.lexsort((rows, index, epochs, keys))
+    lengths = np.diff(numbers(ids.offsets))
+    itemsize = np.dtype(str(ids.type.value_type)).itemsize
+    schema = task.schema.with_metadata({**task.schema.metadata, STATE: task.state})
+    tokens = 0
+    with atomic_path(task.out) as tmp:
+        with pq.ParquetWriter(
+            tmp,
+            schema,
+            use_dictionary=["source", "shard"],
+            compression="zstd",
+            write_statistics=["row", "n_tokens"],
+            data_page_version=DATA_PAGE_VERSION,
+        ) as writer:
+            for start, end in slices(lengths[sort], WRITE_BYTES // itemsize):
+                take = sort[start:end]
+                at = arrow(index[take])
+                part_ids = ids.take(arrow(take))
+                n_tokens = np.diff(numbers(part_ids.offsets)).astype(np.uint32)
+                tokens += int(n_tokens.sum())
+                columns = [
+                    arrow(np.arange(start, end, dtype=np.uint64)),
+                    part_ids,
+                    arrow(n_tokens),
+                    pc.take(task.sources, at),
+                    pc.take(task.inputs, at),
+                    arrow(rows[take]),
+                    arrow(epochs[take]),
+                ]
+                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+    sha256 = record_output(task.out)
+    return {"rows": len(sort), "tokens": tokens, "bytes": size(task.out), "sha256": sha256}
+
+
+def slices(lengths: np.ndarray, tokens: int) -> list[tuple[int, int]]:
+    """(start, end) of consecutive runs of documents of at most WRITE_ROWS
+    documents and `tokens` ids (but a longer document alone); one empty run
+    when there are none, so that a part always has its schema."""
+    if not len(lengths):
+        return [(0, 0)]
+    ends = np.cumsum(lengths)
+    runs, start = [], 0
+    while start < len(lengths):
+        before = ends[start - 1] if start else 0
+        end = int(np.searchsorted(ends, before + tokens, side="right"))
+        end = min(max(end, start + 1), start + WRITE_ROWS)
+        runs.append((start, end))
+        start = end
+    return runs
+
+
+def part_schema(ids_type: pa.DataType, metadata: dict[bytes, bytes]) -> pa.Schema:
+    """A part's columns: those of a token shard (row: its place in the part),
+    then where each document comes from: the mixture's source, the input and
+    its row there, and the epoch of this copy."""
+    return pa.schema(
+        [
+            pa.field("row", pa.uint64(), nullable=False),
+            pa.field("ids", ids_type, nullable=False),
+            pa.field("n_tokens", pa.uint32(), nullable=False),
+            pa.field("source", pa.string(), nullable=False),
+            pa.field("shard", pa.string(), nullable=False),
+            pa.field("input_row", pa.uint64(), nullable=False),
+            pa.field("epoch", pa.uint32(), nullable=False),
+        ],
+        metadata=metadata,
+    )
+
+
+def remove_buckets(folder: AnyPath) -> None:
+    """Pass 1's files (a killed run's too: under OUT's lock, none is in use)."""
+    folder = location(folder)
+    if is_remote(folder):
+        for _, path in walk_files(folder):
+            delete(path)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def bucket_file(folder: AnyPath, index: int) -> AnyPath:
+    return location(folder) / f"{index:06d}.arrow"

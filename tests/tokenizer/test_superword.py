@@ -1,0 +1,165 @@
+"""Superword tokens (`pipeline/tokenmill/tokenizer/superword.py`, `--superword-at`).
+
+Differential: training with a transition point learns exactly the merges of the textbook's two
+stages (tests/helpers/textbook.py, `train_superword`): stage 1 on each preset's words up to the
+transition, stage 2 continued on the SuperBPE reference's stage-2 pieces, ties included, with
+the word limit and the colon rule, at several transition points (from bytes, inside stage 1, at
+its end); encoding replays every merge over each stage-2 piece. The native stage-2 scanner
+splits as the reference's regex under Hugging Face's Split "isolated" does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import textbook as tb
+from hypothesis import example, given
+from hypothesis import strategies as st
+from test_differential import SETTINGS, UNICODE_TEXT
+
+from tokenmill import Tokenizer, _native
+from tokenmill.errors import TokenmillError
+from tokenmill.formats import regex
+from tokenmill.tokenizer import superword
+from tokenmill.tokenizer.core import NO_SPLIT, word_table
+from tokenmill.tokenizer.superword import CORE, PATTERN, segment
+
+PATTERNS = ["gpt2", "cl100k", "o200k"]
+
+# Words, the spaces and punctuation stage 2 joins across or stops at, digits, line breaks,
+# colons: few enough that pairs repeat and tie.
+ATOMS = [
+    "a", "b", "ab", "ba", "the", "of", "É", "中",
+    " ", " ", " ", "  ", " \n", "\n", "\n\n", "\t",
+    ",", ".", ", ", ". ", ":", ": ", "!!", " --", "/", "'s",
+    "1", "12", "1234", "٣",
+]  # fmt: skip
+PHRASES = st.lists(st.sampled_from(ATOMS), min_size=1, max_size=12).map("".join)
+SUPERWORD_TEXTS = st.lists(
+    st.one_of(PHRASES, PHRASES.map(lambda p: p * 3), UNICODE_TEXT), min_size=1, max_size=4
+)
+
+
+def textbook_tokens(text: str, merges: list) -> list[bytes]:
+    pieces = tb.superword_pieces(text)
+    return [t for piece in pieces for t in tb.encode_bytes(piece.encode(), merges)]
+
+
+@SETTINGS
+@given(
+    texts=SUPERWORD_TEXTS,
+    pattern=st.sampled_from(PATTERNS),
+    stage1=st.integers(0, 25),
+    stage2=st.integers(0, 30),
+    max_words=st.sampled_from([None, 1, 2, 4]),
+)
+@example(texts=["of the a, of the b: of the"], pattern="o200k", stage1=4, stage2=12, max_words=1)
+@example(texts=["ab ab ab ab ab ab"], pattern="gpt2", stage1=0, stage2=10, max_words=4)
+def test_merges_are_the_textbooks_two_stages(texts, pattern, stage1, stage2, max_words):
+    expected = tb.train_superword(texts, pattern, stage1, stage1 + stage2, max_words)
+    tok = superword.train(
+        texts,
+        pattern=pattern,
+        num_merges=stage1 + stage2,
+        superword_at=257 + stage1,  # 256 bytes, <|endoftext|>, stage 1's merges
+        max_words=max_words,
+    )
+    assert tok.merge_pairs() == expected
+    assert tok.pattern == PATTERN
+    for text in texts:
+        ids = tok.encode(text)
+        assert [tok.token_values[i] for i in ids] == textbook_tokens(text, expected)
+        assert tok.decode(ids) == text
+    again = Tokenizer.from_dict(json.loads(tok.to_json()))
+    assert again == tok
+
+
+@SETTINGS
+@given(
+    texts=SUPERWORD_TEXTS,
+    pattern=st.sampled_from(PATTERNS),
+    stage1=st.integers(0, 30),
+    stage2=st.integers(0, 10),
+)
+def test_stage_one_is_ordinary_training(texts, pattern, stage1, stage2):
+    tok = superword.train(
+        texts, pattern=pattern, num_merges=stage1 + stage2, superword_at=257 + stage1
+    )
+    plain = Tokenizer.train(texts, pattern=pattern, num_merges=stage1)
+    assert tok.merges[: len(plain.merges)] == plain.merges
+
+
+@SETTINGS
+@given(
+    a=SUPERWORD_TEXTS,
+    b=SUPERWORD_TEXTS,
+    pattern=st.sampled_from(PATTERNS),
+    merges=st.integers(0, 60),
+)
+@example(a=[":bathe.ba:bathe.ba"], b=[":bathe.  :bathe.  "], pattern="cl100k", merges=39)
+def test_segmenting_stage_two_words_is_encoding_each_whole(a, b, pattern, merges):
+    # Stage 1's merges learned on `a`, stage 2's words of `b`: joined runs of pieces,
+    # not each piece alone, where a merge may join two (" \n" + " ", "a" + ",b" ...).
+    stage1 = Tokenizer.train(a + b, pattern=pattern, num_merges=merges)
+    words = word_table([pa.array(b, pa.large_string())], "byte", PATTERN, False)["word"]
+    symbols, lens = segment(words, stage1.merges, pattern)
+    whole = Tokenizer(mode="byte", pattern=NO_SPLIT, merges=stage1.merges)
+    ids, n = whole.encode_arrow(words, eos=False)
+    assert np.frombuffer(symbols, np.uint32).tolist() == ids.values.to_pylist()
+    assert np.frombuffer(lens, np.uint32).tolist() == n.to_pylist()
+
+
+@SETTINGS
+@given(text=st.one_of(PHRASES, UNICODE_TEXT))
+def test_scanner_splits_as_the_reference_regex(text):
+    assert _native.pretokenize(text, PATTERN) == tb.superword_pieces(text)
+
+
+def test_pattern_is_the_reference_regex_covering_the_text():
+    assert PATTERN == regex.covering(CORE)
+    assert CORE == tb.SUPERWORD_REGEX
+    # Covering a pattern that covers already changes nothing: an exported superword
+    # tokenizer.json reads back with the scanner's pattern.
+    assert regex.covering(PATTERN) == PATTERN
+
+
+def made(tok: Tokenizer) -> list[bytes]:
+    return [tok.token_values[i] for i in tok._merge_ids]
+
+
+def test_word_limit_and_colon():
+    corpus = ["Answer: yes, by the way and by the way and by the way."] * 30
+    tok = superword.train(corpus, vocab_size=400, superword_at=270, max_words=2)
+    assert b" by the" in made(tok)
+    assert all(b": " not in v for v in made(tok))
+    assert max(len(v.split()) for v in made(tok)) == 2
+    unlimited = superword.train(corpus, vocab_size=400, superword_at=270, max_words=None)
+    assert max(len(v.split()) for v in made(unlimited)) > 4
+
+
+def test_special_tokens_as_tokenizer_train_takes_them():
+    corpus = ["of the cat, of the dog, of the bird"] * 10
+    chosen = {"<|endoftext|>": 400, "<|pad|>": 401}
+    tok = superword.train(corpus, num_merges=20, superword_at=270, special_tokens=chosen)
+    assert tok.special_map == chosen and tok.vocab_size == 402
+    listed = superword.train(corpus, vocab_size=290, superword_at=270, special_tokens=["<|pad|>"])
+    after = 256 + len(listed.merges)  # the names in the order given, then <|endoftext|>
+    assert listed.special_map == {"<|pad|>": after, "<|endoftext|>": after + 1}
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"vocab_size": 300, "superword_at": 255}, "superword_at=255: the transition point"),
+        ({"vocab_size": 300, "superword_at": 256}, "superword_at=256 is out of range: 257"),
+        ({"vocab_size": 300, "superword_at": 301}, "superword_at=301 is out of range"),
+        ({"vocab_size": 300, "superword_at": 280, "max_words": 0}, "want a whole"),
+        ({"vocab_size": 300, "superword_at": 280, "pattern": r"\S+"}, "takes a preset"),
+    ],
+)
+def test_options_are_checked(options, message):
+    with pytest.raises(TokenmillError, match=message):
+        superword.train(["a b c"], **options)

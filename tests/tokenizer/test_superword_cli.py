@@ -1,0 +1,128 @@
+"""`--superword-at` on the command line: `run` counts stage 2's word table beside
+counts.parquet (sharded, merged, kept by a rerun), trains both stages and encodes with the
+superword tokenizer; `count --superword`, `merge` and `train --superword-counts` make the
+same tokenizer; options that cannot go together are refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import make_documents, write_shard
+
+from tokenmill import Tokenizer
+from tokenmill.tokenizer.superword import PATTERN
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    docs = make_documents(80, seed=3)
+    write_shard(tmp_path / "data" / "a.parquet", docs[:50])
+    write_shard(tmp_path / "data" / "b.jsonl", docs[50:])
+    return tmp_path / "data"
+
+
+def stages(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())["stages"]
+
+
+def test_run_trains_both_stages_and_a_rerun_keeps_them(cli, data, tmp_path):
+    out = tmp_path / "out"
+    cli("run", data, out, "--vocab-size", 600, "--superword-at", 500)
+    tok = Tokenizer.load(out / "tokenizer.json")
+    assert tok.pattern == PATTERN and tok.vocab_size == 600
+    for name in ("a.parquet", "b.jsonl.parquet"):
+        assert (out / "superword-counts" / name).is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["superword_at"] == 500
+    listed = {e["path"] for e in manifest["files"] + manifest["counts"]}
+    assert "superword-counts.parquet" in listed and "superword-counts/a.parquet" in listed
+    assert cli("verify", out).exit_code == 0
+    assert cli("check", out).exit_code == 0  # the pattern recorded is stage 1's
+
+    cli("run", data, out, "--vocab-size", 600, "--superword-at", 500)
+    assert all(s["redone"] == 0 for s in stages(out).values())
+    # Another transition point trains again; the word tables are kept.
+    cli("run", data, out, "--vocab-size", 600, "--superword-at", 550)
+    after = stages(out)
+    assert after["superword-count"]["redone"] == 0 and after["train"]["redone"] == 1
+    assert Tokenizer.load(out / "tokenizer.json").merges != tok.merges
+    # Without superword tokens, the stage-2 tables are stale: removed.
+    cli("run", data, out, "--vocab-size", 600)
+    assert not (out / "superword-counts").exists() or not any((out / "superword-counts").iterdir())
+    assert not (out / "superword-counts.parquet").exists()
+
+
+def test_stage_commands_make_the_runs_tokenizer(cli, data, tmp_path):
+    cli("run", data, tmp_path / "out", "--vocab-size", 600, "--superword-at", 500)
+    cli("count", data, tmp_path / "c1")
+    cli("count", data, tmp_path / "c2", "--superword")
+    cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
+    cli("merge", tmp_path / "c2", tmp_path / "c2.parquet")
+    cli(
+        "train", tmp_path / "c1.parquet", tmp_path / "tok.json", "--vocab-size", 600,
+        "--superword-at", 500, "--superword-counts", tmp_path / "c2.parquet",
+    )  # fmt: skip
+    assert Tokenizer.load(tmp_path / "tok.json") == Tokenizer.load(tmp_path / "out/tokenizer.json")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--superword-at", "700"], "--superword-at 700 is out of range: 257"),
+        (["--superword-at", "100"], "--superword-at 100: the transition point is a vocabulary"),
+        (["--superword-at", "256"], "--superword-at 256 is out of range: 257 (256 bytes + 1"),
+        (["--superword-at", "500", "--mode", "char"], "--superword-at 500: superword tokens are"),
+        (["--superword-at", "500", "--extend", "{base}"], "does not go with --extend"),
+    ],
+)
+def test_refused_options(cli, data, tmp_path, args, message):
+    base = tmp_path / "base.json"
+    Tokenizer.train(["a b c"], vocab_size=260).save(base)
+    args = [a.format(base=base) for a in args]
+    result = cli("run", data, tmp_path / "out", "--vocab-size", 600, *args, ok=False)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_train_needs_both_tables(cli, data, tmp_path):
+    cli("count", data, tmp_path / "c1")
+    cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
+    result = cli(
+        "train", tmp_path / "c1.parquet", tmp_path / "tok.json", "--superword-at", 500, ok=False
+    )
+    assert "--superword-counts goes with --superword-at" in result.output
+
+
+def test_sweep_sets_superword_tokens_against_ordinary_bpe(cli, data, tmp_path):
+    out = tmp_path / "out"
+    cli("run", data, out, "--vocab-size", 600, "--superword-at", 450)
+    held_out = tmp_path / "held-out"
+    write_shard(held_out / "new.parquet", make_documents(40, seed=11))
+    for extra in ([], ["--held-out", held_out]):
+        d = json.loads(cli("sweep", out, "--json", *extra).output.split("\nsweep: ")[0])
+        assert d["superword_at"] == 450 and d["vocab_sizes"][0] == 450
+        assert d["vocab_sizes"][-1] == 600
+        for line in [d["all"], *d["sources"]]:
+            assert len(line["bpe_bytes_per_token"]) == len(d["vocab_sizes"])
+        # At the transition both have stage 1's merges; superword tokens add up from there.
+        assert d["all"]["text_tokens"][-1] < d["all"]["bpe_text_tokens"][-1]
+    assert d["held_out"] == str(held_out) and d["all"]["documents"] == 40
+    plain = cli("sweep", out, "--vocab-sizes", "450,600").output
+    assert "ordinary BPE of the same sizes" in plain and "fewer tokens than ordinary BPE" in plain
+
+
+def test_a_job_file_takes_the_options(cli, data, tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'inputs = "{data}"\noutput = "out"\nvocab_size = 600\n'
+        "superword_at = 500\nsuperword_max_words = 2\n"
+    )
+    cli("run", "--job", job)
+    config = json.loads((tmp_path / "out" / "manifest.json").read_text())["config"]
+    assert (config["superword_at"], config["superword_max_words"]) == (500, 2)
+    tok = Tokenizer.load(tmp_path / "out" / "tokenizer.json")
+    assert tok.pattern == PATTERN
+    assert max(len(tok.token_values[i].split()) for i in tok._merge_ids) <= 2
