@@ -29,6 +29,7 @@ __all__ = [
     "byte_level_tables",
     "Counter",
     "Encoder",
+    "Ids",
     "Vocabulary",
     "ModelJson",
     "FileMerges",
