@@ -63,9 +63,13 @@ def wheel(tmp_path_factory) -> Path:
     # in native/target/release/ is the same build.
     target = ROOT / "native" / "target"
     staged, built = target / "maturin" / "lib_native.so", target / "release" / "lib_native.so"
-    if not staged.exists() and built.exists():
+    # A fresh checkout's editable install may have moved cargo's copy too; the
+    # one it installed into the source tree is the same build.
+    installed = ROOT / "pipeline" / "tokenmill" / "_native.abi3.so"
+    found = [p for p in (built, installed) if p.exists()]
+    if not staged.exists() and found:
         staged.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built, staged)
+        shutil.copy2(found[0], staged)
     maturin = [sys.executable, "-m", "maturin", "build", "--release", "--out", out]
     run(*maturin, "--interpreter", sys.executable, cwd=ROOT)
     built = list(out.iterdir())

@@ -29,7 +29,7 @@ SIZE = 64 << 20
 # bytes a token beside the ids, 5.75-6.0 measured. Older pyarrow cuts it
 # into 1 MB pages; then the encoding holds the most, with the text (a JSON
 # line's twice): 3.0-3.9 measured.
-ENCODE_PER_BYTE = 6.5 if ONE_PAGE_A_RECORD else 4.5
+ENCODE_PER_BYTE = 7.0 if ONE_PAGE_A_RECORD else 4.5
 # Letters of several scripts, of two to three UTF-8 bytes as well as one.
 LETTERS = "abcdefghijklmnopqrstuvwxyzαβγδεζηθικλμνξοπρστυφχψωабвгдежзийклмнопрстуфх東京大阪中国語"
 
