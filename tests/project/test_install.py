@@ -70,8 +70,13 @@ def wheel(tmp_path_factory) -> Path:
     if not staged.exists() and found:
         staged.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(found[0], staged)
-    maturin = [sys.executable, "-m", "maturin", "build", "--release", "--out", out]
-    run(*maturin, "--interpreter", sys.executable, cwd=ROOT)
+    # A target folder of its own: the editable install's staged copy may be gone.
+    target_dir = tmp_path_factory.mktemp("target")
+    maturin = [sys.executable, "-m", "maturin", "build", "--release", "--out", str(out)]
+    cmd = [*maturin, "--interpreter", sys.executable]
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
     built = list(out.iterdir())
     assert len(built) == 1, built
     return built[0]
