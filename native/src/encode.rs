@@ -3,11 +3,9 @@
 
 use crate::atoms::Atoms;
 use crate::error::Result;
-use crate::pairtable::PairTable;
 use crate::pretok::PreTokenizer;
-use crate::sharedcache::{home, SharedCache, MANY, MAX_IDS, NO_KEY};
+use crate::sharedcache::{hash, SharedCache, MANY, MAX_IDS, NO_KEY};
 use crate::train::Pair;
-pub use crate::wholewords::{whole_words, WholeWords};
 use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -65,6 +63,26 @@ impl RankQueue {
     }
 }
 
+/// Whole-word tokens, word -> id: short ones keyed in place (see `WordMap`),
+/// so 200k tokens make few allocations to build and a lookup follows no
+/// pointer.
+pub type WholeWords = WordMap<Box<str>, u32>;
+
+/// The whole-word map of `tokens` (bytes, id). A token that is not UTF-8 is
+/// left out: words are text, so no word could equal it. Of equal tokens the
+/// last listed wins.
+pub fn whole_words<'a>(tokens: impl Iterator<Item = (&'a [u8], u32)>) -> WholeWords {
+    let mut map = WholeWords::default();
+    let (at_least, at_most) = tokens.size_hint();
+    map.reserve(at_most.unwrap_or(at_least));
+    for (bytes, id) in tokens {
+        if let Ok(word) = std::str::from_utf8(bytes) {
+            map.upsert(word, Box::from, |v| *v = id, || id);
+        }
+    }
+    map
+}
+
 pub struct Encoder {
     pretok: PreTokenizer,
     alphabet: Alphabet,
@@ -72,10 +90,6 @@ pub struct Encoder {
     whole_words: Option<WholeWords>,
     /// (left, right) -> (rank, merged token id)
     merges: FxHashMap<Pair, (u32, u32)>,
-    /// `merges`' ranks in a form faster to look up, where the ids fit it.
-    pairs: Option<PairTable>,
-    /// The token id each rank's merge makes.
-    merged: Box<[u32]>,
     /// Characters a word may start from as one symbol (byte mode).
     atoms: Option<Atoms>,
     /// Short words of few ids, for every thread (nearly all lookups).
@@ -202,8 +216,6 @@ impl Encoder {
             pretok,
             alphabet,
             whole_words,
-            pairs: PairTable::new(&index, merges.windows(2).all(|m| m[0].1 < m[1].1)),
-            merged: merges.iter().map(|&(_, id)| id).collect(),
             merges: index,
             atoms,
             shared: SharedCache::default(),
@@ -259,52 +271,39 @@ impl Encoder {
     /// Each pair's (rank, id) is looked up once and kept; a merge looks up
     /// only the two pairs it changes (as tiktoken does).
     fn merge_short(&self, symbols: &mut Vec<u32>) {
-        const NO_MERGE: u32 = u32::MAX;
-        let rank_at = |s: &[u32], i: usize| match s.get(i + 1) {
-            Some(&b) => self.rank(s[i], b),
+        const NO_MERGE: (u32, u32) = (u32::MAX, 0);
+        let pair_at = |s: &[u32], i: usize| match s.get(i + 1) {
+            Some(&b) => self.merges.get(&(s[i], b)).copied().unwrap_or(NO_MERGE),
             None => NO_MERGE,
         };
         let mut n = symbols.len();
-        let mut ranks: SmallVec<[u32; SHORT_WORD]> = smallvec![NO_MERGE; n.max(1)];
-        for (i, r) in ranks.iter_mut().enumerate().take(n.saturating_sub(1)) {
-            *r = rank_at(symbols, i);
+        let mut pairs: SmallVec<[(u32, u32); SHORT_WORD]> = smallvec![NO_MERGE; n.max(1)];
+        for (i, p) in pairs.iter_mut().enumerate().take(n.saturating_sub(1)) {
+            *p = pair_at(symbols, i);
         }
         loop {
             let mut best = 0;
             for i in 1..n.saturating_sub(1) {
-                if ranks[i] < ranks[best] {
+                if pairs[i].0 < pairs[best].0 {
                     best = i;
                 }
             }
-            let rank = ranks[best];
-            if n < 2 || rank == NO_MERGE {
+            let (rank, id) = pairs[best];
+            if n < 2 || rank == u32::MAX {
                 return;
             }
-            symbols[best] = match &self.pairs {
-                Some(pairs) if pairs.ids => rank,
-                _ => self.merged[rank as usize],
-            };
+            symbols[best] = id;
             symbols.remove(best + 1);
             // Pairs are 0..n - 1: the one at best + 1 is gone, later ones move left.
             if best + 2 < n {
-                ranks.copy_within(best + 2..n - 1, best + 1);
+                pairs.copy_within(best + 2..n - 1, best + 1);
             }
             n -= 1;
-            ranks[n - 1] = NO_MERGE;
-            ranks[best] = rank_at(symbols, best);
+            pairs[n - 1] = NO_MERGE;
+            pairs[best] = pair_at(symbols, best);
             if best > 0 {
-                ranks[best - 1] = rank_at(symbols, best - 1);
+                pairs[best - 1] = pair_at(symbols, best - 1);
             }
-        }
-    }
-
-    /// The rank of the merge of `a` then `b`; u32::MAX, above every rank,
-    /// when they do not merge.
-    #[inline(always)]
-    fn rank(&self, a: u32, b: u32) -> u32 {
-        match &self.pairs {
-            Some(pairs) => pairs.rank(a, b),
-            None => self.merges.get(&(a, b)).map_or(u32::MAX, |&(rank, _)| rank),
         }
     }
 
@@ -390,21 +389,21 @@ impl Encoder {
     }
 
     /// Append the ids of `words` (at most `MANY`, pieces of `text`): the
-    /// short ones are looked up in the shared cache all at once (see
-    /// `SharedCache::probe_many`).
+    /// short ones are looked up in the shared cache, their slots loaded all
+    /// at once.
     fn encode_words(&self, text: &str, words: &[&str], cache: &mut WordCache, out: &mut Vec<u32>) {
         // Every word's slot first: the loads of the batch overlap.
         let mut keys = [NO_KEY; MANY];
-        let mut homes = [0; MANY];
-        for ((k, at), w) in keys.iter_mut().zip(&mut homes).zip(words) {
+        let mut hashes = [0; MANY];
+        for ((k, h), w) in keys.iter_mut().zip(&mut hashes).zip(words) {
             *k = key_within(text.as_bytes(), w.as_bytes());
-            *at = home(*k);
-            self.shared.prefetch(*at);
+            *h = hash(*k);
+            self.shared.prefetch(*h);
         }
         // Room for the ids of every word found, so that copying them grows nothing.
         out.reserve(words.len() * MAX_IDS);
-        for ((w, &key), &at) in words.iter().zip(&keys).zip(&homes) {
-            if key == NO_KEY || !self.shared.extend_from(key, at, out) {
+        for ((w, &key), &h) in words.iter().zip(&keys).zip(&hashes) {
+            if key == NO_KEY || !self.shared.extend_from(key, h, out) {
                 self.encode_cached(w, cache, out);
             }
         }

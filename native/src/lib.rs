@@ -6,7 +6,6 @@ pub mod count;
 pub mod encode;
 pub mod error;
 pub mod extend;
-pub mod pairtable;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;
@@ -15,7 +14,6 @@ pub mod superword;
 pub mod train;
 pub mod vocab;
 pub mod vocab_json;
-pub mod wholewords;
 pub mod wordmap;
 
 use encode::{whole_words as whole_word_map, Alphabet, Encoder as CoreEncoder};
@@ -1079,7 +1077,7 @@ impl Encoder {
 
 /// Token ids handed to Python without a copy: a read-only buffer of their
 /// little-endian bytes, which PyArrow wraps as the values of the ids column
-/// (a copy into a `bytes` object took as long as writing them out).
+/// (a `bytes` object was a copy of every id, into pages freshly faulted in).
 #[pyclass(frozen)]
 struct Ids {
     bytes: IdBytes,

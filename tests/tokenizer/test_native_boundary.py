@@ -78,6 +78,25 @@ def test_contiguous_copies_of_the_same_buffers_work():
     assert len(lens) == 4 * n and len(ids) == 4 * len("hello worldhi there")
 
 
+@pytest.mark.parametrize(("wide", "parallel"), [(True, False), (True, True), (False, False)])
+def test_ids_come_back_as_a_read_only_buffer_that_outlives_its_views(wide, parallel):
+    # One thread's ids are the core's own vector, lent to PyArrow without a
+    # copy: the buffer must hold the ids' little-endian bytes, refuse writes,
+    # and stay valid once only PyArrow holds it.
+    docs = pa.array(["hello world"] * 3000, pa.large_string())
+    encoder = _native.Encoder.byte("cl100k", [], [])
+    ids, _ = encoder.encode_batch(*arrow_buffers(docs), None, wide, parallel)
+    view = memoryview(ids)
+    assert view.readonly and view.nbytes == len(ids) == (4 if wide else 2) * 11 * 3000
+    with pytest.raises(TypeError):
+        view[0] = 1
+    values = pa.Array.from_buffers(
+        pa.uint32() if wide else pa.uint16(), 11 * 3000, [None, pa.py_buffer(ids)]
+    )
+    del ids, view
+    assert values.to_pylist()[:11] == list(b"hello world")
+
+
 def test_counts_of_the_wrong_length_are_an_error_not_a_panic():
     offsets, data, start, n = arrow_buffers(DOCS)
     for size in (0, 8 * n - 1, 8 * n + 8):

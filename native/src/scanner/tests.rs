@@ -738,10 +738,15 @@ fn simd_and_byte_by_byte_block_classes_agree() {
             0 => rng.below(256) as u8,
             _ => rng.below(128) as u8,
         });
-        assert_eq!(
-            blocks::classify(&bytes),
-            classify_byte_by_byte(&bytes),
-            "{bytes:x?}"
-        );
+        let want = classify_byte_by_byte(&bytes);
+        assert_eq!(blocks::classify(&bytes), want, "{bytes:x?}");
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(blocks::classify_sse2(&bytes), want, "{bytes:x?}");
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                // SAFETY: the CPU has AVX-512BW.
+                assert_eq!(unsafe { blocks::classify_avx512(&bytes) }, want);
+            }
+        }
     }
 }
