@@ -33,6 +33,7 @@ Needs pyarrow (the project's own dependency).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import random
 import shutil
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,7 +216,29 @@ def install() -> None:
 
 
 def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
-    """Shuffle the sources' documents and write them as the corpus; the README lines."""
+    """Write the sources' documents as the corpus; the README lines."""
+    sliced = [
+        t
+        for s in sources
+        for lang, t in zip(s.languages, s.texts, strict=True)
+        if lang in MULTILINGUAL
+    ]
+    notes = [
+        f"multilingual slice ({', '.join(MULTILINGUAL)}): {len(sliced)} documents, "
+        f"{sum(len(t.encode()) for t in sliced) / 1e6:.1f} MB",
+        f"built by bench/build_corpus.py with Python {sys.version.split()[0]} "
+        f"(standard library {sysconfig.get_paths()['stdlib']}), shuffle seed {SEED}",
+    ]
+    return write_sources(outdir, sources, shards, notes)
+
+
+def write_sources(outdir: Path, sources: list[Source], shards: int, notes: list[str]) -> list[str]:
+    """Shuffle the sources' documents (seed SEED) and deal them round-robin into
+    `shards` Parquet shards in outdir (columns text, source, language), with
+    README.txt: a line per source, the total, then `notes`. Returns its lines."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     docs = [
         (s.name, lang, t) for s in sources for lang, t in zip(s.languages, s.texts, strict=True)
     ]
@@ -222,40 +246,26 @@ def write_corpus(outdir: Path, sources: list[Source], shards: int) -> list[str]:
     total = sum(s.n_bytes for s in sources)
     summary = [s.line() for s in sources]
     summary.append(f"total: {len(docs)} documents, {total / 1e6:.1f} MB in {shards} shards")
-    sliced = [t for _, lang, t in docs if lang in MULTILINGUAL]
-    summary.append(
-        f"multilingual slice ({', '.join(MULTILINGUAL)}): {len(sliced)} documents, "
-        f"{sum(len(t.encode()) for t in sliced) / 1e6:.1f} MB"
-    )
-    summary.append(
-        f"built by bench/build_corpus.py with Python {sys.version.split()[0]} "
-        f"(standard library {sysconfig.get_paths()['stdlib']}), shuffle seed {SEED}"
-    )
-    write_shards(outdir, docs, shards, summary)
-    return summary
-
-
-def write_shards(
-    outdir: Path, docs: list[tuple[str, str, str]], shards: int, summary: list[str]
-) -> None:
-    """Deal the (source, language, text) documents round-robin into `shards`
-    Parquet shards and write README.txt, in a temporary sibling of outdir that
-    is renamed to outdir when complete."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
-    try:
+    summary += notes
+    schema = pa.schema([(c, pa.string()) for c in ("text", "source", "language")])
+    with built_whole(outdir) as tmp:
         for i in range(shards):
             part = docs[i::shards]
             names, languages, texts = zip(*part, strict=True) if part else ((), (), ())
-            table = pa.table(
-                {"text": texts, "source": names, "language": languages},
-                schema=pa.schema([(c, pa.string()) for c in ("text", "source", "language")]),
-            )
+            table = pa.table({"text": texts, "source": names, "language": languages}, schema=schema)
             pq.write_table(table, tmp / f"shard-{i:05d}.parquet")
         (tmp / "README.txt").write_text("\n".join(summary) + "\n", encoding="utf-8")
+    return summary
+
+
+@contextlib.contextmanager
+def built_whole(outdir: Path) -> Iterator[Path]:
+    """A temporary sibling of outdir to build the corpus in, renamed to outdir
+    when the block completes and removed when it fails: outdir exists only whole."""
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    try:
+        yield tmp
         tmp.chmod(0o755)
         tmp.rename(outdir)
     except BaseException:
@@ -263,16 +273,22 @@ def write_shards(
         raise
 
 
-def main() -> None:
+def builder_parser(doc: str, shards: int, install: str) -> argparse.ArgumentParser:
+    """The options of a corpus builder (this one, build_multilingual.py): OUTDIR,
+    --shards (default `shards`), --install (`install`: what it does) and --list."""
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("outdir", type=Path, nargs="?", help="the corpus folder to create")
-    ap.add_argument("--shards", type=int, default=16, help="Parquet shards (default 16)")
-    ap.add_argument(
-        "--install", action="store_true", help="apt-get install the missing packages first"
-    )
+    ap.add_argument("--shards", type=int, default=shards, help=f"Parquet shards (default {shards})")
+    ap.add_argument("--install", action="store_true", help=install)
     ap.add_argument("--list", action="store_true", help="print what would go in; write nothing")
+    return ap
+
+
+def builder_args(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """The builder's arguments, checked: an OUTDIR unless --list, one that does
+    not exist yet, and at least one shard."""
     args = ap.parse_args()
     if not args.list and args.outdir is None:
         ap.error("OUTDIR is needed (or --list)")
@@ -280,6 +296,12 @@ def main() -> None:
         ap.error("--shards must be at least 1")
     if args.outdir is not None and not args.list and args.outdir.exists():
         raise SystemExit(f"{args.outdir} exists; remove it or choose another folder")
+    return args
+
+
+def main() -> None:
+    ap = builder_parser(__doc__, 16, "apt-get install the missing packages first")
+    args = builder_args(ap)
     if args.install:
         install()
     sources = collect()

@@ -30,9 +30,10 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from build_corpus import built_whole
 
 SOURCE_DIR = Path("/usr/src")
 PACKAGE = "linux-source"
@@ -133,10 +134,8 @@ def write_corpus(
     """Deal the tarball's documents (the first `max_bytes` of them) into
     `shards` shards in a temporary sibling of outdir, then rename it to
     outdir; the README lines."""
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
     tally = Tally(documents=[0] * shards, n_bytes=[0] * shards)
-    try:
+    with built_whole(outdir) as tmp:
         writers = [Shard(tmp / f"shard-{i:05d}.parquet") for i in range(shards)]
         smallest = [(0, i) for i in range(shards)]  # (bytes so far, shard): a heap
         for path, text in documents(tarball, tally, max_bytes):
@@ -150,11 +149,6 @@ def write_corpus(
             w.close()
         summary = readme(tarball, tally)
         (tmp / "README.txt").write_text("\n".join(summary) + "\n", encoding="utf-8")
-        tmp.chmod(0o755)
-        tmp.rename(outdir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return summary
 
 

@@ -33,9 +33,7 @@ would go in and writes nothing.
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import random
 import shutil
 import subprocess
 import sys
@@ -44,9 +42,8 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
-from build_corpus import Source, mo_messages, write_shards
+from build_corpus import SEED, Source, builder_args, builder_parser, mo_messages, write_sources
 
-SEED = 0
 DEBS = Path("/tmp/multilingual-debs")
 HELP_LANGUAGES = (
     *("ja", "ko", "zh-cn", "zh-tw", "ru", "el", "hi", "vi"),
@@ -242,39 +239,18 @@ def script_line(sources: list[Source]) -> str:
 
 
 def write_corpus(outdir: Path, sources: list[Source], debs: list[str], shards: int) -> list[str]:
-    docs = [
-        (s.name, lang, t) for s in sources for lang, t in zip(s.languages, s.texts, strict=True)
-    ]
-    random.Random(SEED).shuffle(docs)
-    total = sum(s.n_bytes for s in sources)
-    summary = [s.line() for s in sources]
-    summary.append(f"total: {len(docs)} documents, {total / 1e6:.1f} MB in {shards} shards")
-    summary += [*language_lines(sources), script_line(sources)]
-    summary.append("packages: " + ", ".join(debs))
-    summary.append(
+    notes = [*language_lines(sources), script_line(sources), "packages: " + ", ".join(debs)]
+    notes.append(
         f"built by bench/build_multilingual.py with Python {sys.version.split()[0]}, "
         f"shuffle seed {SEED}"
     )
-    write_shards(outdir, docs, shards, summary)
-    return summary
+    return write_sources(outdir, sources, shards, notes)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("outdir", type=Path, nargs="?", help="the corpus folder to create")
-    ap.add_argument("--shards", type=int, default=32, help="Parquet shards (default 32)")
+    ap = builder_parser(__doc__, 32, "apt-get download the missing .debs")
     ap.add_argument("--debs", type=Path, default=DEBS, help=f"the .deb files (default {DEBS})")
-    ap.add_argument("--install", action="store_true", help="apt-get download the missing .debs")
-    ap.add_argument("--list", action="store_true", help="print what would go in; write nothing")
-    args = ap.parse_args()
-    if not args.list and args.outdir is None:
-        ap.error("OUTDIR is needed (or --list)")
-    if args.shards < 1:
-        ap.error("--shards must be at least 1")
-    if args.outdir is not None and not args.list and args.outdir.exists():
-        raise SystemExit(f"{args.outdir} exists; remove it or choose another folder")
+    args = builder_args(ap)
     if args.install:
         download(args.debs)
     sources, debs = collect(args.debs)

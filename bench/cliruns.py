@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from contenders import fresh
-from measure import TreeSampler
+from measure import TreeSampler, busy_seconds, wait_for_quiet
 from realvocab import tokenmill_command
+from report import Row
 
 STAGES = ("count", "merge", "train", "encode")
 
@@ -43,6 +45,65 @@ def measured(cmd: list[str]) -> dict:
         "peak_rss": peak,
         "tree_rss": max(sampler.peak, peak),
     }
+
+
+def staged_run(cmd: list[str], out: Path, quiet_wait: float = 0.0) -> dict:
+    """`measured` of a `tokenmill run` into `out` (once other load has stopped,
+    waiting `quiet_wait` s at most), with the other cores' load meanwhile,
+    each stage's seconds ("stages") and the manifest ("manifest")."""
+    if quiet_wait:
+        wait_for_quiet(quiet_wait)
+    busy = busy_seconds()
+    result = measured(cmd)
+    result["other_cores"] = max(
+        0.0, (busy_seconds() - busy - result["cpu_seconds"]) / result["seconds"]
+    )
+    result["manifest"] = json.loads((out / "manifest.json").read_text())
+    result["stages"] = {k: v["seconds"] for k, v in result["manifest"]["stages"].items()}
+    return result
+
+
+def stage_row(
+    phase: str, ctx, contender: str, seconds: float, run: dict, ratio: float | None = None
+) -> Row:
+    """A row of `phase` for one stage of a `staged_run`, timed `seconds`."""
+    return Row(
+        phase,
+        contender,
+        seconds,
+        run["peak_rss"],
+        run["tree_rss"],
+        ctx.n_bytes,
+        cpu_seconds=run["cpu_seconds"],
+        process_seconds=run["seconds"],
+        other_cores=run["other_cores"],
+        ratio=ratio,
+    )
+
+
+def against_encode(
+    ctx, phase: str, runs: dict[int, list[dict]], stages: dict[str, str]
+) -> tuple[list[Row], list[str], dict]:
+    """The rows of a phase that times stages against the encode stage of the
+    same `staged_run`s (`runs` by --workers): per worker count, encode's fastest
+    round, then each stage (its name in the rows -> its name in the manifest)
+    at its fastest, with the median over the rounds of encode's seconds over
+    its; the spans of those ratios ("NAME --workers W LOW to HIGH"), and each
+    one's ratios by "NAME_W"."""
+    rows, spans, extra = [], [], {}
+    for w, done in runs.items():
+        fastest = min(done, key=lambda r: r["stages"]["encode"])
+        label = f"tokenmill encode --workers {w}"
+        rows.append(stage_row(phase, ctx, label, fastest["stages"]["encode"], fastest))
+        for name, stage in stages.items():
+            ratios = sorted(r["stages"]["encode"] / r["stages"][stage] for r in done)
+            best = min(done, key=lambda r: r["stages"][stage])
+            median = statistics.median(ratios)
+            label = f"tokenmill {name} --workers {w}"
+            rows.append(stage_row(phase, ctx, label, best["stages"][stage], best, median))
+            spans.append(f"{name} --workers {w} {ratios[0]:.2f} to {ratios[-1]:.2f}")
+            extra[f"{name}_{w}"] = {"median": median, "ratios": ratios}
+    return rows, spans, extra
 
 
 def distinct_words(counts_file: Path) -> int:

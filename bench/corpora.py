@@ -1,5 +1,5 @@
-"""The corpora the encode and floor rows run on, as run.py's Context knows
-them: the bench corpus, its multilingual slice, ~500 MB of C (a prefix of
+"""The corpora the encode and floor rows run on, as a Context (context.py)
+knows them: the bench corpus, its multilingual slice, ~500 MB of C (a prefix of
 the large corpus's shards) and the multilingual corpus; and the prefixes of
 the large corpus that the training rows take.
 """

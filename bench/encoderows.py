@@ -7,8 +7,8 @@ learned), on each corpus: the bench corpus (`real`), its multilingual slice
 exit; in every group, tokenmill's ids are compared with gigatoken's and, once
 per vocabulary, with fastokens' and tiktoken's, document by document.
 
-Each phase takes run.py's Context and returns (rows, notes, extra), like the
-phases in run.py; `workers_table` is the many-core table of RESULTS.md.
+Each phase takes a Context (context.py) and returns (rows, notes, extra);
+`workers_table` is the many-core table of RESULTS.md.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ one worker beside what it cannot go below (reading the text and writing as
 many ids with PyArrow; the pre-tokenizer alone), and gigatoken and
 fastokens on one core, writing nothing.
 
-The phase takes run.py's Context and returns (rows, notes, extra), like the
-phases in run.py.
+The phase takes a Context (context.py) and returns (rows, notes, extra).
 """
 
 from __future__ import annotations

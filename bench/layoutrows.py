@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 
-from cliruns import measured
+from cliruns import against_encode, measured, staged_run
 from contenders import fresh
 from corpus import corpus_stats, parquet_shards
-from measure import busy_seconds, wait_for_quiet
 from realvocab import tokenmill_command
 from report import Row
 
@@ -50,32 +47,9 @@ def one_run(ctx, workers: int, formats: list[str]) -> dict:
     cmd = [tokenmill_command(), "run", str(ctx.corpus), str(out), "--tokenizer", ctx.tokenizer]
     cmd += ["--workers", str(workers), "--pack", str(SEQ_LEN)]
     cmd += ["--format", ",".join(["parquet", *formats])]
-    if ctx.quiet_wait:
-        wait_for_quiet(ctx.quiet_wait)
-    busy = busy_seconds()
-    result = measured(cmd)
-    result["other_cores"] = max(
-        0.0, (busy_seconds() - busy - result["cpu_seconds"]) / result["seconds"]
-    )
-    manifest = json.loads((out / "manifest.json").read_text())
-    result["stages"] = {k: v["seconds"] for k, v in manifest["stages"].items()}
+    result = staged_run(cmd, out, ctx.quiet_wait)
     shutil.rmtree(out)
     return result
-
-
-def row(ctx, contender: str, seconds: float, run: dict, ratio: float | None = None) -> Row:
-    return Row(
-        "layouts",
-        contender,
-        seconds,
-        run["peak_rss"],
-        run["tree_rss"],
-        ctx.n_bytes,
-        cpu_seconds=run["cpu_seconds"],
-        process_seconds=run["seconds"],
-        other_cores=run["other_cores"],
-        ratio=ratio,
-    )
 
 
 def layouts(ctx, rounds: int = ROUNDS) -> tuple[list[Row], list[str], dict]:
@@ -85,22 +59,8 @@ def layouts(ctx, rounds: int = ROUNDS) -> tuple[list[Row], list[str], dict]:
     for _ in range(ctx.repeat * rounds):
         for w in WORKERS:
             runs[w].append(one_run(ctx, w, names[1:]))
-    rows, spans, extra = [], [], {}
-    for w in WORKERS:
-        done = runs[w]
-        fastest = min(done, key=lambda r: r["stages"]["encode"])
-        rows.append(
-            row(ctx, f"tokenmill encode --workers {w}", fastest["stages"]["encode"], fastest)
-        )
-        for name in names:
-            stage = STAGE.get(name, name)
-            ratios = sorted(r["stages"]["encode"] / r["stages"][stage] for r in done)
-            best = min(done, key=lambda r: r["stages"][stage])
-            median = statistics.median(ratios)
-            label = f"tokenmill {name} --workers {w}"
-            rows.append(row(ctx, label, best["stages"][stage], best, median))
-            spans.append(f"{name} --workers {w} {ratios[0]:.2f} to {ratios[-1]:.2f}")
-            extra[f"{name}_{w}"] = {"median": median, "ratios": ratios}
+    stages = {name: STAGE.get(name, name) for name in names}
+    rows, spans, extra = against_encode(ctx, "layouts", runs, stages)
     notes = [
         f"Layouts rows: `tokenmill run --tokenizer --pack {SEQ_LEN} --format "
         f"{','.join(['parquet', *names[1:]])}`, {len(runs[1])} rounds of --workers 1 then 2, "

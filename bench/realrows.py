@@ -3,8 +3,7 @@ from --vocabularies, and the vocabulary tokenmill learned), and the rows of
 loading one: in process (`load`), and as a whole process from start to exit
 (`startup`).
 
-Each phase takes run.py's Context and returns (rows, notes, extra), like the
-phases in run.py.
+Each phase takes a Context (context.py) and returns (rows, notes, extra).
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ WHOLE = "{size} workers, whole process"
 # full table has the rest. Where a pattern matches several rows (one per
 # worker count), the row shows each one's ratio, in the rows' order.
 SUMMARY = (
-    Pick("train", "rustbpe", "train (count, merge, train), vocabulary 32768"),
+    Pick("train", "rustbpe", "train (count, merge, train) on the bench corpus"),
     Pick("memory * of C", "rustbpe", "`tokenmill run` on {size} of C against training alone"),
     Pick(
         "encode bench o200k_base w*",

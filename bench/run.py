@@ -14,9 +14,11 @@ leaves one out, `--only` keeps those named):
 
 - `train`: training (cl100k pattern) against rustbpe and tokenizers;
 - `encode`: encoding in process with the vocabulary tokenmill learned, against
-  tiktoken, tokenizers and gigatoken, and an exactness check of tokenmill's ids;
-- `scaling`: tokenmill's --workers 1 against 2; `limits`: a large vocabulary,
-  long documents, the GPT-2 vocabulary;
+  tiktoken, tokenizers and gigatoken, and an exactness check of tokenmill's ids
+  (both bench/peerrows.py);
+- `scaling`: tokenmill's --workers 1 against 2 (bench/scalingrows.py);
+- `limits`: a large vocabulary, long documents, the GPT-2 vocabulary
+  (bench/limitrows.py);
 - `real`, `slice`, `code`, `multilingual` (bench/encoderows.py): encoding as
   whole processes against gigatoken (the same job, and writing nothing),
   fastokens and tiktoken, with o200k_base, cl100k_base (from DIR, default
@@ -32,9 +34,15 @@ leaves one out, `--only` keeps those named):
   ~500 MB of C, and on a quarter, a half and all of it (bench/trainrows.py);
 - `merge-many`: count and merge of 100,000 one-line inputs (bench/mergerows.py);
 - `layouts`: each training layout against encode in the same `tokenmill run`
-  (bench/layoutrows.py).
+  (bench/layoutrows.py);
+- `recipes`: a data recipe's mix and shuffle against encode in the same
+  `tokenmill run` (bench/reciperows.py);
+- `superword`: superword training against ordinary training of the same size,
+  and the tokens each saves on held-out text (bench/superwordrows.py).
 
-The report has a table of the whole-process encode rows by worker count
+Each phase is a function of a Context (bench/context.py) returning its rows,
+notes and JSON; this file holds the options, PHASES and the report. The
+report has a table of the whole-process encode rows by worker count
 (`--workers-list 1,2,4,8,16` on a machine with 16 cores: scaling in one run).
 """
 
@@ -45,285 +53,37 @@ import json
 import os
 import shlex
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import encoderows
 import floorrows
 import layoutrows
+import limitrows
 import machine
 import mergerows
+import peerrows
 import realrows
+import reciperows
+import scalingrows
+import superwordrows
 import trainrows
+from context import Context
 from corpus import corpus_stats, link_corpus
-from exactness import differences
-from measure import Measurement, run_child, wait_for_quiet
 from report import Row, check_summary_markers, render, summary, write_summary
 from vocab import VOCABULARIES
 
 LOAD_WARN = 0.25  # cores of CPU used by other processes worth warning about
 
 
-@dataclass
-class Context:
-    tmp: Path
-    corpus: Path  # symlinks to the input's Parquet shards only
-    n_bytes: int
-    vocab_size: int
-    workers: int  # tokenmill --workers (0: one per core)
-    repeat: int = 1  # runs per contender; the fastest counts
-    quiet_wait: float = 0.0  # seconds to wait, at most, for other load to stop
-    vocabularies: Path = VOCABULARIES  # o200k_base.tiktoken, cl100k_base.tiktoken
-    big: Path | None = None  # the large corpus of C (bench/build_linux.py)
-    multilingual: Path | None = None  # bench/build_multilingual.py's corpus
-    workers_list: list[int] = field(default_factory=lambda: [1, 2])  # the encode rows' workers
-    corpora: dict = field(default_factory=dict)  # bench/corpora.py's, by name, made once
-
-    @property
-    def tokenizer(self) -> str:
-        return str(self.tmp / "tokenizer.json")
-
-    @property
-    def env(self) -> dict:
-        return child_env()
-
-    def run(self, name: str, env: dict | None = None, repeat: int = 0, **params) -> Measurement:
-        """Run contender `name` `repeat` times (default: self.repeat), each in a
-        fresh child; keep the fastest run (the least disturbed by other load)."""
-        return self.rounds([(name, params)], env, repeat)[0]
-
-    def rounds(
-        self, contenders: list[tuple[str, dict]], env: dict | None = None, repeat: int = 0
-    ) -> list[Measurement]:
-        """Run each (name, params) `repeat` times (default: self.repeat), one
-        round after another (A B C, A B C, ...), each run in a fresh child, and
-        keep each one's fastest run. Taking turns makes a slow spell of a
-        shared machine fall on every contender alike, which keeps the ratios fair."""
-        return [fastest(done) for done in self.all_rounds(contenders, env, repeat)]
-
-    def all_rounds(
-        self, contenders: list[tuple[str, dict]], env: dict | None = None, repeat: int = 0
-    ) -> list[list[Measurement]]:
-        """As `rounds`, but every run of each contender, in round order."""
-        base = {"corpus": str(self.corpus), "tmp": str(self.tmp), "tokenizer": self.tokenizer}
-        runs: list[list[Measurement]] = [[] for _ in contenders]
-        for i in range(repeat or self.repeat):
-            for (name, params), done in zip(contenders, runs, strict=True):
-                label = " ".join([name, *(f"{k}={v}" for k, v in params.items())])
-                if self.quiet_wait:
-                    wait_for_quiet(self.quiet_wait)
-                print(f"running {label} (#{i + 1}) ...", file=sys.stderr, flush=True)
-                m = run_child(name, base | params, self.tmp, env=env)
-                seconds = m.result["seconds"]
-                print(f"  {seconds:.2f} s, other load {m.other_cores:.2f} cores", file=sys.stderr)
-                done.append(m)
-        return runs
-
-    def row(
-        self,
-        phase: str,
-        contender: str,
-        m: Measurement,
-        baseline: Row | None = None,
-        n_bytes: int | None = None,
-    ) -> Row:
-        return Row(
-            phase,
-            contender,
-            m.result["seconds"],
-            m.peak_rss,
-            m.tree_rss,
-            m.result.get("bytes", self.n_bytes) if n_bytes is None else n_bytes,
-            baseline,
-            cpu_seconds=m.cpu_seconds,
-            process_seconds=m.process_seconds,
-            other_cores=m.other_cores,
-        )
-
-
-def fastest(runs: list[Measurement]) -> Measurement:
-    """The run least disturbed by other load."""
-    return min(runs, key=lambda m: m.result["seconds"])
-
-
-def child_env() -> dict:
-    """The environment, less a thread-count override that would skew the
-    contenders. NumPy (which PyArrow imports) would otherwise start an idle
-    OpenBLAS thread per core that spins beside every contender; none of them
-    does linear algebra."""
-    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
-    return env | {"OPENBLAS_NUM_THREADS": "1"}
-
-
-# ---- phases ------------------------------------------------------------
-
-
-def training(ctx: Context) -> tuple[list[Row], list[str], dict]:
-    env = child_env()
-    ours, rust, hf = ctx.rounds(
-        [
-            ("train_tokenmill", {"workers": ctx.workers, "vocab_size": ctx.vocab_size}),
-            ("train_rustbpe", {"vocab_size": ctx.vocab_size}),
-            ("train_tokenizers", {"vocab_size": ctx.vocab_size}),
-        ],
-        env,
-    )
-    base = ctx.row("train", "tokenmill count+merge+train", ours)
-    rows = [base, ctx.row("train", "rustbpe", rust, base), ctx.row("train", "tokenizers", hf, base)]
-    stages = ours.result["stages"]
-    notes = [
-        f"Merges learned: tokenmill {ours.result['merges']}, rustbpe {rust.result['merges']}, "
-        f"tokenizers {hf.result['merges']}. rustbpe's vocab_size ({ctx.vocab_size}) is 256 bytes "
-        "+ merges, no special tokens; tokenizers' is its 256-byte initial alphabet + merges "
-        "(no special tokens asked for); tokenmill's --vocab-size also counts <|endoftext|>, so "
-        f"it ran with --vocab-size {ctx.vocab_size + 1}.",
-        "tokenmill training by stage: "
-        + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items())
-        + f" ({ours.result['words']} distinct pre-tokens in the merged word table).",
-    ]
-    return rows, notes, {"train_tokenmill": ours.result}
-
-
-def encoding(ctx: Context) -> tuple[list[Row], list[str], dict]:
-    env = child_env()
-    tokens = str(ctx.tmp / "tokens")
-    own = realrows.own_vocab(ctx)
-    ours, tik, hf, giga = ctx.rounds(
-        [
-            ("encode_tokenmill", {"workers": ctx.workers, "tokens": tokens}),
-            ("encode_tiktoken", {}),
-            ("encode_tokenizers", {}),
-            ("encode_gigatoken", own.gigatoken()),
-        ],
-        env,
-    )
-    check = ctx.run("verify", env, repeat=1, tokens=tokens)
-    base = ctx.row("encode", "tokenmill encode (Parquet → Parquet)", ours)
-    rows = [
-        base,
-        ctx.row("encode", "tiktoken encode_ordinary_batch", tik, base),
-        ctx.row("encode", "tokenizers encode_batch", hf, base),
-        ctx.row("encode", "gigatoken encode_files (reads the Parquet itself)", giga, base),
-    ]
-    pairs = (("tokenmill", ours), ("tiktoken", tik), ("tokenizers", hf), ("gigatoken", giga))
-    counts = {n: m.result["tokens"] for n, m in pairs}
-    notes = [
-        exactness_note(check.result),
-        "Tokens produced: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
-    ]
-    return rows, notes, {"exactness": check.result, "tokens": counts}
-
-
-def exactness_note(check: dict) -> str:
-    parts = differences(check, ("tiktoken", "tokenizers"))
-    dup = check["duplicate_token_bytes"]
-    return (
-        "Exactness (tokenmill's ids read back from its token shards): "
-        + "; ".join(parts)
-        + f". Ids whose bytes repeat another id's: {dup}."
-    )
-
-
-OUTPUT = {"count": "counts", "encode": "tokens"}
-# Work with no tokenmill code, measured in the same rounds: what the machine
-# itself gives a second thread, for compute and for Parquet I/O.
-REFERENCES = {
-    "reference_sha256": "SHA-256 of the text (compute in a core's own caches)",
-    "reference_parquet": "PyArrow reading each shard's text and writing it back with zstd",
-}
-SCALING_ROUNDS = 3  # times --repeat: these runs take seconds, not minutes
-
-
-def scaling(ctx: Context) -> tuple[list[Row], list[str], dict]:
-    """--workers 1 against 2, back to back in each round, tokenmill's stages
-    and the machine references taking turns. The ratio shown is the median of
-    the rounds' own ratios: the machine's speed drifts over minutes (other
-    tenants), and runs seconds apart share its state, where the fastest runs
-    of each side may come from different spells."""
-    stages = ["count_tokenmill", "encode_tokenmill", *REFERENCES]
-    runs = []
-    for name in stages:
-        for w in (1, 2):
-            params = {"workers": w}
-            if name.endswith("_tokenmill"):
-                stage = name.removesuffix("_tokenmill")
-                params[OUTPUT[stage]] = str(ctx.tmp / f"scaling-{stage}-{w}")
-            runs.append((name, params))
-    rounds = ctx.repeat * SCALING_ROUNDS
-    done = ctx.all_rounds(runs, child_env(), rounds)
-    rows, spans, references, extra = [], [], [], {}
-    for i, name in enumerate(stages):
-        ones, twos = done[2 * i], done[2 * i + 1]
-        ratios = sorted(
-            a.result["seconds"] / b.result["seconds"] for a, b in zip(ones, twos, strict=True)
-        )
-        median = statistics.median(ratios)
-        extra[name] = {"median": median, "ratios": ratios}
-        if name in REFERENCES:
-            references.append(
-                f"{REFERENCES[name]}: {median:.2f} ({ratios[0]:.2f} to {ratios[-1]:.2f})"
-            )
-            continue
-        stage = name.removesuffix("_tokenmill")
-        baseline = ctx.row("scaling", f"tokenmill {stage} --workers 1", fastest(ones))
-        two = ctx.row("scaling", f"tokenmill {stage} --workers 2", fastest(twos), baseline)
-        two.ratio = median
-        rows += [baseline, two]
-        spans.append(
-            f"{stage} {ratios[0]:.2f} to {ratios[-1]:.2f} "
-            f"(fastest runs alone: {baseline.seconds / two.seconds:.2f})"
-        )
-    notes = [
-        "Scaling rows: wall s is each one's fastest run; `tokenmill speed ×` is the median, "
-        f"over {rounds} rounds, of the --workers 1 wall ÷ the --workers 2 wall of the "
-        "same round, run back to back (2.00 would be linear on 2 cores). Per-round ratios: "
-        + "; ".join(spans)
-        + ". --workers is passed as tokenmill defines it.",
-        "What this machine gives a second thread, in the same rounds, for work with no "
-        "tokenmill code (1 thread ÷ 2 threads, median and range): " + "; ".join(references) + ".",
-    ]
-    return rows, notes, {"scaling": extra}
-
-
-def limits(ctx: Context) -> tuple[list[Row], list[str], dict]:
-    """A large vocabulary, pathological documents, and the real GPT-2 vocabulary."""
-    big = ctx.run(
-        "train_tokenmill",
-        child_env(),
-        repeat=1,
-        workers=ctx.workers,
-        vocab_size=131072,
-        tokenizer=str(ctx.tmp / "tokenizer-131072.json"),
-    )
-    long = ctx.run("long_words", child_env(), repeat=1)
-    gpt2 = ctx.run("gpt2_match", child_env(), repeat=1)
-    rows = [
-        ctx.row("limits", "tokenmill count+merge+train --vocab-size 131072", big),
-        ctx.row("limits", "tokenmill encode of three 10 MB documents", long),
-        ctx.row("limits", "tokenmill encode, GPT-2 vocabulary imported", gpt2),
-    ]
-    cases = ", ".join(f"{k}: {v:.2f} s" for k, v in long.result["cases"].items())
-    g = gpt2.result
-    notes = [
-        f"Vocabulary 131072: {big.result['merges']} merges learned.",
-        f"Long documents (encode of one document each, no quadratic merge loop): {cases}.",
-        f"GPT-2 vocabulary (vocabularies/gpt2.tiktoken imported with --pattern gpt2): "
-        f"{g['identical']} of {g['documents']} documents get ids identical to tiktoken's "
-        f"with the same file.",
-    ]
-    return rows, notes, {"gpt2_match": g}
-
-
 # Every phase, in order; `--skip NAME` leaves one out, `--only` keeps those named.
 PHASES = {
-    "train": training,
-    "encode": encoding,
-    "scaling": scaling,
-    "limits": limits,
+    "train": peerrows.training,
+    "encode": peerrows.encoding,
+    "scaling": scalingrows.scaling,
+    "limits": limitrows.limits,
     "real": encoderows.real_encoding,
     "slice": encoderows.slice_encoding,
     "code": encoderows.code_encoding,
@@ -336,6 +96,8 @@ PHASES = {
     "size": trainrows.sizes,
     "merge-many": mergerows.many_tables,
     "layouts": layoutrows.layouts,
+    "recipes": reciperows.recipes,
+    "superword": superwordrows.superword,
 }
 REAL_VOCAB_PHASES = {"encode", "real", "slice", "code", "multilingual", "startup", "load", "floor"}
 NEEDS_TRAINING = {"encode", "scaling", "limits", "layouts"}  # they use the learned vocabulary
@@ -612,9 +374,7 @@ WORKERS_TITLE = (
 
 
 def mismatches(extra: dict) -> int:
-    check = extra.get("exactness", {})  # none when the encode phase was skipped
-    ours = sum(check[peer]["mismatched_documents"] for peer in ("tiktoken", "tokenizers") if check)
-    return ours + encoderows.mismatches(extra)
+    return peerrows.mismatches(extra) + encoderows.mismatches(extra)
 
 
 if __name__ == "__main__":

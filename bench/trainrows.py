@@ -3,9 +3,9 @@ rustbpe; and, on the large corpus of C (bench/build_linux.py), the memory of
 `tokenmill run` against rustbpe's streaming training, what bounds each
 stage's memory, and how `run` grows with the corpus.
 
-Each phase takes run.py's Context and returns (rows, notes, extra), like the
-phases in run.py. The large corpus's rows run min(--repeat, BIG_REPEAT)
-rounds: each takes minutes, and peak RSS does not need the fastest run.
+Each phase takes a Context (context.py) and returns (rows, notes, extra).
+The large corpus's rows run min(--repeat, BIG_REPEAT) rounds: each takes
+minutes, and peak RSS does not need the fastest run.
 """
 
 from __future__ import annotations

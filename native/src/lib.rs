@@ -316,11 +316,9 @@ fn u32s(buf: &PyBuffer<u8>, what: &'static str) -> Result<Vec<u32>, Error> {
 /// first-occurrence order with `counts` (u64); `texts[i]` is id i's bytes
 /// (None: a special token or a gap), `len(texts)` the first new id. A merge
 /// whose bytes a token has already is not learned (see `extend`). Returns the
-/// merges; merge k yields id `len(texts) + k`. `superword`: stage 2 of a
-/// superword tokenizer, which learns only what `superword::allowed` allows
-/// (at most `max_words` words a token, None: any number).
+/// merges; merge k yields id `len(texts) + k`.
 #[pyfunction]
-#[pyo3(signature = (symbols, lens, counts, texts, num_merges, progress=None, superword=false, max_words=None))]
+#[pyo3(signature = (symbols, lens, counts, texts, num_merges, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn train_segmented(
     py: Python<'_>,
@@ -330,8 +328,6 @@ fn train_segmented(
     texts: Vec<Option<Vec<u8>>>,
     num_merges: usize,
     progress: Option<Py<PyAny>>,
-    superword: bool,
-    max_words: Option<u32>,
 ) -> PyResult<Vec<(u32, u32)>> {
     let symbols = u32s(&symbols, "symbols")?;
     let lens = u32s(&lens, "lens")?;
@@ -375,13 +371,7 @@ fn train_segmented(
                         }
                     }
                 },
-                |pair| {
-                    if superword {
-                        texts.admit_if(pair, |t| superword::allowed(t, max_words))
-                    } else {
-                        texts.admit(pair)
-                    }
-                },
+                |pair| texts.admit(pair),
             );
             match failure {
                 Some(e) => Err(e),
@@ -391,29 +381,67 @@ fn train_segmented(
     })
 }
 
-/// Stage 2 of a superword tokenizer: each of `n` words (a large_string
-/// array's buffers; `start` = array offset) segmented whole by stage 1's
-/// `merges` (merge k makes 256 + k), whose words `pattern` split (see
-/// `superword::Segmenter`). Returns the ids of every word one after another
-/// and how many each has, as little-endian u32 bytes.
+/// A superword tokenizer's merges (`superword::train_merges`): `stage1`
+/// merges on a word table (a large_string array's buffers, `start` its
+/// offset, and u64 `counts`), then more, up to `total` in all, on stage 2's
+/// (`offsets2` ... `counts2`), at most `max_words` words a token (None: any
+/// number). Both tables in first-occurrence order. Returns the merges and
+/// how many are stage 1's.
 #[pyfunction]
-fn superword_segment<'py>(
-    py: Python<'py>,
+#[pyo3(signature = (offsets, data, start, n, counts, offsets2, data2, start2, n2, counts2, stage1, total, max_words=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn train_superword(
+    py: Python<'_>,
     offsets: PyBuffer<u8>,
     data: PyBuffer<u8>,
     start: usize,
     n: usize,
-    merges: Vec<(u32, u32)>,
-    pattern: &str,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    counts: PyBuffer<u8>,
+    offsets2: PyBuffer<u8>,
+    data2: PyBuffer<u8>,
+    start2: usize,
+    n2: usize,
+    counts2: PyBuffer<u8>,
+    stage1: usize,
+    total: usize,
+    max_words: Option<u32>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Vec<(u32, u32)>, usize)> {
     let words = strings(&offsets, &data, start, n)?;
-    let (symbols, lens) = py.detach(|| {
-        pool::install(|| superword::Segmenter::new(&merges, pattern)?.segment(&words))
-    })?;
-    Ok((
-        PyBytes::new(py, &arrow::le_bytes(&symbols, u32::to_le_bytes)),
-        PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
-    ))
+    let counts = u64s(&counts, n)?;
+    let superwords = strings(&offsets2, &data2, start2, n2)?;
+    let superword_counts = u64s(&counts2, n2)?;
+    if 256 + total as u64 > 1 << 32 {
+        return Err(Error::Train(format!(
+            "256 base ids + {total} merges: more than 32 bits hold"
+        ))
+        .into());
+    }
+    py.detach(|| {
+        pool::install(|| {
+            let mut failure = None;
+            let merges = superword::train_merges(
+                &words,
+                &counts,
+                &superwords,
+                &superword_counts,
+                stage1,
+                total,
+                max_words,
+                |k| {
+                    if failure.is_none() && (k.is_multiple_of(256) || k == total) {
+                        if let Some(cb) = &progress {
+                            failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
+                        }
+                    }
+                },
+            )?;
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(merges),
+            }
+        })
+    })
 }
 
 /// A table of token bytes as Python gives it (a list of bytes or None),
@@ -1152,7 +1180,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merges_valid, m)?)?;
     m.add_function(wrap_pyfunction!(merges_json, m)?)?;
     m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
-    m.add_function(wrap_pyfunction!(superword_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(train_superword, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
     m.add_class::<Ids>()?;

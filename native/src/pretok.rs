@@ -16,6 +16,7 @@
 use crate::error::{Error, Result};
 use crate::scanner::{self, Preset};
 use fancy_regex::Regex;
+use std::borrow::Cow;
 
 /// Letters, digits, punctuation, symbols and whitespace of several scripts:
 /// a pattern that leaves any of it unmatched would drop text.
@@ -110,25 +111,26 @@ impl PreTokenizer {
         Ok(())
     }
 
-    /// Like `for_each_word`, with the words handed over in runs of up to
-    /// `N` (the last may be shorter, none is empty), so the caller can work
-    /// on several at once.
-    pub fn for_each_run<const N: usize>(
+    /// The text words are cut from: `text`, or its lowercase copy for a
+    /// lowercasing pre-tokenizer.
+    pub fn prepared<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self {
+            PreTokenizer::Whitespace { lowercase: true } => Cow::Owned(text.to_lowercase()),
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// Like `for_each_word_in` on a `prepared` text, with the words handed
+    /// over in runs of up to `N` (the last may be shorter, none is empty),
+    /// so the caller can work on several at once.
+    pub fn for_each_run<'a, const N: usize>(
         &self,
-        text: &str,
-        mut f: impl FnMut(&[&str]),
+        prepared: &'a str,
+        mut f: impl FnMut(&[&'a str]),
     ) -> Result<()> {
-        let lowered;
-        let text = match self {
-            PreTokenizer::Whitespace { lowercase: true } => {
-                lowered = text.to_lowercase();
-                &lowered
-            }
-            _ => text,
-        };
         let mut run = [""; N];
         let mut n = 0;
-        self.for_each_word_in(text, |w| {
+        self.for_each_word_in(prepared, |w| {
             run[n] = w;
             n += 1;
             if n == N {

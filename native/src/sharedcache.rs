@@ -7,72 +7,124 @@
 //! lookup is plain loads, with no lock and no atomic read-modify-write, so
 //! threads never contend on a hit.
 //!
-//! A slot holds a word's short key, its ids and their count, 32 bytes: a
-//! lookup reads one cache line (an index then an entry took two, the second
-//! waiting on the first). The encoder hashes a batch of words first and
-//! prefetches their slots (`prefetch`), so the loads of a batch overlap.
+//! A slot holds a word's key (its bytes), its ids and their count: a lookup
+//! reads one cache line (an index then an entry took two, the second
+//! waiting on the first). The encoder hashes a run of words first and
+//! prefetches their slots (`prefetch`), so the loads of a run overlap.
 //!
-//! The first table has room for 196k words, 8 MB; when it is three quarters
-//! full the next one, twice its size, takes the new words, and so on. A
-//! frequent word is seen early, so nearly every hit is in the first table,
-//! and memory grows with the words met: a random slot of a table touches
-//! its page, and one table of 32 MB for every text faulted in all of it.
+//! Two families of tables: `short`, words of up to 15 bytes and 3 ids in
+//! 32-byte slots (nearly every word of code and of English); `wide`, words
+//! of up to 31 bytes and 7 ids in 64-byte slots (most words in Cyrillic,
+//! Greek or CJK, long identifiers: in the thread's own cache, a hash map of
+//! strings, a lookup took three dependent loads, a sixth of encoding
+//! multilingual text). A short word of more ids is marked in `short` as
+//! held elsewhere, and a wide one of more ids in `wide`: so a word that a
+//! family has never held is new, and its caller merges it at once instead
+//! of missing in every other place first.
+//!
+//! A family's first table has room for 196k words (short, 8 MB) or 49k
+//! (wide, 4 MB); when it is three quarters full the next one, twice its
+//! size, takes the new words, and so on. A frequent word is seen early, so
+//! nearly every hit is in the first table, and memory grows with the words
+//! met: a random slot of a table touches its page, and one table of 32 MB
+//! for every text faulted in all of it.
 //!
 //! A writer claims an empty slot (state BUSY), writes the key and ids, then
 //! publishes the state (Release); a reader that sees the state (Acquire)
 //! sees them. A reader that meets a slot being written takes the word as
-//! absent: its caller then encodes the word and `insert` finds it.
+//! unknown: its caller then looks further, or encodes the word, and
+//! `insert` finds it.
 //!
-//! Words of more than `MAX_IDS` ids, and words met once every table is
-//! full, are left to the caller's own cache.
+//! Longer words, words of more than 7 ids, and words met once every table
+//! of their family is full, are left to the caller's own cache.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
-/// Ids a word may have to be held here (nearly every word has one to three).
-pub const MAX_IDS: usize = 3;
+/// A word's bytes, zero-padded, with its length in the last byte, as `K`
+/// little-endian words: `halves` of a `wordmap::short_key` (K = 2), or a
+/// `wide_key` (K = 4).
+pub type Key<const K: usize> = [u64; K];
 
-/// Slots of the first table, as a power of two; each next table has twice
-/// as many (3M words in all).
-const FIRST_BITS: u32 = 18;
+/// Ids a short word may have to be held in its slot.
+pub const SHORT_IDS: usize = 3;
+/// Bytes and ids a wide word may have to be held in its slot.
+const WIDE_BYTES: usize = 31;
+const WIDE_IDS: usize = 7;
+
+/// The wide key of `word`; None when it is longer than WIDE_BYTES.
+pub fn wide_key(word: &[u8]) -> Option<Key<4>> {
+    if word.len() > WIDE_BYTES {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    bytes[..word.len()].copy_from_slice(word);
+    bytes[WIDE_BYTES] = word.len() as u8;
+    Some(std::array::from_fn(|i| {
+        u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap())
+    }))
+}
+
+/// Slots of each family's first table, as a power of two; each next table
+/// has twice as many.
+const SHORT_BITS: u32 = 18;
+const WIDE_BITS: u32 = 16;
 const TABLES: usize = 4;
 
 /// A slot's state: 0 when empty, BUSY while being written, else HELD and the
-/// number of ids.
+/// number of ids, or ELSEWHERE for a word of more ids than a slot holds.
 const BUSY: u32 = u32::MAX;
 const HELD: u32 = 1 << 8;
+const ELSEWHERE: u32 = HELD | 0xff;
 
-/// A word's short key and ids; all zero until written.
-#[repr(C, align(32))]
-struct Slot {
-    key: [AtomicU64; 2],
-    ids: [AtomicU32; MAX_IDS],
+/// What a family knows of a word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Its ids, now appended.
+    Ids,
+    /// It has more ids than a slot holds: the next place holds them.
+    Elsewhere,
+    /// No one has held it: it is new, or being encoded right now.
+    Absent,
+    /// It may be held elsewhere: a slot is being written, or the family
+    /// has turned words away (every table full).
+    Unknown,
+}
+
+/// A word's key and up to `I` ids; all zero until written. 32 or 64 bytes,
+/// so that a slot never straddles two cache lines (the tables are page
+/// aligned).
+#[repr(C)]
+struct Slot<const K: usize, const I: usize> {
+    key: [AtomicU64; K],
+    ids: [AtomicU32; I],
     state: AtomicU32,
 }
 
-impl Slot {
-    fn key(&self) -> u128 {
-        u128::from(self.key[0].load(Relaxed)) | u128::from(self.key[1].load(Relaxed)) << 64
+impl<const K: usize, const I: usize> Slot<K, I> {
+    #[inline(always)]
+    fn holds(&self, key: &Key<K>) -> bool {
+        (self.key.iter().zip(key)).all(|(k, &want)| k.load(Relaxed) == want)
     }
 }
 
-struct Table {
-    slots: ZeroedSlice<Slot>,
+struct Table<const K: usize, const I: usize> {
+    slots: ZeroedSlice<Slot<K, I>>,
     bits: u32,
     held: AtomicUsize,
 }
 
 /// Where a lookup ends.
-enum Found<'a> {
-    Here(&'a Slot, u32),
+enum Found<'a, const K: usize, const I: usize> {
+    Here(&'a Slot<K, I>, u32),
     /// An empty slot: the word is not in this table.
     Absent,
     /// A slot being written: the word may be it.
     Busy,
 }
 
-impl Table {
+impl<const K: usize, const I: usize> Table<K, I> {
     fn new(bits: u32) -> Self {
         Table {
             slots: ZeroedSlice::new(1 << bits),
@@ -87,14 +139,14 @@ impl Table {
     }
 
     #[inline(always)]
-    fn find(&self, key: u128, hash: u64) -> Found<'_> {
+    fn find(&self, key: &Key<K>, hash: u64) -> Found<'_, K, I> {
         let mut at = self.home(hash);
         loop {
             let slot = &self.slots[at];
             match slot.state.load(Acquire) {
                 0 => return Found::Absent,
                 BUSY => return Found::Busy,
-                state if slot.key() == key => return Found::Here(slot, state),
+                state if slot.holds(key) => return Found::Here(slot, state),
                 _ => at = (at + 1) & (self.slots.len() - 1),
             }
         }
@@ -105,63 +157,94 @@ impl Table {
         self.held.load(Relaxed) >= self.slots.len() / 4 * 3
     }
 
-    fn insert(&self, key: u128, hash: u64, ids: &[u32]) {
+    fn insert(&self, key: &Key<K>, hash: u64, ids: &[u32]) {
         let mut at = self.home(hash);
         loop {
             let slot = &self.slots[at];
             match slot.state.compare_exchange(0, BUSY, Relaxed, Acquire) {
                 Ok(_) => {
-                    slot.key[0].store(key as u64, Relaxed);
-                    slot.key[1].store((key >> 64) as u64, Relaxed);
-                    for (to, &id) in slot.ids.iter().zip(ids) {
-                        to.store(id, Relaxed);
+                    for (to, &k) in slot.key.iter().zip(key) {
+                        to.store(k, Relaxed);
+                    }
+                    let state = match ids.len() {
+                        n if n <= I => HELD | n as u32,
+                        _ => ELSEWHERE,
+                    };
+                    if state != ELSEWHERE {
+                        for (to, &id) in slot.ids.iter().zip(ids) {
+                            to.store(id, Relaxed);
+                        }
                     }
                     // Release: a reader that sees the state sees the rest.
-                    slot.state.store(HELD | ids.len() as u32, Release);
+                    slot.state.store(state, Release);
                     self.held.fetch_add(1, Relaxed);
                     return;
                 }
                 // Another thread is writing this slot: its word may be this one.
                 Err(BUSY) => std::hint::spin_loop(),
                 // Another thread put the same word in first.
-                Err(_) if slot.key() == key => return,
+                Err(_) if slot.holds(key) => return,
                 Err(_) => at = (at + 1) & (self.slots.len() - 1),
             }
         }
     }
 }
 
+/// One family: a first table, then each next one made when the one before
+/// fills.
+pub struct Tables<const K: usize, const I: usize> {
+    first: Table<K, I>,
+    more: [OnceLock<Table<K, I>>; TABLES - 1],
+    /// Set once a word was turned away: absent then no longer means new.
+    refused: AtomicBool,
+}
+
 pub struct SharedCache {
-    first: Table,
-    /// Each made when the one before fills.
-    more: [OnceLock<Table>; TABLES - 1],
+    pub short: Tables<2, SHORT_IDS>,
+    pub wide: Tables<4, WIDE_IDS>,
 }
 
 impl Default for SharedCache {
     fn default() -> Self {
         SharedCache {
-            first: Table::new(FIRST_BITS),
-            more: Default::default(),
+            short: Tables::new(SHORT_BITS),
+            wide: Tables::new(WIDE_BITS),
         }
     }
 }
 
 /// How many words the encoder hashes and prefetches at once.
 pub const MANY: usize = 32;
-/// A key no word has (a short key's last byte, its length, is at most 15).
+/// A short key no word has (a short key's last byte, its length, is at most 15).
 pub const NO_KEY: u128 = u128::MAX;
 
-/// The hash of a short key, from which each table takes its slot.
+/// The hash of a key, from which each table takes its slot.
 #[inline(always)]
-pub fn hash(key: u128) -> u64 {
-    let (lo, hi) = (key as u64, (key >> 64) as u64);
-    (lo.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ hi).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+pub fn hash<const K: usize>(key: &Key<K>) -> u64 {
+    let mut h = key[0];
+    for &k in &key[1..] {
+        h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ k;
+    }
+    h.wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
-impl SharedCache {
-    /// Append the ids of the word with this short key to `out`; false when
-    /// the word is not here.
-    pub fn extend(&self, key: u128, out: &mut Vec<u32>) -> bool {
+/// A short key as the `short` family's key.
+#[inline(always)]
+pub fn halves(key: u128) -> Key<2> {
+    [key as u64, (key >> 64) as u64]
+}
+
+impl<const K: usize, const I: usize> Tables<K, I> {
+    fn new(bits: u32) -> Self {
+        Tables {
+            first: Table::new(bits),
+            more: Default::default(),
+            refused: AtomicBool::new(false),
+        }
+    }
+
+    /// Append the ids of the word with this key to `out`, if held here.
+    pub fn extend(&self, key: &Key<K>, out: &mut Vec<u32>) -> Held {
         self.extend_from(key, hash(key), out)
     }
 
@@ -173,69 +256,75 @@ impl SharedCache {
 
     /// `extend`, for a key whose `hash` is known.
     #[inline(always)]
-    pub fn extend_from(&self, key: u128, hash: u64, out: &mut Vec<u32>) -> bool {
+    pub fn extend_from(&self, key: &Key<K>, hash: u64, out: &mut Vec<u32>) -> Held {
         match self.first.find(key, hash) {
-            Found::Here(slot, state) => {
-                copy_ids(slot, state, out);
-                true
-            }
+            Found::Here(slot, state) => copy_ids(slot, state, out),
             Found::Absent => self.extend_from_more(key, hash, out),
-            Found::Busy => false,
+            Found::Busy => Held::Unknown,
         }
     }
 
     /// `extend_from` in the tables after the first.
     #[cold]
-    fn extend_from_more(&self, key: u128, hash: u64, out: &mut Vec<u32>) -> bool {
+    fn extend_from_more(&self, key: &Key<K>, hash: u64, out: &mut Vec<u32>) -> Held {
         for table in self.more.iter().map_while(OnceLock::get) {
             match table.find(key, hash) {
-                Found::Here(slot, state) => {
-                    copy_ids(slot, state, out);
-                    return true;
-                }
+                Found::Here(slot, state) => return copy_ids(slot, state, out),
                 Found::Absent => continue,
-                Found::Busy => return false,
+                Found::Busy => return Held::Unknown,
             }
         }
-        false
+        match self.refused.load(Relaxed) {
+            true => Held::Unknown,
+            false => Held::Absent,
+        }
     }
 
-    /// Hold `ids` for the word with this short key; false when it cannot
-    /// (too many ids, or every table is full), and the caller keeps it.
-    pub fn insert(&self, key: u128, ids: &[u32]) -> bool {
-        if ids.len() > MAX_IDS {
-            return false;
-        }
+    /// Hold `ids` for the word with this key; true when they are held here.
+    /// A word of more than `I` ids is marked as held elsewhere (false); when
+    /// every table is full, nothing is held (false).
+    pub fn insert(&self, key: &Key<K>, ids: &[u32]) -> bool {
         let more = (self.more.iter().enumerate())
-            .map(|(k, cell)| cell.get_or_init(|| Table::new(FIRST_BITS + 1 + k as u32)));
+            .map(|(k, cell)| cell.get_or_init(|| Table::new(self.first.bits + 1 + k as u32)));
         match std::iter::once(&self.first).chain(more).find(|t| !t.full()) {
             Some(table) => {
                 table.insert(key, hash(key), ids);
-                true
+                ids.len() <= I
             }
-            None => false,
+            None => {
+                self.refused.store(true, Relaxed);
+                false
+            }
         }
     }
 }
 
-/// Append a held slot's ids to `out`. All MAX_IDS are copied and the unused
+/// Append a held slot's ids to `out`. All `I` are copied and the unused
 /// ones dropped: a copy of fixed size has no branch on the word's length to
 /// mispredict.
 #[inline(always)]
-fn copy_ids(slot: &Slot, state: u32, out: &mut Vec<u32>) {
+fn copy_ids<const K: usize, const I: usize>(
+    slot: &Slot<K, I>,
+    state: u32,
+    out: &mut Vec<u32>,
+) -> Held {
+    if state == ELSEWHERE {
+        return Held::Elsewhere;
+    }
     let len = (state & (HELD - 1)) as usize;
     let ids = slot.ids.each_ref().map(|id| id.load(Relaxed));
-    match out.spare_capacity_mut().get_mut(..MAX_IDS) {
+    match out.spare_capacity_mut().get_mut(..I) {
         Some(spare) => {
             for (to, id) in spare.iter_mut().zip(ids) {
                 to.write(id);
             }
-            // SAFETY: the first `len` (at most MAX_IDS) spare elements were
+            // SAFETY: the first `len` (at most I) spare elements were
             // just written.
             unsafe { out.set_len(out.len() + len) };
         }
         None => out.extend_from_slice(&ids[..len]),
     }
+    Held::Ids
 }
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
@@ -260,9 +349,9 @@ struct ZeroedSlice<T> {
     _type: std::marker::PhantomData<T>,
 }
 
-impl ZeroedSlice<Slot> {
+impl<T> ZeroedSlice<T> {
     fn new(len: usize) -> Self {
-        let map = memmap2::MmapMut::map_anon(len * std::mem::size_of::<Slot>())
+        let map = memmap2::MmapMut::map_anon(len * std::mem::size_of::<T>())
             .expect("cannot reserve memory for the word cache");
         #[cfg(target_os = "linux")]
         let _ = map.advise(memmap2::Advice::HugePage);
@@ -274,10 +363,10 @@ impl ZeroedSlice<Slot> {
     }
 }
 
-impl std::ops::Deref for ZeroedSlice<Slot> {
-    type Target = [Slot];
+impl<const K: usize, const I: usize> std::ops::Deref for ZeroedSlice<Slot<K, I>> {
+    type Target = [Slot<K, I>];
 
-    fn deref(&self) -> &[Slot] {
+    fn deref(&self) -> &[Slot<K, I>] {
         // SAFETY: the mapping is page-aligned, holds `len` slots, zeroed (a
         // valid, empty slot: atomic integers) or written through atomics
         // since, and outlives `&self`.
@@ -289,27 +378,64 @@ impl std::ops::Deref for ZeroedSlice<Slot> {
 mod tests {
     use super::*;
 
+    fn short(k: u32) -> Key<2> {
+        halves(u128::from(k) * 0x9E37_79B9_7F4A_7C15)
+    }
+
     #[test]
     fn words_come_back_with_their_ids() {
         let cache = SharedCache::default();
-        let words: Vec<(u128, Vec<u32>)> = (0..5000u32)
-            .map(|k| {
-                (
-                    u128::from(k) * 0x9E37_79B9_7F4A_7C15,
-                    vec![k; k as usize % 4],
-                )
-            })
+        let words: Vec<(Key<2>, Vec<u32>)> = (0..5000u32)
+            .map(|k| (short(k), vec![k; 1 + k as usize % 3]))
             .collect();
         for (key, ids) in &words {
-            assert!(cache.insert(*key, ids));
+            assert!(cache.short.insert(key, ids));
         }
         for (key, ids) in &words {
             let mut out = vec![7];
-            assert!(cache.extend(*key, &mut out));
+            assert_eq!(cache.short.extend(key, &mut out), Held::Ids);
             assert_eq!(out[1..], ids[..]);
         }
-        assert!(!cache.extend(1, &mut Vec::new()));
-        assert!(!cache.insert(2, &[1, 2, 3, 4]), "more than MAX_IDS ids");
+        assert_eq!(
+            cache.short.extend(&short(5000), &mut Vec::new()),
+            Held::Absent
+        );
+    }
+
+    #[test]
+    fn a_word_of_more_ids_than_a_slot_is_marked_held_elsewhere() {
+        let cache = SharedCache::default();
+        let ids = [1, 2, 3, 4];
+        assert!(!cache.short.insert(&short(1), &ids));
+        let mut out = Vec::new();
+        assert_eq!(cache.short.extend(&short(1), &mut out), Held::Elsewhere);
+        assert!(out.is_empty());
+        let key = wide_key("short word".as_bytes()).unwrap();
+        assert!(cache.wide.insert(&key, &ids));
+        assert_eq!(cache.wide.extend(&key, &mut out), Held::Ids);
+        assert_eq!(out, ids);
+        assert!(!cache.wide.insert(&key, &[1; 8]), "more than 7 ids");
+    }
+
+    #[test]
+    fn wide_keys_tell_words_of_up_to_31_bytes_apart() {
+        let words = [
+            "",
+            "a",
+            "a\0",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopqrstuvwxyz01234",
+        ];
+        let keys: Vec<Key<4>> = words
+            .iter()
+            .map(|w| wide_key(w.as_bytes()).unwrap())
+            .collect();
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(wide_key(&[b'x'; 32]), None);
     }
 
     #[test]
@@ -318,29 +444,30 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
-                    for k in 0..20_000u128 {
+                    for k in 0..20_000u32 {
                         let mut out = Vec::new();
-                        if !cache.extend(k, &mut out) {
-                            assert!(cache.insert(k, &[k as u32, 1]));
-                        } else {
-                            assert_eq!(out, [k as u32, 1]);
+                        match cache.short.extend(&short(k), &mut out) {
+                            Held::Ids => assert_eq!(out, [k, 1]),
+                            _ => assert!(cache.short.insert(&short(k), &[k, 1])),
                         }
                     }
                 });
             }
         });
-        for k in 0..20_000u128 {
+        for k in 0..20_000u32 {
             let mut out = Vec::new();
-            assert!(cache.extend(k, &mut out));
-            assert_eq!(out, [k as u32, 1]);
+            assert_eq!(cache.short.extend(&short(k), &mut out), Held::Ids);
+            assert_eq!(out, [k, 1]);
         }
     }
 
-    /// Fill table `k` (making it first) as far as `insert` can tell.
+    /// Fill table `k` of the short family (making it first) as far as
+    /// `insert` can tell.
     fn fill(cache: &SharedCache, k: usize) {
+        let tables = &cache.short;
         let table = match k {
-            0 => &cache.first,
-            _ => cache.more[k - 1].get_or_init(|| Table::new(FIRST_BITS + k as u32)),
+            0 => &tables.first,
+            _ => tables.more[k - 1].get_or_init(|| Table::new(SHORT_BITS + k as u32)),
         };
         table.held.store(table.slots.len(), Relaxed);
     }
@@ -348,25 +475,30 @@ mod tests {
     #[test]
     fn words_go_to_the_next_table_when_one_is_full() {
         let cache = SharedCache::default();
-        assert!(cache.insert(1, &[10]));
+        assert!(cache.short.insert(&short(1), &[10]));
         fill(&cache, 0);
-        assert!(cache.insert(2, &[20, 21]));
-        assert!(cache.more[0].get().is_some());
-        for (key, ids) in [(1, vec![10]), (2, vec![20, 21])] {
+        assert!(cache.short.insert(&short(2), &[20, 21]));
+        assert!(cache.short.more[0].get().is_some());
+        for (k, ids) in [(1, vec![10]), (2, vec![20, 21])] {
             let mut out = Vec::new();
-            assert!(cache.extend(key, &mut out));
+            assert_eq!(cache.short.extend(&short(k), &mut out), Held::Ids);
             assert_eq!(out, ids);
         }
-        assert!(!cache.extend(3, &mut Vec::new()));
+        assert_eq!(cache.short.extend(&short(3), &mut Vec::new()), Held::Absent);
     }
 
     #[test]
-    fn a_full_cache_refuses_new_words() {
+    fn once_a_family_turns_a_word_away_absent_words_are_unknown() {
         let cache = SharedCache::default();
         for k in 0..TABLES {
             fill(&cache, k);
         }
-        assert!(!cache.insert(3, &[1]));
-        assert!(!cache.extend(3, &mut Vec::new()));
+        assert_eq!(cache.short.extend(&short(3), &mut Vec::new()), Held::Absent);
+        assert!(!cache.short.insert(&short(3), &[1]));
+        // The word may now be in its caller's own cache.
+        assert_eq!(
+            cache.short.extend(&short(3), &mut Vec::new()),
+            Held::Unknown
+        );
     }
 }

@@ -16,6 +16,8 @@ use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 
+mod floor;
+
 pub type Pair = (u32, u32);
 
 /// Char mode's end-of-word symbol, one base token.
@@ -333,34 +335,86 @@ fn word_at(at: &[u32]) -> (&[u32], i64) {
     (&at[HEADER..HEADER + at[0] as usize], count)
 }
 
-impl Words {
-    /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
-    fn build(mut symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Result<Self> {
-        if lens.len() != counts.len() {
-            return Err(Error::Train(format!(
-                "{} counts for {} words",
-                counts.len(),
-                lens.len()
-            )));
-        }
-        let total: usize = lens.iter().map(|&n| n as usize + HEADER).sum();
-        // Words are named by u32 offsets: 16 GiB of symbols is beyond any word table.
+/// Where each word's header goes in the buffer of words of `lens` symbols,
+/// and the buffer's size; an error when the table is too large to name its
+/// words by u32 offsets (16 GiB of symbols is beyond any word table).
+fn word_starts(lens: &[u32], counts: &[u64]) -> Result<(Vec<u32>, usize)> {
+    if lens.len() != counts.len() {
+        return Err(Error::Train(format!(
+            "{} counts for {} words",
+            counts.len(),
+            lens.len()
+        )));
+    }
+    let mut starts = Vec::with_capacity(lens.len());
+    let mut total = 0usize;
+    for &n in lens {
+        starts.push(total as u32);
+        total += n as usize + HEADER;
         if total > u32::MAX as usize {
+            let total: usize = lens.iter().map(|&n| n as usize + HEADER).sum();
             return Err(Error::Train(format!(
                 "the word table holds {total} symbols and headers, more than the {} \
                  that training can hold",
                 u32::MAX
             )));
         }
+    }
+    Ok((starts, total))
+}
+
+/// Words filled into the buffer per run of this many, on the thread pool.
+const FILL_RUN: usize = 4096;
+
+impl Words {
+    /// Words whose symbols `symbols` yields one after another, `lens[i]` of them for word i.
+    fn build(mut symbols: impl Iterator<Item = u32>, lens: &[u32], counts: &[u64]) -> Result<Self> {
+        let (starts, total) = word_starts(lens, counts)?;
         let max_merges = lens.iter().map(|&n| n.saturating_sub(1) as usize).sum();
         let mut buf = Vec::with_capacity(total);
-        let mut starts = Vec::with_capacity(lens.len());
         for (&len, &count) in lens.iter().zip(counts) {
-            starts.push(buf.len() as u32);
             buf.extend(header(len, count));
             buf.extend(symbols.by_ref().take(len as usize));
         }
         debug_assert_eq!(buf.len(), total);
+        Ok(Words {
+            buf,
+            starts,
+            max_merges,
+        })
+    }
+
+    /// Words as their bytes, one symbol each (byte mode). Runs of words are
+    /// written on the thread pool, each into its own part of the buffer: one
+    /// pass over the table, a tenth of training's start when done symbol by
+    /// symbol through an iterator.
+    fn from_bytes(words: &[&str], counts: &[u64]) -> Result<Self> {
+        let lens = word_lengths(words, str::len)?;
+        let (starts, total) = word_starts(&lens, counts)?;
+        let max_merges = lens.iter().map(|&n| n.saturating_sub(1) as usize).sum();
+        let mut buf = vec![0u32; total];
+        let mut regions = Vec::with_capacity(words.len().div_ceil(FILL_RUN));
+        let mut rest = buf.as_mut_slice();
+        for lo in (0..words.len()).step_by(FILL_RUN) {
+            let hi = (lo + FILL_RUN).min(words.len());
+            let end = starts.get(hi).map_or(total, |&s| s as usize);
+            let (region, tail) = std::mem::take(&mut rest).split_at_mut(end - starts[lo] as usize);
+            rest = tail;
+            regions.push((region, lo..hi));
+        }
+        regions.into_par_iter().for_each(|(region, run)| {
+            let mut at = 0;
+            for i in run {
+                let word = words[i].as_bytes();
+                region[at..at + HEADER].copy_from_slice(&header(word.len() as u32, counts[i]));
+                at += HEADER;
+                let symbols = &mut region[at..at + word.len()];
+                for (s, &b) in symbols.iter_mut().zip(word) {
+                    *s = u32::from(b);
+                }
+                at += word.len();
+            }
+        });
         Ok(Words {
             buf,
             starts,
@@ -407,6 +461,8 @@ pub struct Trainer {
     /// list it gathers a merge's deltas in, one per run of words.
     scratch: Vec<Delta>,
     runs: Vec<Delta>,
+    /// Pairs counted below this were left out (`floor.rs`); 0: none were.
+    floor: i64,
 }
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
@@ -455,6 +511,7 @@ impl Trainer {
             queue,
             scratch: Vec::new(),
             runs: Vec::new(),
+            floor: 0,
         }
     }
 
@@ -480,7 +537,14 @@ impl Trainer {
     /// The next pair to merge under the exact rule, with the word of its
     /// first occurrence, or `None` when none is left.
     fn best_pair(&mut self) -> Option<(Pair, u32)> {
-        while let Some((count, Reverse(w), Reverse(pos), Reverse(pair))) = self.queue.pop() {
+        loop {
+            let entry = self.queue.pop();
+            // Below the floor, a pair left out may be the best: count them.
+            if entry.map_or(self.floor > 0, |e| e.0 < self.floor) {
+                self.lower_floor();
+                continue;
+            }
+            let (count, Reverse(w), Reverse(pos), Reverse(pair)) = entry?;
             let live = match self.stats.get(&pair) {
                 Some(s) if s.count > 0 => s.count,
                 Some(_) => continue,
@@ -511,20 +575,24 @@ impl Trainer {
                 None => {}
             }
         }
-        None
     }
 
     /// Train up to `num_merges` merges; stops early when no pair is left.
     /// Ids are u32: merges stop before the next id would not fit.
-    pub fn train(self, num_merges: usize, progress: impl FnMut(usize)) -> Vec<Pair> {
+    pub fn train(mut self, num_merges: usize, progress: impl FnMut(usize)) -> Vec<Pair> {
         self.train_where(num_merges, progress, |_| true)
+    }
+
+    /// Each word's tokens as the merges so far left them, in table order.
+    pub fn word_tokens(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        self.words.starts.iter().map(|&w| self.words.get(w))
     }
 
     /// `train`, learning only pairs that `admit` accepts: a refused pair is
     /// dropped for good (no merge gives an existing pair occurrences again),
     /// and the next best pair is taken as if it had never been there.
     pub fn train_where(
-        mut self,
+        &mut self,
         num_merges: usize,
         mut progress: impl FnMut(usize),
         mut admit: impl FnMut(Pair) -> bool,
@@ -817,6 +885,14 @@ impl PairList {
     /// The entry of `pair`, new (first met at `first`) if it has none.
     #[inline(always)]
     fn entry(&mut self, pair: Pair, first: (u32, u32)) -> &mut PairStats {
+        let at = self.index(pair, first);
+        &mut self.entries[at].1
+    }
+
+    /// The index in `entries` of `pair`'s entry, new (first met at `first`)
+    /// if it has none.
+    #[inline(always)]
+    fn index(&mut self, pair: Pair, first: (u32, u32)) -> usize {
         let fresh = self.entries.len() as u32;
         let at = if pair.0 < DENSE_IDS && pair.1 < DENSE_IDS {
             let slot = &mut self.dense[(pair.0 * DENSE_IDS + pair.1) as usize];
@@ -830,7 +906,7 @@ impl PairList {
         if at == fresh {
             self.entries.push((pair, PairStats::default(), first));
         }
-        &mut self.entries[at as usize].1
+        at as usize
     }
 }
 
@@ -861,12 +937,33 @@ fn initial_stats(words: &Words) -> (FxHashMap<Pair, PairStats>, Vec<HeapEntry>) 
         .collect();
     let mut parts = parts.into_iter();
     let mut all = parts.next().unwrap_or_default();
+    // Each pair's statistics in the later chunks, in chunk order, appended to
+    // its first on the pool: the word lists are megabytes to copy.
+    let mut later: Vec<Vec<PairStats>> = Vec::new();
     for part in parts {
         for (pair, st, first) in part.entries {
-            // Chunks are in word order: appending keeps each word list sorted.
-            all.entry(pair, first).append(st);
+            let i = all.index(pair, first);
+            if later.len() <= i {
+                later.resize_with(i + 1, Vec::new);
+            }
+            later[i].push(st);
         }
     }
+    later.resize_with(all.entries.len(), Vec::new);
+    all.entries
+        .par_iter_mut()
+        .zip(later)
+        .with_min_len(256)
+        .for_each(|((_, st, _), tails)| {
+            if !st.words.is_empty() {
+                st.words
+                    .reserve_exact(tails.iter().map(|t| t.words.len()).sum());
+            }
+            for tail in tails {
+                // Chunks are in word order: appending keeps each word list sorted.
+                st.append(tail);
+            }
+        });
     let mut stats = FxHashMap::default();
     stats.reserve(all.entries.len());
     let mut firsts = Vec::with_capacity(all.entries.len());
@@ -897,11 +994,7 @@ pub fn symbolize(
     alphabet: Option<&[String]>,
 ) -> Result<(Words, u32)> {
     match alphabet {
-        None => {
-            let lens = word_lengths(words, |w| w.len())?;
-            let symbols = words.iter().flat_map(|w| w.bytes().map(u32::from));
-            Ok((Words::build(symbols, &lens, counts)?, 256))
-        }
+        None => Ok((Words::from_bytes(words, counts)?, 256)),
         Some(alphabet) => {
             let base = u32::try_from(alphabet.len()).map_err(|_| {
                 Error::Train(format!("an alphabet of {} characters", alphabet.len()))

@@ -19,7 +19,7 @@ __all__ = [
     "char_alphabet",
     "train_merges",
     "train_segmented",
-    "superword_segment",
+    "train_superword",
     "parse_tiktoken",
     "derive_merges",
     "table_ids",
@@ -66,17 +66,23 @@ def train_segmented(
     texts: Sequence[bytes | None],
     num_merges: int,
     progress: Callable[[int], object] | None = None,
-    superword: bool = False,
-    max_words: int | None = None,
 ) -> list[tuple[int, int]]: ...
-def superword_segment(
+def train_superword(
     offsets: Buffer,
     data: Buffer,
     start: int,
     n: int,
-    merges: list[tuple[int, int]],
-    pattern: str,
-) -> tuple[bytes, bytes]: ...
+    counts: Buffer,
+    offsets2: Buffer,
+    data2: Buffer,
+    start2: int,
+    n2: int,
+    counts2: Buffer,
+    stage1: int,
+    total: int,
+    max_words: int | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> tuple[list[tuple[int, int]], int]: ...
 def merges_valid(
     merges: Sequence[tuple[int, int]],
     base: int,

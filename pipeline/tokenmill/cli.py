@@ -90,14 +90,20 @@ def force_option(f):
     )(f)
 
 
-def workers_option(f):
+def number_option(name: str, default: int | None, help: str, metavar: str | None = None):
+    """An option taking a whole number from 0 (what 0 means, `help` says), its default
+    (when there is one) shown."""
     return click.option(
-        "--workers",
+        name,
         type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="Parallel shard tasks (0: one per core).",
-    )(f)
+        default=default,
+        show_default=default is not None,
+        metavar=metavar,
+        help=help,
+    )
+
+
+workers_option = number_option("--workers", 0, "Parallel shard tasks (0: one per core).")
 
 
 def text_column_option(f):
@@ -345,14 +351,9 @@ def json_option(f):
     )(f)
 
 
-def max_sources_option(f):
-    return click.option(
-        "--max-sources",
-        type=click.IntRange(min=0),
-        default=20,
-        show_default=True,
-        help="Show this many sources and shards, largest first (0: all).",
-    )(f)
+max_sources_option = number_option(
+    "--max-sources", 20, "Show this many sources and shards, largest first (0: all)."
+)
 
 
 class Killed(click.ClickException):
@@ -542,24 +543,21 @@ def mix_options(f):
 
 def superword_options(f):
     """--superword-at and --superword-max-words: superword tokens (tokenizer/superword.py)."""
-    f = click.option(
+    f = number_option(
         "--superword-max-words",
-        type=click.IntRange(min=0),
-        default=4,
-        show_default=True,
-        metavar="N",
-        help="With --superword-at: at most N words (runs of bytes other than the space) in "
+        4,
+        "With --superword-at: at most N words (runs of bytes other than the space) in "
         "a superword token, as SuperBPE's reference trainer (0: no limit).",
+        metavar="N",
     )(f)
-    return click.option(
+    return number_option(
         "--superword-at",
-        type=click.IntRange(min=0),
-        default=None,
-        metavar="T",
-        help="Learn superword tokens (SuperBPE): ordinary BPE up to a vocabulary of T "
+        None,
+        "Learn superword tokens (SuperBPE): ordinary BPE up to a vocabulary of T "
         "(counted as --vocab-size is), then merges across whitespace up to --vocab-size, on "
         "the corpus split only at digits, punctuation runs and extra spaces "
         "(docs/superword.md).",
+        metavar="T",
     )(f)
 
 
@@ -737,14 +735,12 @@ def verify(out):
     default=None,
     help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
 )
-@click.option(
+@number_option(
     "--decode",
-    type=click.IntRange(min=0),
-    default=100,
-    show_default=True,
-    metavar="N",
-    help="Decode N documents, spread evenly over the token shards (the same ones every "
+    100,
+    "Decode N documents, spread evenly over the token shards (the same ones every "
     "time), and compare each with its text in DATA (0: none).",
+    metavar="N",
 )
 @json_option
 @user_errors
@@ -1003,12 +999,8 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
 @main.command()
 @click.argument("out", type=EXISTING)
 @output_folder_options
-@click.option(
-    "--samples",
-    type=click.IntRange(min=0),
-    default=5,
-    show_default=True,
-    help="Sample documents shown token by token (the first long one of each shard).",
+@number_option(
+    "--samples", 5, "Sample documents shown token by token (the first long one of each shard)."
 )
 @user_errors
 def report(out, data, tokenizer_file, source_column, samples):

@@ -133,11 +133,6 @@ class Config:
             object.__setattr__(self, "mix", parse_recipe(self.mix))
         if self.shuffle is not None and not 0 <= self.shuffle < 2**64:
             raise TokenmillError(f"--shuffle {self.shuffle} is out of range: a seed of 0 to 2^64-1")
-        if self.mixes and self.val_fraction > 0:
-            raise TokenmillError(
-                "--val-fraction does not go with a mix ([mix], --mix, --shuffle) yet: "
-                "give one or the other"
-            )
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
                 f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"

@@ -32,6 +32,13 @@ def _set_process_environment() -> None:
     # NumPy (imported by PyArrow) would start an OpenBLAS thread per core that
     # spins beside the native core's threads; tokenmill does no linear algebra.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # PyArrow's allocator (mimalloc) returns freed pages to the system after
+    # 10 ms, less than a batch takes: every batch's buffers, read and
+    # written, were faulted in and zeroed again (huge pages), a tenth of
+    # encoding a shard. Pages unused for a second are returned, and
+    # release_memory returns the rest at once. Must be set before pyarrow
+    # is first imported.
+    os.environ.setdefault("MIMALLOC_PURGE_DELAY", "1000")
 
 
 def main() -> None:

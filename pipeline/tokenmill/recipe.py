@@ -8,6 +8,7 @@ The `[mix]` table of a job file (or of the file `--mix FILE` names):
     code = "12M"                     # a token budget ("12M", "1.5B", 20_000_000)
     books = { epochs = 2.0 }         # epochs: every document twice
     wiki = { tokens = "3M", files = "extra/wiki-*.jsonl" }
+    column = "source"                # optional: sources are the values of this column
 
 The three forms cannot be mistaken for one another: an integer or a string
 is a number of tokens, a bare float a weight (so it needs `total`), and
@@ -16,6 +17,9 @@ epochs = ... }` takes one of them, and `files`, a glob of input names
 (relative to DATA, as --glob), says which inputs the source is; by default
 a source is the inputs under the folder of its name (`code/...`) or the
 input at DATA's top whose name before its first dot is it (`web.jsonl`).
+With `column`, a document's source is its value in that column or field
+of its input (a name, or a dotted path as --text-column takes), unless a
+`files` glob takes its input; one without a value keeps its input's.
 
 Tokens are counted as the token shards hold them, each document's
 <|endoftext|> included. What the budgets mean (whole epochs, then a
@@ -33,7 +37,7 @@ from pathlib import Path
 from tokenmill.errors import TokenmillError
 
 FORMS = ("tokens", "weight", "epochs")
-RESERVED = ("total",)
+RESERVED = ("total", "column")
 # Powers of 1000, as token counts are quoted ("20B" tokens): G is B.
 SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 TOKENS = re.compile(r"(\d[\d_]*(?:\.\d+)?)\s*([KMBGT]?)", re.IGNORECASE)
@@ -57,6 +61,10 @@ class Share:
         form = next(k for k in FORMS if getattr(self, k) is not None)
         return {form: getattr(self, form)}
 
+    def asks_nothing(self) -> bool:
+        """Whether it asks for none of the source (0 tokens, weight or epochs)."""
+        return not next(iter(self.asked().values()))
+
     def budget(self, total: int | None, available: int) -> int:
         """The tokens asked for, given the recipe's total and the source's tokens."""
         if self.tokens is not None:
@@ -75,9 +83,12 @@ class Recipe:
 
     sources: tuple[Share, ...] = ()
     total: int | None = None
+    column: str | None = None  # the per-document source column; None: by input
 
     def to_dict(self) -> dict:
         d: dict = {"total": self.total} if self.total is not None else {}
+        if self.column is not None:
+            d["column"] = self.column
         for s in self.sources:
             d[s.name] = {**s.asked(), **({"files": s.files} if s.files else {})}
         return d
@@ -149,6 +160,11 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
     if not isinstance(table, dict):
         raise TokenmillError(f"{where}: a table of sources ([mix]), not {type(table).__name__}")
     total = parse_tokens(table["total"], f"{where}.total") if "total" in table else None
+    column = table.get("column")
+    if column is not None and (not isinstance(column, str) or not column.strip(".")):
+        raise TokenmillError(
+            f'{where}.column: the name of a column or field (a string), such as "source"'
+        )
     sources = tuple(parse_share(k, v, where) for k, v in table.items() if k not in RESERVED)
     if not sources:
         raise TokenmillError(f'{where}: no source (give e.g. code = "20M")')
@@ -162,7 +178,7 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
         raise TokenmillError(f"{where}.total: no source is a weight of it (such as code = 0.3)")
     if sum(s.weight for s in weights if s.weight is not None) > 1 + 1e-9:
         raise TokenmillError(f"{where}: the weights add up to more than 1 (all of total)")
-    return Recipe(sources, total)
+    return Recipe(sources, total, column)
 
 
 def read_recipe(path: Path) -> Recipe:

@@ -31,7 +31,8 @@ CLI_USE = """
 import os, sys
 from tokenmill.entry import _set_process_environment
 _set_process_environment()
-print(os.environ["OPENBLAS_NUM_THREADS"], "_RJEM_MALLOC_CONF" in os.environ)
+print(os.environ["OPENBLAS_NUM_THREADS"], "_RJEM_MALLOC_CONF" in os.environ,
+      os.environ["MIMALLOC_PURGE_DELAY"])
 """
 
 
@@ -41,7 +42,7 @@ def clean_env() -> dict[str, str]:
     return {
         k: v
         for k, v in os.environ.items()
-        if k not in ("OPENBLAS_NUM_THREADS", "_RJEM_MALLOC_CONF")
+        if k not in ("OPENBLAS_NUM_THREADS", "_RJEM_MALLOC_CONF", "MIMALLOC_PURGE_DELAY")
     }
 
 
@@ -58,4 +59,4 @@ def test_the_console_script_sets_them_for_its_own_process():
         [sys.executable, "-c", CLI_USE], capture_output=True, text=True, env=clean_env()
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "True"]
+    assert result.stdout.split() == ["1", "True", "1000"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_documents, write_shard
+from conftest import make_documents, one_line, write_shard
 from realtext import O200K_FILE
 
 import tokenmill
@@ -27,6 +27,16 @@ def write_corpus(data: Path, seed: int) -> Path:
     write_shard(data / "a.jsonl", [*docs[:25], ""])  # an empty text: an empty row with --no-eos
     write_shard(data / "c.parquet", docs[25:45])
     write_shard(data / "sub" / "b.txt", [" ".join(d.split()) or "x" for d in docs[45:]])
+    return data
+
+
+def write_nested_corpus(data: Path) -> Path:
+    """90 documents (some empty) in a.jsonl, code/b.jsonl and c.txt (one line each):
+    a folder below the top one, and each reader's format."""
+    docs = make_documents(90, seed=3)
+    write_shard(data / "a.jsonl", docs[:40])
+    write_shard(data / "code" / "b.jsonl", docs[40:70])
+    write_shard(data / "c.txt", one_line(docs[70:]))
     return data
 
 

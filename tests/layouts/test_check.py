@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_documents, one_line, write_shard
+from layoutdata import write_nested_corpus
 from realtext import GPT2_FILE
 from runs import manifest, tokenmill
 from trainers import megatron_indexed_dataset, olmo_core_data_utils, torch_stand_in
@@ -24,19 +24,11 @@ LAYOUTS = ("--format", "megatron,datatrove,olmo,bin", "--pack", "64")
 TRAINERS = ("megatron", "datatrove", "olmo_core")
 
 
-def make_data(data):
-    docs = make_documents(90, seed=3)  # some empty
-    write_shard(data / "a.jsonl", docs[:40])
-    write_shard(data / "code" / "b.jsonl", docs[40:70])
-    write_shard(data / "c.txt", one_line(docs[70:]))
-    return data
-
-
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     """A run with every layout and --bos: (DATA, OUT)."""
     root = tmp_path_factory.mktemp("clean")
-    data, out = make_data(root / "data"), root / "out"
+    data, out = write_nested_corpus(root / "data"), root / "out"
     tokenmill("run", data, out, "--vocab-size", "300", "--workers", "1", *LAYOUTS, "--bos")
     return data, out
 
@@ -108,7 +100,7 @@ def test_without_the_trainers_it_reads_with_its_own_reader_and_says_so(cli, clea
 
 
 def test_char_mode_compares_the_text_as_it_reads_it(cli, tmp_path):
-    data, out = make_data(tmp_path / "data"), tmp_path / "out"
+    data, out = write_nested_corpus(tmp_path / "data"), tmp_path / "out"
     tokenmill("run", data, out, "--mode", "char", "--lowercase", "--vocab-size", "150",
               "--format", "bin", "--no-eos")  # fmt: skip
     result = check(cli, out, "--decode", "1000")
@@ -130,9 +122,9 @@ def test_a_changed_id_in_a_layout_names_the_document(cli, out, monkeypatch):
 
 def test_a_dtype_too_narrow_for_the_vocabulary(cli, tmp_path, monkeypatch):
     hide_trainers(monkeypatch)
-    out = tmp_path / "out"
+    data, out = write_nested_corpus(tmp_path / "data"), tmp_path / "out"
     tokenmill(
-        "run", make_data(tmp_path / "data"), out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2",
+        "run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2",
         "--special-token", "<|endoftext|>=50256", "--special-token", f"{BOS}=70000",
         "--format", "datatrove",
     )  # fmt: skip

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import make_documents, one_line, write_shard
-from layoutdata import framework_documents
+from conftest import make_documents
+from layoutdata import framework_documents, write_nested_corpus
 from realtext import GPT2_FILE
 from runs import kill_when_paused, manifest, output_files, temporaries, tokenmill
 from trainers import torch_stand_in
@@ -49,19 +49,11 @@ def invoke(*args):
     return result
 
 
-def make_data(data):
-    docs = make_documents(90, seed=3)  # some empty
-    write_shard(data / "a.jsonl", docs[:40])
-    write_shard(data / "code" / "b.jsonl", docs[40:70])
-    write_shard(data / "c.txt", one_line(docs[70:]))
-    return data
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """Token shards of a 300-id vocabulary with <|bos|>, its tokenizer.json beside them."""
     out = tmp_path_factory.mktemp("small")
-    data = make_data(out / "data")
+    data = write_nested_corpus(out / "data")
     Tokenizer.train(make_documents(90, seed=3), vocab_size=300, special_tokens=[BOS]).save(
         out / "tokenizer.json"
     )
@@ -75,10 +67,8 @@ def wide(tmp_path_factory):
     out = tmp_path_factory.mktemp("wide")
     specials = {"<|endoftext|>": 50256, BOS: 70000}
     load(GPT2_FILE, pattern="gpt2", special_tokens=specials).save(out / "tokenizer.json")
-    invoke(
-        "encode", make_data(out / "data"), out / "tokens", "--tokenizer", out / "tokenizer.json",
-        "--no-eos",
-    )  # fmt: skip
+    data = write_nested_corpus(out / "data")
+    invoke("encode", data, out / "tokens", "--tokenizer", out / "tokenizer.json", "--no-eos")
     return out
 
 
@@ -269,7 +259,7 @@ def test_run_killed_while_writing_resumes_to_the_same_files(datatrove, tmp_path)
     """`run --format datatrove`, SIGKILLed with its .ds temporaries open, leaves no
     .ds under its name; the rerun writes what an uninterrupted run writes, which
     datatrove reads back as the token shards' rows, and the manifest lists."""
-    data = make_data(tmp_path / "data")
+    data = write_nested_corpus(tmp_path / "data")
     tokenmill("run", data, tmp_path / "clean", *RUN)
     out = tmp_path / "out"
     kill_when_paused(["run", data, out, *RUN], "datatrove-write", 1, tmp_path)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from runs import kill_when_paused, manifest, output_files, temporaries, tokenmil
 from tmpfs import Tmpfs, root_only
 
 from tokenmill.layouts import MODULES, layout
+from tokenmill.stages.layout import folders
 from tokenmill.stages.manifest import verify
 from tokenmill.stages.tokens import list_ids, token_shards
 
@@ -56,6 +59,34 @@ def reference(data, tmp_path_factory):
         return made[name]
 
     return make
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_layout_lives_in_the_folder_named_as_it(name):
+    """A run's start knows tokenmill's folders of OUT by the layouts' names,
+    without importing their modules (stages/layout.py `folders`)."""
+    assert layout(name).folder == name
+    assert name in folders()
+
+
+def test_a_training_run_imports_no_layout_it_does_not_write(tmp_path):
+    """A layout's module, and what it needs (pyarrow.compute for a shuffle),
+    is imported by the run that writes it, not by every run's start."""
+    data = tmp_path / "data"
+    write_shard(data / "a.parquet", make_documents(50))
+    script = (
+        "import sys\n"
+        "from tokenmill.entry import main\n"
+        f"sys.argv = ['tokenmill', 'run', {str(data)!r}, {str(tmp_path / 'out')!r}, "
+        "'--vocab-size', '300', '--workers', '1']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tokenmill.layouts.')"
+        " or m in ('pyarrow.compute', 'tokenmill.stages.mix')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("name", NAMES)

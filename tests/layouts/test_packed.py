@@ -17,8 +17,9 @@ import tokenmill
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.layouts import LayoutJob
-from tokenmill.layouts import packed as packed_layout
 from tokenmill.layouts.packed import LAYOUT
+from tokenmill.layouts.packed_plan import Spec, document_lengths, plan
+from tokenmill.layouts.packed_write import pack_shard
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.split import is_val
 from tokenmill.stages.tokens import token_shards
@@ -156,7 +157,7 @@ def test_a_row_carries_ids_across_several_shards(encoded, tmp_path, fraction):
 
 def test_a_shard_changed_after_its_place_was_planned_is_refused(encoded, tmp_path):
     tok, shards = encoded("small")
-    spec = packed_layout.Spec(
+    spec = Spec(
         seq_len=16,
         eos=tok.eos_id,
         bos=None,
@@ -167,14 +168,14 @@ def test_a_shard_changed_after_its_place_was_planned_is_refused(encoded, tmp_pat
         val_fraction=0.0,
         folder=tmp_path / "packed",
     )
-    lengths = [packed_layout.document_lengths((s, spec)) for s in shards]
+    lengths = [document_lengths((s, spec)) for s in shards]
     # The plan thinks the first shard's first document one id longer than it is.
     lens = lengths[0].lens.copy()
     lens[0] += 1
     lengths[0] = replace(lengths[0], lens=lens)
-    task = packed_layout.plan(shards, lengths, spec)[0]
+    task = plan(shards, lengths, spec)[0]
     with pytest.raises(TokenmillError, match=r"a\.parquet.*changed while being packed"):
-        packed_layout.pack_shard(task)
+        pack_shard(task)
     assert not (tmp_path / "packed" / "a.parquet").exists()
 
 

@@ -29,6 +29,7 @@ FILES = {
 
 @pytest.fixture
 def builder(monkeypatch):
+    monkeypatch.syspath_prepend(str(BUILDER.parent))  # for the module it imports (build_corpus)
     spec = importlib.util.spec_from_file_location("build_linux", BUILDER)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "build_linux", module)  # dataclasses look it up

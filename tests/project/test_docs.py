@@ -159,7 +159,7 @@ def test_the_summary_puts_each_peer_beside_tokenmill():
     ]
     lines = table_rows(report.summary_table(rows))
     assert lines == [
-        "| train (count, merge, train), vocabulary 32768 | rustbpe | 7.00 | 0.50 |",
+        "| train (count, merge, train) on the bench corpus | rustbpe | 7.00 | 0.50 |",
         "| `tokenmill run` on 517 MB of C against training alone | rustbpe | 5.00 | 0.90 |",
     ]
 

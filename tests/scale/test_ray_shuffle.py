@@ -1,5 +1,6 @@
-"""--executor ray: the mixture's two passes (stages/shuffle.py) as Ray tasks
-write the bytes threads write (a local Ray with 2 CPUs)."""
+"""--executor ray: the mixture's two passes (stages/shuffle.py) and the
+shuffled packed rows (layouts/packed_shuffle.py) as Ray tasks write the bytes
+threads write (a local Ray with 2 CPUs)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def test_ray_writes_the_mixture_threads_write(tmp_path):
     data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
     recipe = tmp_path / "recipe.toml"
     recipe.write_text('[mix]\nshort = 120\nlong = { epochs = 1.5 }\nbooks = "2K"\n')
-    common = ("--tokenizer", tok, "--mix", recipe, "--shuffle", "7", "--workers", "2")
+    common = ("--tokenizer", tok, "--mix", recipe, "--shuffle", "7", "--workers", "2",
+              "--pack", "64")  # fmt: skip
     env = {BUCKET_ENV: "2000"}  # several parts: several tasks of each pass
     tokenmill("run", data, tmp_path / "threads", *common, env=env)
     tokenmill("run", data, tmp_path / "ray", *common, "--executor", "ray", env=env)

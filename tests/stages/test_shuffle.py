@@ -14,6 +14,8 @@ from mixdata import appearances, mixture, order, parts, write_corpus, write_toke
 from runs import manifest, output_files, paused, temporaries, tokenmill
 from trainers import megatron_indexed_dataset
 
+from tokenmill.layouts import packed_shuffle
+from tokenmill.stages import shuffle
 from tokenmill.stages.mix import BUCKET_ENV
 from tokenmill.stages.shuffle import hashes
 
@@ -57,10 +59,11 @@ def test_the_order_depends_on_neither_workers_nor_executor(corpus, tmp_path):
         for workers, executor in [("1", "threads"), ("2", "threads"), ("2", "processes")]
     }
     for (workers, executor), out in outs.items():
-        more = ("--shuffle", "7", "--workers", workers, "--executor", executor)
+        more = ("--shuffle", "7", "--workers", workers, "--executor", executor, "--pack", "64")
         tokenmill(*args(corpus, out, *more), env=SMALL)
     first, *others = (output_files(out) for out in outs.values())
     assert len(parts(outs["1", "threads"])) > 1
+    assert any(name.startswith("packed/") for name in first)  # its rows shuffled too
     assert all(files == first for files in others)
 
 
@@ -191,3 +194,14 @@ def test_empty_documents_keep_their_place_without_shuffle(cli, corpus, tmp_path)
     cli("run", data, out, "--tokenizer", corpus[1], "--mix", recipe, "--no-eos")
     once = [("a.jsonl", row) for row in range(4)] + [("b.jsonl", row) for row in range(2)]
     assert order(out) == [(name, row, epoch) for epoch in (0, 1) for name, row in once]
+
+
+def test_small_buffers_write_the_same_bytes(run, tmp_path, monkeypatch):
+    """Pass 1 and the shuffled packing append to their files a buffer at a time:
+    buffers of a few documents, many record batches a bucket, write what one
+    buffer for a whole shard writes."""
+    run(tmp_path / "one", "--shuffle", "7", "--pack", "64", small=True)
+    monkeypatch.setattr(shuffle, "BUFFER_BYTES", 1500)
+    monkeypatch.setattr(packed_shuffle, "BUFFER_BYTES", 1500)
+    run(tmp_path / "many", "--shuffle", "7", "--pack", "64", small=True)
+    assert output_files(tmp_path / "one") == output_files(tmp_path / "many")

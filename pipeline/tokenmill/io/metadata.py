@@ -24,6 +24,8 @@ STATE = b"tokenmill.state"
 SEQ_LEN = b"tokenmill.seq_len"
 EOS_ID = b"tokenmill.eos_id"
 BOS_ID = b"tokenmill.bos_id"
+# A mixture's part (stages/mix.py) with --val-fraction: "train" or "val", all its rows.
+SPLIT = b"tokenmill.split"
 
 
 def recorded_source(meta: dict[bytes, bytes], path: AnyPath) -> str:

@@ -48,6 +48,7 @@ class LayoutJob:
     val_fraction: float = 0.0  # > 0: train and val apart (stages/split.py decides)
     per_shard: bool = False  # one set of files per token shard instead of one merged
     seq_len: int = 0  # packed only
+    shuffle: int | None = None  # packed only: --shuffle, the rows in a seeded order
     workers: int = 1
     executor: str = "threads"
     ray_address: str | None = None

@@ -41,7 +41,7 @@ from tokenmill.faults import checkpoint
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
-from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, is_val, split_counts
+from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, shard_is_val, split_counts
 from tokenmill.stages.tokens import TokenShard, list_ids, token_shards
 from tokenmill.tokenizer import BOS
 
@@ -73,12 +73,7 @@ class Bin:
 
     def read(self, folder: AnyPath) -> Iterator[Document]:
         folder = location(folder)
-        index = json.loads((folder / INDEX).read_bytes())
-        dtype = np.dtype(index["dtype"]).newbyteorder("<")
-        if "split" in index:
-            pairs = [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
-        else:
-            pairs = [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+        dtype, pairs = array_pairs(folder)
         for split, source, bin_name, idx_name in pairs:
             ids = np.frombuffer((folder / bin_name).read_bytes(), dtype=dtype)
             idx = np.load(io.BytesIO((folder / idx_name).read_bytes()))
@@ -102,13 +97,18 @@ class Bin:
 LAYOUT = Bin()
 
 
-def memmapped(folder: Path) -> Iterator[Document]:
+def array_pairs(folder: AnyPath) -> tuple[np.dtype, list[tuple[str, str | None, str, str]]]:
+    """index.json's little-endian dtype, and (split, source, .bin name, .idx.npy
+    name) of each pair of arrays in order: train's and val's, or each shard's."""
     index = json.loads((folder / INDEX).read_bytes())
     dtype = np.dtype(index["dtype"]).newbyteorder("<")
     if "split" in index:
-        pairs = [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
-    else:
-        pairs = [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+        return dtype, [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
+    return dtype, [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+
+
+def memmapped(folder: Path) -> Iterator[Document]:
+    dtype, pairs = array_pairs(folder)
     for split, source, bin_name, idx_name in pairs:
         idx = np.load(folder / idx_name)
         if idx[-1] == 0:
@@ -195,7 +195,7 @@ def split_bins(
             for batch in shard.batches(columns=("row", "ids")):
                 flat, lens = with_bos(*list_ids(batch.column("ids")), bos)
                 rows = batch.column("row").to_numpy()
-                val = is_val(shard.source, rows, fraction)
+                val = shard_is_val(shard, rows, fraction)
                 counts = add_counts(counts, split_counts(val, lens))
                 in_val = np.repeat(val, lens)
                 for side, docs, ids in ((TRAIN, ~val, ~in_val), (VAL, val, in_val)):

@@ -2,7 +2,7 @@
 framing every layout shares (`document_stream`: ``[<|bos|>] + ids +
 <|endoftext|>``, a row already ending in it gets no second) and pack's
 cutting (`Packer`, `cut_pieces`), kept apart from the packed files' writing
-and reading (layouts/packed.py)."""
+(layouts/packed_write.py) and reading (layouts/packed_read.py)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ from tokenmill.io.storage import AnyPath, is_remote, location, walk_files
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import LayoutJob, LayoutResult
 from tokenmill.layouts.rows import document_stream
-from tokenmill.stages.split import SPLITS, VAL, is_val
+from tokenmill.stages.split import SPLITS, VAL, in_split, shard_is_val
 from tokenmill.stages.tokens import TokenShard, list_ids
 from tokenmill.tokenizer import BOS, ENDOFTEXT
 
@@ -132,7 +132,7 @@ def framed_batches(
     for batch in shard.batches(columns=("row", "ids")):
         stream, lens = document_stream(*list_ids(batch.column("ids")), frame.eos, frame.bos)
         rows = batch.column("row").to_numpy()
-        val = is_val(shard.source, rows, fraction) if fraction > 0 else None
+        val = shard_is_val(shard, rows, fraction) if fraction > 0 else None
         yield Docs(rows, lens.astype(np.int64), val), stream.astype(frame.dtype, copy=False)
 
 
@@ -147,7 +147,7 @@ def measure(shard: TokenShard, frame: Frame, fraction: float) -> Docs:
         rows = batch.column("row").to_numpy()
         lens = batch.column("n_tokens").to_numpy().astype(np.int64)
         lens += (frame.bos is not None) + (not eos)
-        val = is_val(shard.source, rows, fraction) if fraction > 0 else None
+        val = shard_is_val(shard, rows, fraction) if fraction > 0 else None
         parts.append(Docs(rows, lens, val))
     return concat(parts, fraction > 0)
 
@@ -284,7 +284,8 @@ class ShardTask:
 def shard_streams(task: ShardTask) -> list[Stream]:
     shard, folder, fraction, sink = task.shard, task.folder, task.fraction, task.sink
     stem = shard.name.removesuffix(".parquet")
-    names = {side: sink.stream_name(side, stem) for side in sides(fraction)}
+    mine = [side for side in sides(fraction) if in_split(shard, side)]
+    names = {side: sink.stream_name(side, stem) for side in mine}
     parts = []
     with contextlib.ExitStack() as stack:
         files = {

@@ -20,7 +20,7 @@ from tokenmill.errors import one_line
 from tokenmill.layouts import Document
 from tokenmill.layouts.bin import with_bos
 from tokenmill.layouts.rows import document_stream
-from tokenmill.stages.split import SPLITS, VAL, is_val
+from tokenmill.stages.split import SPLITS, VAL, shard_is_val
 from tokenmill.stages.tokens import TokenShard, list_ids
 from tokenmill.tokenizer import BOS, ENDOFTEXT
 
@@ -78,7 +78,7 @@ def framed(shards: list[TokenShard], order: list[int], split: str, frame: Frame)
             else:
                 ids, lens = with_bos(flat, offsets, frame.bos)
             if split:
-                keep = is_val(shard.source, rows, frame.fraction)
+                keep = shard_is_val(shard, rows, frame.fraction)
                 keep = keep if split == VAL else ~keep
                 ids, lens, rows = ids[np.repeat(keep, lens)], lens[keep], rows[keep]
             yield Docs(ids, lens.astype(np.int64), np.full(len(lens), k, np.int32), rows)

@@ -2,7 +2,10 @@
 
 Columns: row (the document's index in its input shard), ids
 (list<uint16> when the vocabulary fits 16 bits, else list<uint32>), n_tokens,
-and with --val-fraction, split ("train" or "val", see stages/split.py).
+with --val-fraction, split ("train" or "val", see stages/split.py), and when
+the run's recipe takes sources from a column ([mix] column = "source"),
+source: each document's value there (dictionary-encoded; null when it has
+none), which the mix groups documents by (stages/mix.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.formats import load_any
 from tokenmill.io.arrow import text_bytes
+from tokenmill.io.columns import RowColumn
 from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
@@ -44,13 +48,20 @@ ONE_PAGE_A_RECORD = int(pa.__version__.split(".")[0]) >= 23
 DATA_PAGE_VERSION = "2.0" if ONE_PAGE_A_RECORD else "1.0"
 
 
-def token_schema(tok: Tokenizer, source: str, split: bool = False) -> pa.Schema:
+# A token shard's per-document source (a recipe's `column`): few distinct values.
+SOURCE_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def token_schema(
+    tok: Tokenizer, source: str, split: bool = False, labels: bool = False
+) -> pa.Schema:
     return pa.schema(
         [
             pa.field("row", pa.uint64(), nullable=False),
             pa.field("ids", tok._ids_type, nullable=False),
             pa.field("n_tokens", pa.uint32(), nullable=False),
             *([pa.field("split", pa.string(), nullable=False)] if split else []),
+            *([pa.field("source", SOURCE_TYPE)] if labels else []),
         ],
         metadata={
             SOURCE: source,
@@ -75,7 +86,8 @@ def encode_shard(task: EncodeTask) -> dict:
     tok = task.tokenizer
     c = task.config
     fraction = c.val_fraction
-    schema = token_schema(tok, task.name, split=fraction > 0)
+    column = source_column(c)
+    schema = token_schema(tok, task.name, split=fraction > 0, labels=column is not None)
 
     def write(tmp: Path, on_skip: OnSkip | None, stats: dict, state: Callable) -> dict:
         result: dict[str, Any] = {"documents": 0, "tokens": 0, "bytes": 0}
@@ -83,6 +95,9 @@ def encode_shard(task: EncodeTask) -> dict:
             result["split"] = add_counts({}, {})
 
         def tables() -> Iterator[pa.Table]:
+            # Read along, a batch at most ahead: a second read of the shard (the
+            # same open file, hashed once), of one column.
+            labels = RowColumn(task.shard, column) if column is not None else None
             for rows, docs in read_batches(
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
@@ -93,6 +108,9 @@ def encode_shard(task: EncodeTask) -> dict:
                     columns.append(pa.array(np.where(val, VAL, TRAIN)))
                     counts = split_counts(val, n_tokens.to_numpy())
                     result["split"] = add_counts(result["split"], counts)
+                if labels is not None:
+                    values = labels.take(rows.to_numpy()).cast(pa.string())
+                    columns.append(values.dictionary_encode())
                 result["documents"] += len(docs)
                 result["tokens"] += len(ids.values)
                 result["bytes"] += text_bytes(docs)
@@ -105,7 +123,7 @@ def encode_shard(task: EncodeTask) -> dict:
         with pq.ParquetWriter(
             tmp,
             schema,
-            use_dictionary=["split"] if fraction > 0 else False,
+            use_dictionary=[n for n in ("split", "source") if n in schema.names] or False,
             compression="zstd",
             write_statistics=["row", "n_tokens"],
             data_page_version=DATA_PAGE_VERSION,
@@ -117,6 +135,11 @@ def encode_shard(task: EncodeTask) -> dict:
 
     key = encode_key(c, tok.sha256)
     return shard_task(task.shard, task.name, task.out, c, key, write, task.counted)
+
+
+def source_column(config: Config) -> str | None:
+    """The column a run's recipe takes each document's source from, if any."""
+    return config.mix.column if config.mix is not None else None
 
 
 def after_the_next(items: Iterator[T]) -> Iterator[T]:

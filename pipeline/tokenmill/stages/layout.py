@@ -7,7 +7,8 @@ tokenmill's to write, and keeping them to what the run's manifest lists.
                                       --superword-at: the same, split by stage 2's pattern
     OUT/tokenizer.json
     OUT/tokens/<input path>.parquet   one token shard per input
-    OUT/mix/part-NNNNN.parquet        [mix], --shuffle: the mixture (stages/mix.py)
+    OUT/mix/part-NNNNN.parquet        [mix], --shuffle: the mixture (stages/mix.py),
+                                      and val-NNNNN.parquet with --val-fraction
     OUT/<layout folder>/...           --pack, --format: each layout's own folder
                                       (packed/, bin/, megatron/, ...: tokenmill.layouts)
     OUT/manifest.json
@@ -83,8 +84,13 @@ def layouts() -> dict[str, Layout]:
 
 
 def folders() -> tuple[str, ...]:
-    """The folders of OUT that are tokenmill's: the stages' and the layouts'."""
-    return (*STAGE_FOLDERS, *layouts())
+    """The folders of OUT that are tokenmill's: the stages' and the layouts'.
+    A layout's folder is named as the layout (test_layout_guarantees holds
+    them so): known without importing every layout's module, which would be
+    a tenth of each run's start-up."""
+    from tokenmill.layouts import MODULES
+
+    return (*STAGE_FOLDERS, *MODULES)
 
 
 def output_paths(out: AnyPath) -> dict[str, AnyPath]:

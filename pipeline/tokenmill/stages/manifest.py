@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tokenmill import __version__
@@ -26,27 +28,40 @@ from tokenmill.io.writers import write_json
 from tokenmill.stages.layout import MANIFEST, VIEWS, with_state_files
 
 
-def git_revision() -> str | None:
+def git_revision() -> Callable[[], str | None]:
     """The commit tokenmill runs from (with "-dirty" for local changes), when
     it runs from a git checkout of its own (not from a package installed
-    inside some other repository)."""
-    package = Path(__file__).resolve().parents[1]
+    inside some other repository), as a call that waits for the answer: git
+    runs beside the run's stages (its dirty check reads the whole checkout,
+    tens of ms), and never when there is no checkout to ask."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        return lambda: None
+    answer: list[str | None] = [None]
 
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(package), *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+    def ask() -> None:
+        try:
+            answer[0] = (
+                subprocess.run(
+                    ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    check=True,
+                ).stdout.strip()
+                or None
+            )
+        except (OSError, subprocess.SubprocessError):
+            pass
 
-    try:
-        if Path(git("rev-parse", "--show-toplevel")).resolve() != package.parents[1]:
-            return None
-        return git("describe", "--always", "--dirty", "--abbrev=40") or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+
+    def result() -> str | None:
+        asking.join()
+        return answer[0]
+
+    return result
 
 
 def relative(path: AnyPath | str, out: AnyPath) -> str:
@@ -114,9 +129,11 @@ def write_manifest(manifest: dict, out: AnyPath) -> AnyPath:
 
 
 def base_manifest(data: AnyPath, config_dict: dict, steps: str) -> dict:
+    """The manifest's first fields; "git_revision" is filled in when it is
+    written (`git_revision`)."""
     return {
         "tokenmill_version": __version__,
-        "git_revision": git_revision(),
+        "git_revision": None,
         "steps": steps,
         "data": resolved(data),
         "config": config_dict,

@@ -1,5 +1,6 @@
 """pack: the token shards of a folder as fixed-length training sequences
-(`tokenmill pack`); the format, and how it is written, is layouts/packed.py's."""
+(`tokenmill pack`); the format is layouts/packed.py's, its writing
+layouts/packed_write.py's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath
-from tokenmill.layouts.packed import pack_shards
+from tokenmill.layouts.packed_write import pack_shards
 from tokenmill.layouts.rows import Packer, document_stream
 from tokenmill.stages.results import PackResult
 from tokenmill.stages.tokens import shard_tokenizer, token_shards

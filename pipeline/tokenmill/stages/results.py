@@ -213,10 +213,11 @@ class MixResult(StageResult):
         repeated = sum(line["repeated"]["documents"] for line in s["sources"])
         taken = sum(1 for line in s["sources"] if line["taken"]["documents"])
         order = "input order" if s["shuffle"] is None else f"shuffled with seed {s['shuffle']}"
+        val = f", {s['val']['documents']} held out" if s.get("val") else ""
         return (
             f"{plural(taken, 'source')}, {s['documents']} documents ({repeated} repeated), "
-            f"{s['tokens']} tokens of {s['budget']} asked -> {plural(len(self.parts), 'part')}, "
-            f"{order}{self.kept()}"
+            f"{s['tokens']} tokens of {s['budget']} asked{val} -> "
+            f"{plural(len(self.parts), 'part')}, {order}{self.kept()}"
         )
 
 

@@ -41,6 +41,7 @@ from tokenmill.stages.layout import (
 from tokenmill.stages.manifest import (
     base_manifest,
     file_entry,
+    git_revision,
     input_entries,
     listed_outputs,
     listed_path,
@@ -50,7 +51,6 @@ from tokenmill.stages.manifest import (
     write_manifest,
 )
 from tokenmill.stages.merge import run_merge
-from tokenmill.stages.mix import run_mix
 from tokenmill.stages.results import (
     RunResult,
     ShardStageResult,
@@ -101,6 +101,7 @@ def write_layouts(
         val_fraction=config.val_fraction,
         per_shard=config.per_shard,
         seq_len=config.pack,
+        shuffle=config.shuffle,
         workers=config.n_workers,
         executor=config.executor,
         ray_address=config.ray_address,
@@ -274,6 +275,7 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
     if steps == "encode":
         assert tok is not None  # make_plan: encode only with a tokenizer
         resolved_config = encode_only_config(config, tok, given)
+    revision = git_revision()
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
     if steps in ("all", "count"):
         count = check_read(stage(run_count(inputs, paths["counts_dir"], config)))
@@ -322,6 +324,10 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
         names = [relative_name(location(f), paths["tokens_dir"]) for f in encode.written]
         shards = token_shards(paths["tokens_dir"], names)
         if config.mixes:
+            # Here, not at the top: mixing's modules (pyarrow.compute among
+            # them) would cost every run's start-up.
+            from tokenmill.stages.mix import run_mix
+
             sha256 = {relative_name(location(r["output"]["file"]), paths["tokens_dir"]):
                       r["output"]["sha256"] for r in encode.shards if r["output"]}  # fmt: skip
             mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
@@ -373,6 +379,7 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
             f"kept {len(theirs)} file{'s' if len(theirs) > 1 else ''} in {out} that tokenmill "
             "did not write (verify lists them as extra): " + some_names(theirs, out)
         )
+    manifest["git_revision"] = revision()
     manifest["seconds"] = round(time.monotonic() - start, 3)
     check_lock()
     path = write_manifest(manifest, out)

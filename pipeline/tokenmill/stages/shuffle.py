@@ -21,6 +21,10 @@ from the mixture's size alone.
 - Pass 2, `gather`, one task per bucket: reads that bucket's record batches
   of every pass-1 file, sorts them by key and writes part-NNNNN.parquet.
 
+With --val-fraction the validation split is a second sequence of buckets,
+numbered after train's and written as val-NNNNN.parquet. A copy carries its
+group (its recipe source: stages/sources.py) to pass 2, which names it.
+
 A task holds a batch of its shard and BUFFER_BYTES (pass 1), or one
 bucket's ids once and a slice of them sorted (pass 2); the files of pass 1
 are removed once the parts are written.
@@ -52,7 +56,8 @@ from tokenmill.io.storage import (
 )
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.encode import DATA_PAGE_VERSION
-from tokenmill.stages.split import document_hashes
+from tokenmill.stages.sources import NONE, Membership, numbers
+from tokenmill.stages.split import document_hashes, is_val
 from tokenmill.stages.state import record_output
 from tokenmill.stages.tokens import TokenShard
 
@@ -64,18 +69,6 @@ WRITE_ROWS = 8192
 WRITE_BYTES = 16 << 20
 # A bucket's ids are one Arrow list array: its offsets are int32.
 MAX_BUCKET_TOKENS = 1 << 30
-
-
-def numbers(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A primitive Arrow array without nulls as NumPy, without a copy when in
-    one chunk (Array.to_numpy, as pa.array, imports pandas: a fifth of a second)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    data = array.buffers()[1]
-    dtype = np.dtype(str(array.type))
-    if data is None:
-        return np.empty(0, dtype)
-    return np.frombuffer(data, dtype)[array.offset : array.offset + len(array)]
 
 
 def arrow(values: np.ndarray) -> pa.Array:
@@ -146,64 +139,88 @@ class Order:
 class ScatterTask:
     shard: TokenShard
     index: int  # the shard's place in input order
-    rule: Rule
+    member: Membership  # the group of each of its documents
+    rules: tuple[Rule, ...]  # by class: group * len(orders) + split (0 train, 1 val)
+    fraction: float  # --val-fraction: which split each document is in
     seed: int  # of the "select" hashes (0 without --shuffle)
-    order: Order
-    starts: tuple[int, ...]  # unshuffled: where each epoch's copies of the shard start
+    orders: tuple[Order, ...]  # by split
+    first: tuple[int, ...]  # by split: the bucket number of its first bucket
+    # unshuffled: by split, where each epoch's copies of the shard start in its stream
+    starts: tuple[tuple[int, ...], ...]
     out: AnyPath  # its pass-1 file
+
+
+def classes(task: ScatterTask, rows: np.ndarray, labels: pa.Array | None) -> np.ndarray:
+    """The class (a Rule's index; -1: none) of each document of a batch."""
+    group = task.member.of(labels, len(rows))
+    splits = len(task.orders)
+    val = is_val(task.shard.source, rows, task.fraction) if splits > 1 else 0
+    return np.where(group == NONE, -1, group * splits + val)
 
 
 def scatter(task: ScatterTask) -> dict:
     """Pass 1 for one token shard: {"batches": the bucket of each record batch
     written, "documents": copies, "tokens": their ids}."""
-    shard, order = task.shard, task.order
+    shard = task.shard
     with parquet_file(shard.path) as pf:
         ids_type = pf.schema_arrow.field("ids").type
     schema = pa.schema([("key", pa.uint64()), ("row", pa.uint64()), ("epoch", pa.uint32()),
-                        ("ids", ids_type)])  # fmt: skip
+                        ("group", pa.int32()), ("ids", ids_type)])  # fmt: skip
     held: dict[int, list[pa.RecordBatch]] = {}
     held_bytes = 0
     written: list[int] = []
-    next_start = list(task.starts)
+    next_start = [list(s) for s in task.starts]
     documents = tokens = 0
+    splits = len(task.orders)
+    labels = task.member.fixed is None  # by the shard's source column (stages/sources.py)
+    columns = ("row", "ids", "source") if labels else ("row", "ids")
     with atomic_path(task.out) as tmp, pa.OSFile(str(tmp), "wb") as sink:
         writer = pa.ipc.new_file(sink, schema)
-        for batch in shard.batches(columns=("row", "ids")):
+        for batch in shard.batches(columns=columns):
             rows = numbers(batch.column("row"))
             lengths = np.diff(numbers(batch.column("ids").offsets))
-            copies = task.rule.copies(task.seed, task.index, shard.source, rows)
+            cls = classes(task, rows, batch.column("source") if labels else None)
+            copies = np.zeros(len(rows), np.int64)
+            for c in np.unique(cls[cls >= 0]):
+                at = cls == c
+                copies[at] = task.rules[c].copies(task.seed, task.index, shard.source, rows[at])
             for epoch in range(int(copies.max(initial=0))):
-                pick = np.flatnonzero(copies > epoch)
-                if order.seed is None:
-                    ends = np.cumsum(lengths[pick])
-                    keys = (next_start[epoch] + ends - lengths[pick]).astype(np.uint64)
-                    next_start[epoch] += int(ends[-1]) if len(ends) else 0
-                else:
-                    keys = hashes("order", order.seed, shard.source, rows[pick], epoch)
-                buckets = order.bucket_of(keys)
-                sort = np.argsort(buckets, kind="stable")
-                taken = pick[sort]
-                piece = pa.record_batch(
-                    [
-                        arrow(keys[sort]),
-                        arrow(rows[taken]),
-                        arrow(np.full(len(taken), epoch, np.uint32)),
-                        batch.column("ids").take(arrow(taken)),
-                    ],
-                    schema=schema,
-                )
-                cuts = np.flatnonzero(np.diff(buckets[sort])) + 1
-                for start, end in zip([0, *cuts], [*cuts, len(taken)], strict=True):
-                    held.setdefault(int(buckets[sort][start]), []).append(
-                        piece.slice(start, end - start)
+                for split, order in enumerate(task.orders):
+                    pick = np.flatnonzero((copies > epoch) & (cls % splits == split))
+                    if not len(pick):
+                        continue
+                    if order.seed is None:
+                        ends = np.cumsum(lengths[pick])
+                        at_start = next_start[split][epoch]
+                        keys = (at_start + ends - lengths[pick]).astype(np.uint64)
+                        next_start[split][epoch] += int(ends[-1])
+                    else:
+                        keys = hashes("order", order.seed, shard.source, rows[pick], epoch)
+                    buckets = task.first[split] + order.bucket_of(keys)
+                    sort = np.argsort(buckets, kind="stable")
+                    taken = pick[sort]
+                    piece = pa.record_batch(
+                        [
+                            arrow(keys[sort]),
+                            arrow(rows[taken]),
+                            arrow(np.full(len(taken), epoch, np.uint32)),
+                            arrow((cls[taken] // splits).astype(np.int32)),
+                            batch.column("ids").take(arrow(taken)),
+                        ],
+                        schema=schema,
                     )
-                n_ids = int(lengths[pick].sum())
-                documents += len(pick)
-                tokens += n_ids
-                held_bytes += n_ids * shard.id_dtype.itemsize + 20 * len(pick)
-                if held_bytes > BUFFER_BYTES:
-                    written += flush(writer, held)
-                    held_bytes = 0
+                    cuts = np.flatnonzero(np.diff(buckets[sort])) + 1
+                    for start, end in zip([0, *cuts], [*cuts, len(taken)], strict=True):
+                        held.setdefault(int(buckets[sort][start]), []).append(
+                            piece.slice(start, end - start)
+                        )
+                    n_ids = int(lengths[pick].sum())
+                    documents += len(pick)
+                    tokens += n_ids
+                    held_bytes += n_ids * shard.id_dtype.itemsize + 24 * len(pick)
+                    if held_bytes > BUFFER_BYTES:
+                        written += flush(writer, held)
+                        held_bytes = 0
         written += flush(writer, held)
         writer.close()
     return {"batches": written, "documents": documents, "tokens": tokens}
@@ -219,13 +236,22 @@ def flush(writer: pa.ipc.RecordBatchFileWriter, held: dict[int, list[pa.RecordBa
     return buckets
 
 
+def by_bucket(buckets: list[int]) -> dict[int, list[int]]:
+    """The record batches of a file `flush` wrote (their buckets, in order),
+    by bucket: bucket -> the batches' numbers."""
+    found: dict[int, list[int]] = {}
+    for n, b in enumerate(buckets):
+        found.setdefault(b, []).append(n)
+    return found
+
+
 @dataclass(frozen=True)
 class GatherTask:
     bucket: int
     # per pass-1 file with copies in the bucket: (input index, file, its record batches)
     pieces: tuple[tuple[int, AnyPath, tuple[int, ...]], ...]
     inputs: pa.Array  # input names by input index (the same object in every task)
-    sources: pa.Array  # the mixture's source of each input, by input index
+    sources: pa.Array  # the mixture's sources by group
     schema: pa.Schema  # of the part, but its state (`state`)
     state: bytes
     out: AnyPath
@@ -250,11 +276,13 @@ def gather(task: GatherTask) -> dict:
         table = pa.Table.from_batches(batches)
         keys, rows = numbers(table["key"]), numbers(table["row"])
         epochs, index = numbers(table["epoch"]), np.concatenate(inputs)
+        groups = numbers(table["group"])
         ids = table["ids"].combine_chunks()
         del table, batches
     else:
         keys = rows = np.empty(0, np.uint64)
         epochs, index = np.empty(0, np.uint32), np.empty(0, np.uint32)
+        groups = np.empty(0, np.int32)
         ids = pa.array([], task.schema.field("ids").type)
     sort = np.lexsort((rows, index, epochs, keys))
     lengths = np.diff(numbers(ids.offsets))
@@ -280,7 +308,7 @@ def gather(task: GatherTask) -> dict:
                     arrow(np.arange(start, end, dtype=np.uint64)),
                     part_ids,
                     arrow(n_tokens),
-                    pc.take(task.sources, at),
+                    pc.take(task.sources, arrow(groups[take])),
                     pc.take(task.inputs, at),
                     arrow(rows[take]),
                     arrow(epochs[take]),

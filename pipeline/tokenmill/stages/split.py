@@ -51,6 +51,22 @@ def is_val(name: str, rows: np.ndarray, fraction: float) -> np.ndarray:
     return document_hashes(name, rows) < np.uint64(int(fraction * 2.0**64))
 
 
+def shard_is_val(shard, rows: np.ndarray, fraction: float) -> np.ndarray:
+    """`is_val` for the rows of a token shard (stages/tokens.TokenShard). A
+    mixture's part holds documents of one split, chosen by their input's name
+    and row before mixing (stages/mix.py), and records it: all its rows are in it."""
+    if shard.split:
+        return np.full(len(rows), shard.split == VAL)
+    return is_val(shard.source, rows, fraction)
+
+
+def in_split(shard, side: str) -> bool:
+    """Whether documents of a token shard can be in split `side` ("": not
+    split), hence whether a per-shard layout writes it a file there: any
+    shard's, but a mixture's part's only in its own split."""
+    return not side or not shard.split or shard.split == side
+
+
 def split_counts(val: np.ndarray, n_tokens: np.ndarray) -> dict:
     """{"train"|"val": {"documents", "tokens"}} of a batch of documents, given
     which are validation documents (`is_val`) and their token counts."""

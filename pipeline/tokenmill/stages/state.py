@@ -52,6 +52,8 @@ def encode_key(config: Config, tokenizer_sha256: str) -> dict:
         "eos": config.eos,
         "val_fraction": config.val_fraction,
         "tokenizer_sha256": tokenizer_sha256,
+        # [mix] column: the shards carry each document's value in it
+        **({"source_column": config.mix.column} if config.mix and config.mix.column else {}),
     }
 
 

@@ -389,9 +389,17 @@ def mix_lines(mix: dict) -> list[str]:
             for k, (v, w) in enumerate(zip(r, widths, strict=True))
         )
 
+    held = []
+    if val := mix.get("val"):
+        held.append(
+            f"  validation (--val-fraction {val['fraction']}, held out before mixing): "
+            f"{val['tokens']} tokens, {val['documents']} documents, "
+            f"{plural(val['parts'], 'part')}"
+        )
     return [
         f"mixture ({order}): {mix['tokens']} tokens written of {mix['budget']} asked, "
         f"{mix['documents']} documents, {plural(mix['parts'], 'part')} (mix/):",
         line(head),
         *map(line, rows),
+        *held,
     ]

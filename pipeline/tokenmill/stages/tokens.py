@@ -14,7 +14,7 @@ import pyarrow as pa
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import load_any
 from tokenmill.io.files import parquet_json_metadata
-from tokenmill.io.metadata import STATE, TOKENIZER_SHA256, VOCAB_SIZE, recorded_source
+from tokenmill.io.metadata import SPLIT, STATE, TOKENIZER_SHA256, VOCAB_SIZE, recorded_source
 from tokenmill.io.storage import AnyPath, is_remote, location, parquet_file, walk_files
 from tokenmill.stages.layout import TOKENIZER
 from tokenmill.stages.manifest import read_manifest
@@ -32,6 +32,9 @@ class TokenShard:
     vocab_size: int
     documents: int
     id_dtype: np.dtype  # uint16 or uint32, as in the file
+    # A mixture's part of one split ("train", "val"; stages/mix.py), else "": its
+    # rows' split is that of their documents (stages/split.shard_is_val).
+    split: str = ""
 
     def batches(self, columns=("row", "ids"), batch_rows: int = BATCH_ROWS):
         """The shard's rows as record batches, in row order (an object by byte
@@ -63,6 +66,7 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         documents=rows,
         # By name ("uint16"): before pyarrow 26, to_pandas_dtype() needs pandas installed.
         id_dtype=np.dtype(str(id_type)),
+        split=meta.get(SPLIT, b"").decode(),
     )
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tokenmill import _native
 from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError
-from tokenmill.io.arrow import arrow_buffers, byte_view, is_text, large_text
+from tokenmill.io.arrow import arrow_buffers, byte_view, is_text, large_text, one_array
 from tokenmill.io.files import parse_json, read_bytes
 from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
@@ -219,55 +219,43 @@ class Tokenizer:
         """Train on Arrow arrays (large_string words, uint64 counts); `pattern`
         as `_training_pattern` resolves it."""
         check_options(mode, pattern)
-        check_count(vocab_size, "vocab_size")
-        check_count(num_merges, "num_merges")
-        names, chosen = special_names(special_tokens, mode)
-        words = words.cast(pa.large_string())
-        counts = counts.cast(pa.uint64())
+        # Cast only what needs it: any cast, even to the type an array has,
+        # imports pyarrow.compute, a tenth of a training run's start-up.
+        words = large_text(one_array(words))
+        counts = one_array(counts)
+        if counts.type != pa.uint64():
+            counts = counts.cast(pa.uint64())
         model = mode_of(mode)
         alphabet, base = model.train_alphabet(words)
-        fixed = base + len(names)
-        num_merges = merges_to_learn(
-            vocab_size,
-            num_merges,
-            fixed,
-            f"the base vocabulary: {base} base tokens + {len(names)} special tokens = {fixed}",
-        )
-        if chosen:
-            check_chosen_ids(chosen, base + num_merges, fixed + num_merges)
         pattern, lowercase = model.trained_options(pattern, lowercase)
-        # The merges come back as tens of thousands of new tuples: gc_paused.
-        with gc_paused():
-            merges = []
-            if len(words):
-                try:
-                    merges = _native.train_merges(
-                        *arrow_buffers(words),
-                        _fixed_width_buffer(counts),
-                        alphabet,
-                        num_merges,
-                        progress,
-                    )
-                except _native.NativeError as e:  # a word table beyond what training can hold
-                    raise TokenmillError(f"train: {e}") from None
-                release_memory()
-            if chosen and len(merges) < num_merges:
-                try:  # fewer tokens than planned number fewer ids
-                    check_chosen_ids(chosen, base + len(merges), fixed + len(merges))
-                except TokenmillError as e:
-                    raise TokenmillError(
-                        f"training stopped at {len(merges)} merges (no pair left): {e}"
-                    ) from None
-            specials, special_ids = lay_out_specials(names, chosen, base + len(merges))
-            return cls(
-                mode=mode,
-                pattern=pattern,
-                lowercase=lowercase,
-                alphabet=alphabet or [],
-                merges=merges,
-                special_tokens=specials,
-                special_ids=special_ids,
-            )
+
+        def learn(num_merges: int, _fixed: int) -> list[tuple[int, int]]:
+            if not len(words):
+                return []
+            try:
+                merges = _native.train_merges(
+                    *arrow_buffers(words),
+                    fixed_width_buffer(counts),
+                    alphabet,
+                    num_merges,
+                    progress,
+                )
+            except _native.NativeError as e:  # a word table beyond what training can hold
+                raise TokenmillError(f"train: {e}") from None
+            release_memory()
+            return merges
+
+        return trained(
+            learn,
+            mode=mode,
+            base=base,
+            vocab_size=vocab_size,
+            num_merges=num_merges,
+            special_tokens=special_tokens,
+            pattern=pattern,
+            lowercase=lowercase,
+            alphabet=alphabet or [],
+        )
 
     @classmethod
     def _imported(
@@ -1016,6 +1004,58 @@ class Tokenizer:
         self.__dict__.update(state)
 
 
+def trained(
+    learn: Callable[[int, int], list[tuple[int, int]]],
+    *,
+    mode: str,
+    base: int,
+    vocab_size: int | None,
+    num_merges: int | None,
+    special_tokens: Sequence[str] | Mapping[str, int] | None,
+    check_range: Callable[[int, int], None] | None = None,
+    **fields: Any,
+) -> Tokenizer:
+    """The frame of every training: the merges to learn from `vocab_size` or
+    `num_merges` and the special tokens (as `Tokenizer.train` takes them) over
+    `base` base tokens; `learn(merges, fixed)` learns up to that many merges
+    (`fixed`: the ids of no merge, base and special tokens), and the special
+    tokens get their ids after the merges it learned. `check_range(fixed,
+    merges)` checks an option against those numbers first; `fields` are the
+    Tokenizer's other fields."""
+    check_count(vocab_size, "vocab_size")
+    check_count(num_merges, "num_merges")
+    names, chosen = special_names(special_tokens, mode)
+    fixed = base + len(names)
+    total = merges_to_learn(
+        vocab_size,
+        num_merges,
+        fixed,
+        f"the base vocabulary: {base} base tokens + {len(names)} special tokens = {fixed}",
+    )
+    if check_range is not None:
+        check_range(fixed, total)
+    if chosen:
+        check_chosen_ids(chosen, base + total, fixed + total)
+    # The merges come back as tens of thousands of new tuples: gc_paused.
+    with gc_paused():
+        merges = learn(total, fixed)
+        if chosen and len(merges) < total:
+            try:  # fewer tokens than planned number fewer ids
+                check_chosen_ids(chosen, base + len(merges), fixed + len(merges))
+            except TokenmillError as e:
+                raise TokenmillError(
+                    f"training stopped at {len(merges)} merges (no pair left): {e}"
+                ) from None
+        specials, special_ids = lay_out_specials(names, chosen, base + len(merges))
+        return Tokenizer(
+            mode=mode,
+            merges=merges,
+            special_tokens=specials,
+            special_ids=special_ids,
+            **fields,
+        )
+
+
 def word_table(
     batches: Iterable[pa.Array], mode: str, pattern: str, lowercase: bool, *, parallel: bool = True
 ) -> pa.Table:
@@ -1149,7 +1189,7 @@ def _byte_level(v: object) -> bool:
     return True
 
 
-def _fixed_width_buffer(arr: pa.Array) -> memoryview:
+def fixed_width_buffer(arr: pa.Array) -> memoryview:
     """The values buffer of a primitive array, sliced to the array's extent."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()

@@ -35,21 +35,13 @@ import pyarrow as pa
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError
-from tokenmill.io.arrow import arrow_buffers, byte_view
+from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
-from tokenmill.tokenizer.core import Tokenizer, word_table
+from tokenmill.tokenizer.core import Tokenizer, fixed_width_buffer, trained, word_table
 from tokenmill.tokenizer.ids import PATTERNS
-from tokenmill.tokenizer.options import (
-    SUPERWORD_MAX_WORDS,
-    check_chosen_ids,
-    check_count,
-    check_superword,
-    lay_out_specials,
-    merges_to_learn,
-    special_names,
-)
+from tokenmill.tokenizer.options import SUPERWORD_MAX_WORDS, check_options, check_superword
 
-__all__ = ["CORE", "PATTERN", "Superword", "segment", "train", "train_superword"]
+__all__ = ["CORE", "PATTERN", "Superword", "train", "train_superword"]
 
 # The SuperBPE reference's stage-2 regex, applied as Hugging Face's Split
 # "isolated": the text between its matches is a piece too.
@@ -126,91 +118,45 @@ def train_superword(
     merges are made in all, or no pair is left). Special tokens as
     `Tokenizer.train` takes them."""
     check_superword(superword_at, max_words)
-    check_count(vocab_size, "vocab_size")
-    check_count(num_merges, "num_merges")
-    names, chosen = special_names(special_tokens, "byte")
-    fixed = BASE + len(names)
-    total = merges_to_learn(
-        vocab_size,
-        num_merges,
-        fixed,
-        f"the base vocabulary: {BASE} base tokens + {len(names)} special tokens = {fixed}",
-    )
-    if not fixed <= superword_at <= fixed + total:
-        raise TokenmillError(
-            f"superword_at={superword_at} is out of range: {fixed} ({BASE} bytes + "
-            f"{len(names)} special tokens: stage 2 from bytes) to {fixed + total} (the "
-            "trained size: no stage 2)"
-        )
-    if chosen:
-        check_chosen_ids(chosen, BASE + total, fixed + total)
-    stage1 = Tokenizer._train_from_word_arrays(
-        words, counts, pattern=pattern, num_merges=superword_at - fixed, progress=progress
-    )
-    merges = list(stage1.merges)
+    check_options("byte", pattern)
     superwords = superwords.cast(pa.large_string())
-    if len(superwords) and total > len(merges):
-        merges += _stage2(stage1, superwords, superword_counts, total, max_words, progress)
-    if chosen and len(merges) < total:
-        try:  # fewer tokens than planned number fewer ids
-            check_chosen_ids(chosen, BASE + len(merges), fixed + len(merges))
-        except TokenmillError as e:
+    stage1_merges = 0
+
+    def check_range(fixed: int, total: int) -> None:
+        if not fixed <= superword_at <= fixed + total:
             raise TokenmillError(
-                f"training stopped at {len(merges)} merges (no pair left): {e}"
-            ) from None
-    specials, special_ids = lay_out_specials(names, chosen, BASE + len(merges))
-    tok = Tokenizer(
+                f"superword_at={superword_at} is out of range: {fixed} ({BASE} bytes + "
+                f"{fixed - BASE} special tokens: stage 2 from bytes) to {fixed + total} (the "
+                "trained size: no stage 2)"
+            )
+
+    def learn(total: int, fixed: int) -> list[tuple[int, int]]:
+        nonlocal stage1_merges
+        stage1 = superword_at - fixed
+        try:
+            merges, stage1_merges = _native.train_superword(
+                *arrow_buffers(words.cast(pa.large_string())),
+                fixed_width_buffer(counts.cast(pa.uint64())),
+                *arrow_buffers(superwords),
+                fixed_width_buffer(superword_counts.cast(pa.uint64())),
+                stage1,
+                total,
+                max_words,
+                progress,
+            )
+        except _native.NativeError as e:  # a word table beyond what training can hold
+            raise TokenmillError(f"train: {e}") from None
+        release_memory()
+        return merges
+
+    tok = trained(
+        learn,
         mode="byte",
+        base=BASE,
+        vocab_size=vocab_size,
+        num_merges=num_merges,
+        special_tokens=special_tokens,
+        check_range=check_range,
         pattern=PATTERN,
-        merges=merges,
-        special_tokens=specials,
-        special_ids=special_ids,
     )._checked("superword tokenizer")
-    return Superword(tok, len(stage1.merges), len(merges) - len(stage1.merges))
-
-
-def _stage2(
-    stage1: Tokenizer,
-    superwords: pa.Array,
-    superword_counts: pa.Array,
-    total: int,
-    max_words: int | None,
-    progress: Callable[[int], None] | None,
-) -> list[tuple[int, int]]:
-    """Stage 2's merges: each word segmented whole by stage 1's merges, then
-    training continued."""
-    done = len(stage1.merges)
-    texts = stage1._byte_vocab[: BASE + done]  # byte mode: every id's bytes
-    try:
-        symbols, lens = segment(superwords, stage1.merges, stage1.pattern)
-        merges = _native.train_segmented(
-            symbols,
-            lens,
-            _buffer(superword_counts.cast(pa.uint64())),
-            texts,
-            total - done,
-            None if progress is None else lambda k: progress(done + k),
-            superword=True,
-            max_words=max_words,
-        )
-    except _native.NativeError as e:
-        raise TokenmillError(f"train: {e}") from None
-    release_memory()
-    return list(merges)
-
-
-def segment(words: pa.Array, merges: list[tuple[int, int]], pattern: str) -> tuple[bytes, bytes]:
-    """Each word segmented whole by `merges` (tokenmill's numbering: merge k
-    makes 256 + k), whose words `pattern` split: the ids of every word one
-    after another, and how many each has (little-endian u32). The same as
-    encoding each word with a tokenizer that does not split it
-    (`tests/tokenizer/test_superword.py` checks), a few times faster."""
-    return _native.superword_segment(*arrow_buffers(words), list(merges), pattern)
-
-
-def _buffer(arr: pa.Array) -> memoryview:
-    """The values buffer of a primitive array, sliced to its extent."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    width = arr.type.byte_width
-    return byte_view(arr.buffers()[1][arr.offset * width : (arr.offset + len(arr)) * width])
+    return Superword(tok, stage1_merges, len(tok.merges) - stage1_merges)

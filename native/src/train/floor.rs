@@ -1,0 +1,259 @@
+//! Training that counts, at first, only the pairs that may win soon.
+//!
+//! Superword tokens' stage 2 trains on sentences: millions of distinct
+//! pairs, nearly all rare, for a few thousand merges. Statistics for every
+//! pair (each with its word list, then a map and a queue entry) were most of
+//! its time and memory. Here the pairs are first counted roughly, in a table
+//! of counts by a hash of the pair (two pairs sharing a slot add up, so a
+//! slot's count is never below its pairs' own); only the pairs whose slot
+//! reaches a floor get statistics. A pair's count never grows, and a pair a
+//! merge makes is always counted, so every pair left out stays below the
+//! floor: the best pair is exact while it reaches the floor. When it no
+//! longer does, the pairs are counted again from the words as they are then,
+//! with a lower floor (last: none), and training goes on, exact throughout.
+
+use super::*;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+/// The floor is set so that about this many pairs for each merge asked for,
+/// and at least `MIN_COUNTED`, reach it.
+const PAIRS_PER_MERGE: usize = 4;
+const MIN_COUNTED: usize = 4096;
+/// Each lowering divides the floor by this; below it, every pair is counted.
+const LOWER_BY: i64 = 8;
+
+impl Trainer {
+    /// A trainer for `merges` merges (or fewer) that counts only the pairs
+    /// that may be among them, and the others when they may win.
+    pub fn with_floor(words: impl Into<Words>, base_size: u32, merges: usize) -> Self {
+        let wanted = (merges * PAIRS_PER_MERGE).max(MIN_COUNTED);
+        Self::floored(words, base_size, wanted)
+    }
+
+    /// A trainer counting the pairs of the `wanted` highest slots, about.
+    fn floored(words: impl Into<Words>, base_size: u32, wanted: usize) -> Self {
+        let mut trainer = Trainer {
+            words: words.into(),
+            token_len: vec![1; base_size as usize],
+            stats: FxHashMap::default(),
+            queue: Queue::new(),
+            scratch: Vec::new(),
+            runs: Vec::new(),
+            floor: 0,
+        };
+        let slots = Slots::count(&trainer.words);
+        let floor = slots.floor_for(wanted);
+        trainer.count_from(floor, slots.reaching(floor));
+        trainer
+    }
+
+    /// Count the pairs again, from the words as they are now, with a lower
+    /// floor: the best pair counted so far is below the floor.
+    pub(super) fn lower_floor(&mut self) {
+        let floor = if self.floor >= LOWER_BY {
+            self.floor / LOWER_BY
+        } else {
+            0
+        };
+        let kept = (floor > 1).then(|| Slots::count(&self.words).reaching(floor));
+        self.count_from(floor, kept.flatten());
+    }
+
+    /// Statistics and queue entries of the pairs `kept` holds (all of them
+    /// when None), in place of those held; `floor`: the count every pair
+    /// left out is below.
+    fn count_from(&mut self, floor: i64, kept: Option<Kept>) {
+        let words = &self.words;
+        let token_len = &self.token_len;
+        let chunk = words
+            .starts
+            .len()
+            .div_ceil(rayon::current_num_threads())
+            .max(1024);
+        let parts: Vec<PairList> = words
+            .starts
+            .par_chunks(chunk)
+            .map(|starts| {
+                let mut local = PairList::new();
+                for &w in starts {
+                    let (symbols, count) = word_at(&words.buf[w as usize..]);
+                    // Positions are in base symbols, as merges keep them.
+                    let mut pos = 0;
+                    for s in symbols.windows(2) {
+                        let pair = (s[0], s[1]);
+                        if kept.as_ref().is_none_or(|k| k.holds(pair)) {
+                            let st = local.entry(pair, (w, pos));
+                            st.count += count;
+                            st.note_word(w);
+                        }
+                        pos += token_len[s[0] as usize];
+                    }
+                }
+                local
+            })
+            .collect();
+        let mut parts = parts.into_iter();
+        let mut all = parts.next().unwrap_or_default();
+        for part in parts {
+            for (pair, st, first) in part.entries {
+                all.entry(pair, first).append(st);
+            }
+        }
+        self.stats = FxHashMap::default();
+        self.stats.reserve(all.entries.len());
+        self.queue = Queue::new();
+        for (pair, st, first) in all.entries {
+            self.queue.push_pair(pair, st.count, first);
+            self.stats.insert(pair, st);
+        }
+        self.floor = if kept.is_some() { floor } else { 0 };
+    }
+}
+
+/// The slot of a pair, of `1 << bits`.
+#[inline(always)]
+fn slot((a, b): Pair, bits: u32) -> usize {
+    let key = (u64::from(a) << 32 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (key >> (64 - bits)) as usize
+}
+
+/// Weighted pair counts by slot: each slot at least the count of every pair
+/// in it (u32::MAX standing for any count beyond).
+struct Slots {
+    counts: Vec<AtomicU32>,
+    bits: u32,
+}
+
+impl Slots {
+    fn count(words: &Words) -> Self {
+        // About two slots a distinct pair (there are fewer than symbols).
+        let n = (words.buf.len() / 2)
+            .next_power_of_two()
+            .clamp(1 << 12, 1 << 24);
+        let slots = Slots {
+            counts: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            bits: n.trailing_zeros(),
+        };
+        words.starts.par_chunks(4096).for_each(|starts| {
+            let mut at: SmallVec<[usize; 32]> = SmallVec::new();
+            for &w in starts {
+                let (symbols, count) = word_at(&words.buf[w as usize..]);
+                let count = count.min(u32::MAX as i64) as u32;
+                // Every slot of the word first: their cache misses overlap.
+                at.clear();
+                for s in symbols.windows(2) {
+                    let i = slot((s[0], s[1]), slots.bits);
+                    prefetch(&slots.counts[i]);
+                    at.push(i);
+                }
+                for &i in &at {
+                    let c = &slots.counts[i];
+                    // Saturating: every add after the one past u32::MAX sets it again.
+                    if c.fetch_add(count, Relaxed).checked_add(count).is_none() {
+                        c.store(u32::MAX, Relaxed);
+                    }
+                }
+            }
+        });
+        slots
+    }
+
+    /// The highest power of two that at least `wanted` slots reach (1 when
+    /// fewer slots are in use).
+    fn floor_for(&self, wanted: usize) -> i64 {
+        let mut reaching = [0usize; 33];
+        for c in &self.counts {
+            let c = c.load(Relaxed);
+            if c > 0 {
+                reaching[c.ilog2() as usize] += 1;
+            }
+        }
+        let mut at_least = 0;
+        for k in (0..33).rev() {
+            at_least += reaching[k];
+            if at_least >= wanted {
+                return 1 << k;
+            }
+        }
+        1
+    }
+
+    /// The slots reaching `floor`; None (every pair) for a floor of 1 or less.
+    fn reaching(&self, floor: i64) -> Option<Kept> {
+        if floor <= 1 {
+            return None;
+        }
+        let mut bits = vec![0u64; self.counts.len().div_ceil(64)];
+        for (i, c) in self.counts.iter().enumerate() {
+            if i64::from(c.load(Relaxed)) >= floor {
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        Some(Kept {
+            bits,
+            slot_bits: self.bits,
+        })
+    }
+}
+
+/// The pairs whose slot reached the floor: a bit a slot, small enough to
+/// stay in cache where the counts would not.
+struct Kept {
+    bits: Vec<u64>,
+    slot_bits: u32,
+}
+
+impl Kept {
+    #[inline(always)]
+    fn holds(&self, pair: Pair) -> bool {
+        let i = slot(pair, self.slot_bits);
+        self.bits[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Words of `n` symbols from a small alphabet, with counts: the floor
+    /// must change no merge, whether it is reached early or never.
+    fn random_words(seed: u64, n: usize, alphabet: u64) -> Vec<Word> {
+        let mut s = seed | 1;
+        let mut next = move |m: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % m
+        };
+        (0..n)
+            .map(|_| Word {
+                symbols: (0..1 + next(12)).map(|_| next(alphabet) as u32).collect(),
+                count: 1 + next(3) * next(4),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn same_merges_as_counting_every_pair() {
+        for (seed, alphabet, merges) in [(1, 6, 40), (2, 20, 200), (3, 50, 2000), (4, 3, 10)] {
+            let words = random_words(seed, 3000, alphabet);
+            let copy = |w: &Vec<Word>| -> Vec<Word> {
+                (w.iter())
+                    .map(|w| Word {
+                        symbols: w.symbols.clone(),
+                        count: w.count,
+                    })
+                    .collect()
+            };
+            let every = Trainer::new(copy(&words), alphabet as u32).train(merges, |_| {});
+            let floored = Trainer::with_floor(copy(&words), alphabet as u32, merges);
+            assert_eq!(floored.train(merges, |_| {}), every, "seed {seed}");
+            // A high floor, lowered on the way, perhaps to none.
+            for wanted in [1, 5] {
+                let high = Trainer::floored(copy(&words), alphabet as u32, wanted);
+                assert!(high.floor > 1, "seed {seed}: a floor to lower");
+                assert_eq!(high.train(merges, |_| {}), every, "seed {seed}, {wanted}");
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+"""Reading packed shards back: the documents of each stream, put back
+together from the pieces its rows record (layouts/packed.py's `read`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from tokenmill.io.storage import AnyPath, is_remote, parquet_file, walk_files
+from tokenmill.layouts import Document
+from tokenmill.layouts.packed_shuffle import read_rows
+from tokenmill.stages.tokens import list_ids
+
+
+def parquet_files(folder: AnyPath) -> list[AnyPath]:
+    """The packed shards under `folder` (not its temporaries, hidden)."""
+    if is_remote(folder):
+        names = [name for name, _ in walk_files(folder)]
+    else:
+        names = [p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")]
+    return [
+        folder / n
+        for n in names
+        if n.endswith(".parquet") and not any(part.startswith(".") for part in n.split("/"))
+    ]
+
+
+def in_stream_order(paths: list[AnyPath]) -> list[AnyPath]:
+    """The packed shards that have rows, by their first row's sequence number."""
+    first = []
+    for path in paths:
+        with parquet_file(path) as pf:
+            if pf.metadata.num_rows:
+                sequence = pf.read_row_group(0, columns=["sequence"]).column(0)[0].as_py()
+                first.append((sequence, path))
+    return [path for _, path in sorted(first, key=lambda sp: sp[0])]
+
+
+def stream_batches(folder: AnyPath) -> Iterator[pa.RecordBatch]:
+    """The rows (ids, documents) of one stream of packed shards in stream order."""
+    files = in_stream_order(parquet_files(folder))
+    if files:
+        with parquet_file(files[0]) as pf:
+            if "unshuffled" in pf.schema_arrow.names:
+                yield from read_rows(files)
+                return
+    for path in files:
+        with parquet_file(path) as pf:
+            yield from pf.iter_batches(columns=["ids", "documents"])
+
+
+def read_side(folder: AnyPath, split: str) -> Iterator[Document]:
+    """The documents of one stream of packed shards, put back together from
+    the pieces the rows record (a document may span rows and files)."""
+    pending: tuple[str, int, list[np.ndarray]] | None = None
+    for batch in stream_batches(folder):
+        # The pieces tile the rows in order: piece k is flat[at[k]:at[k + 1]],
+        # and a document starts where a piece's offset is 0.
+        flat, _ = list_ids(batch.column("ids"))
+        pieces = batch.column("documents").flatten()
+        at = np.concatenate([[0], np.cumsum(pieces.field("length").to_numpy(), dtype=np.int64)])
+        first = np.flatnonzero(pieces.field("offset").to_numpy() == 0)
+        cuts = np.append(at[first], at[-1])
+        if pending is not None:
+            pending[2].append(flat[: cuts[0]])
+        sources = pieces.field("shard").to_numpy(zero_copy_only=False)
+        rows = pieces.field("row").to_numpy()
+        for k, p in enumerate(first):
+            if pending is not None:
+                yield Document(split, np.concatenate(pending[2]), pending[0], pending[1])
+            pending = (str(sources[p]), int(rows[p]), [flat[cuts[k] : cuts[k + 1]]])
+    if pending is not None:
+        yield Document(split, np.concatenate(pending[2]), pending[0], pending[1])

@@ -1,0 +1,218 @@
+"""Which source of a data recipe each document is (stages/mix.py).
+
+In this order:
+
+1. an input a source's `files` glob matches is that source, whole;
+2. with the recipe's `column`, a document is the source its value there
+   names (encode carried each document's value into the token shards:
+   stages/encode.py);
+3. otherwise (no `column`, or a document without a value: null, missing, not
+   a string, or an input with no columns, such as text) it is its input's
+   source: the input's top folder, or for an input at DATA's top its name
+   before the first dot.
+
+A name that is a recipe source with a `files` glob takes only what the glob
+matches: a document so named otherwise is left out, as are the documents of
+names no recipe source has. Left-out sources are listed by name, the first
+MAX_LEFT_OUT of them (in input order); the rest as one line, OTHERS.
+
+Memory: each input's index (row, tokens: 12 bytes a document) and, with a
+`column`, 4 bytes a document more for its value (a code into the shard's
+few distinct values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenmill.errors import TokenmillError
+from tokenmill.io.inputs import matches_glob
+from tokenmill.io.storage import parquet_file
+from tokenmill.recipe import Recipe, Share
+from tokenmill.stages.tokens import TokenShard
+
+MAX_LEFT_OUT = 100
+OTHERS = "(other sources)"
+NONE = -1  # the group of a document no recipe source takes, in the tasks
+
+
+def numbers(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A primitive Arrow array without nulls as NumPy, without a copy when in
+    one chunk (Array.to_numpy, as pa.array, imports pandas: a fifth of a second)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    data = array.buffers()[1]
+    dtype = np.dtype(str(array.type))
+    if data is None:
+        return np.empty(0, dtype)
+    return np.frombuffer(data, dtype)[array.offset : array.offset + len(array)]
+
+
+def default_source(name: str) -> str:
+    """The source of input `name` by its place: its top folder, or for an
+    input at DATA's top its name before the first dot."""
+    top, sep, _ = name.partition("/")
+    return top if sep else name.split(".", 1)[0]
+
+
+def label_codes(labels: pa.Array | pa.ChunkedArray, code: dict[str, int]) -> np.ndarray:
+    """Each document's value of the source column (dictionary-encoded, as encode
+    writes it) as `code[value]`, adding values not yet in `code`; -1 where none."""
+    if isinstance(labels, pa.ChunkedArray):
+        labels = labels.combine_chunks()
+    if not pa.types.is_dictionary(labels.type):
+        labels = labels.dictionary_encode()
+    values = labels.dictionary.to_pylist()
+    remap = np.array([code.setdefault(v, len(code)) for v in values] + [-1], np.int64)
+    indices = numbers(labels.indices).astype(np.int64)
+    if labels.null_count:
+        indices = np.where(pc.is_null(labels).to_numpy(zero_copy_only=False), -1, indices)
+    return remap[indices]  # -1 picks the last entry: -1
+
+
+@dataclass(frozen=True)
+class Membership:
+    """Which group (an index into the recipe's sources; NONE: left out) each
+    document of one input is in, as the tasks of the mix find it."""
+
+    fixed: int | None  # every document's: a files glob took the input, or no column
+    default: int = NONE  # a document's without a value in the column
+    by_label: tuple[tuple[str, int], ...] = ()  # the values a recipe source takes
+
+    def of(self, labels: pa.Array | None, n: int) -> np.ndarray:
+        if self.fixed is not None or labels is None:
+            return np.full(n, self.default if self.fixed is None else self.fixed, np.int64)
+        code: dict[str, int] = {}
+        codes = label_codes(labels, code)
+        taken = dict(self.by_label)
+        group = np.array([taken.get(v, NONE) for v in code] + [self.default], np.int64)
+        return group[codes]
+
+
+@dataclass
+class Index:
+    """One token shard's documents in row order: rows, token counts and, with
+    a recipe's column, each one's value as a code into `labels` (-1: none)."""
+
+    rows: np.ndarray  # uint64
+    tokens: np.ndarray  # uint32
+    labels: list[str] | None = None
+    codes: np.ndarray | None = None  # int32
+
+
+def read_index(shard: TokenShard, column: bool) -> Index:
+    """The shard's index; `column`: with each document's value of the recipe's
+    column (encode's `source` column; none when the shard has no such column)."""
+    with parquet_file(shard.path) as pf:
+        column = column and "source" in pf.schema_arrow.names
+    names = ("row", "n_tokens", "source") if column else ("row", "n_tokens")
+    rows, tokens, codes = [], [], []
+    code: dict[str, int] = {}
+    for batch in shard.batches(columns=names):
+        rows.append(numbers(batch.column("row")))
+        tokens.append(numbers(batch.column("n_tokens")))
+        if column:
+            codes.append(label_codes(batch.column("source"), code).astype(np.int32))
+    return Index(
+        np.concatenate(rows) if rows else np.empty(0, np.uint64),
+        np.concatenate(tokens) if tokens else np.empty(0, np.uint32),
+        list(code) if column else None,
+        (np.concatenate(codes) if codes else np.empty(0, np.int32)) if column else None,
+    )
+
+
+@dataclass
+class Group:
+    """A source of the mixture: its recipe entry (None: left out)."""
+
+    name: str
+    share: Share | None
+
+
+@dataclass
+class Sources:
+    """The groups a corpus makes under a recipe (the recipe's sources in its
+    order, then those left out) and where each document is."""
+
+    groups: list[Group]
+    members: list[Membership]  # per input, for the tasks (recipe sources only)
+    group_of: list[np.ndarray]  # per input, per document: its group (left out ones too)
+
+
+def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index], where: str = "mix"):
+    """The Sources of `shards` under `recipe`; a recipe source that no document
+    is in fails, naming it."""
+    groups = [Group(s.name, s) for s in recipe.sources]
+    taken = {s.name: k for k, s in enumerate(recipe.sources)}
+    left: dict[str, int] = {}
+
+    def resolve(name: str) -> int:
+        share = recipe.sources[taken[name]] if name in taken else None
+        if share is not None and not share.files:
+            return taken[name]
+        name = f"{name} (left out)" if share is not None else name
+        if name not in left:
+            if len(left) >= MAX_LEFT_OUT:
+                name = OTHERS
+            if name not in left:
+                left[name] = len(groups)
+                groups.append(Group(name, None))
+        return left[name]
+
+    globbed = [s for s in recipe.sources if s.files]
+    seen = np.zeros(len(recipe.sources), bool)
+    members, group_of = [], []
+    for shard, ix in zip(shards, index, strict=True):
+        matched = [s.name for s in globbed if matches_glob(shard.source, s.files or "")]
+        if len(matched) > 1:
+            raise TokenmillError(
+                f"{where}: sources {matched[0]!r} and {matched[1]!r} both take {shard.source} "
+                "(their files globs overlap)"
+            )
+        n = len(ix.rows)
+        if matched:
+            g = taken[matched[0]]
+            members.append(Membership(g))
+            group_of.append(np.full(n, g, np.int32))
+            seen[g] = True
+            continue
+        default = resolve(default_source(shard.source))
+        own = default if default < len(taken) else NONE
+        if ix.labels is None or ix.codes is None:
+            members.append(Membership(own))
+            group_of.append(np.full(n, default, np.int32))
+            if own != NONE:
+                seen[own] = True
+            continue
+        by_value = [resolve(v) for v in ix.labels]
+        member = np.array([*by_value, default], np.int32)[ix.codes]
+        takes = tuple((v, g) for v, g in zip(ix.labels, by_value, strict=True) if g < len(taken))
+        members.append(Membership(None, own, takes))
+        group_of.append(member)
+        present = np.unique(member)
+        seen[present[present < len(taken)]] = True
+    for k, share in enumerate(recipe.sources):
+        if not seen[k]:
+            raise TokenmillError(f"{where}.{share.name}: {why_empty(share, recipe.column)} "
+                                 f"(sources here: {known(shards, index)})")  # fmt: skip
+    return Sources(groups, members, group_of)
+
+
+def why_empty(share: Share, column: str | None) -> str:
+    if share.files:
+        return f"its files glob {share.files!r} matches no input"
+    by_place = f"no input is under {share.name}/ or named {share.name}.* at DATA's top"
+    if column is None:
+        return by_place
+    return f"no document has {column} = {share.name!r}, and {by_place}"
+
+
+def known(shards: list[TokenShard], index: list[Index], most: int = 20) -> str:
+    names = {default_source(s.source) for s in shards}
+    names |= {v for ix in index for v in ix.labels or ()}
+    shown = sorted(names)
+    return ", ".join(shown[:most]) + (", ..." if len(shown) > most else "")

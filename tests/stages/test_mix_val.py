@@ -1,0 +1,163 @@
+"""--val-fraction with a mix: documents are held out by (input, row) before
+anything is chosen, so none is both in train and in validation; the budgets
+are met from the train documents, and validation takes each source's
+held-out documents once, in the proportions of the budgets."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import assert_one_line_error
+from mixdata import write_corpus, write_tokenizer
+from runs import manifest, output_files, tokenmill
+
+from tokenmill.recipe import Share
+from tokenmill.stages.budgets import val_budget
+from tokenmill.stages.mix import BUCKET_ENV
+from tokenmill.stages.split import is_val
+from tokenmill.stages.tokens import token_shards
+
+FRACTION = 0.25
+RECIPE = "short = 120\nlong = { epochs = 1.5 }\nbooks = { epochs = 2.0 }\n"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The recipe with --val-fraction on 1 worker and on 2 (in parts of 2000 ids),
+    with the bin and packed layouts."""
+    folder = tmp_path_factory.mktemp("val")
+    data, tok = write_corpus(folder / "data"), write_tokenizer(folder / "tok.json")
+    recipe = folder / "recipe.toml"
+    recipe.write_text("[mix]\n" + RECIPE)
+    outs = []
+    for workers in ("1", "2"):
+        out = folder / f"out-{workers}"
+        tokenmill("run", data, out, "--tokenizer", tok, "--mix", recipe, "--shuffle", "7",
+                  "--val-fraction", str(FRACTION), "--workers", workers, "--format", "bin",
+                  "--pack", "64", env={BUCKET_ENV: "2000"})  # fmt: skip
+        outs.append(out)
+    return outs
+
+
+def rows(out, prefix: str) -> list[dict]:
+    found = []
+    for path in sorted((out / "mix").glob(f"{prefix}-*.parquet")):
+        found += pq.read_table(path).to_pylist()
+    return found
+
+
+def test_no_document_is_in_both_and_the_split_is_the_runs(runs):
+    out = runs[0]
+    train, val = rows(out, "part"), rows(out, "val")
+    assert len({p.name for p in (out / "mix").glob("part-*")}) > 1 and train and val
+    in_train = {(r["shard"], r["input_row"]) for r in train}
+    in_val = Counter((r["shard"], r["input_row"]) for r in val)
+    assert not in_train & set(in_val)
+    assert set(in_val.values()) == {1}  # a held-out document once
+    # The documents a run without a mix holds out: the same hash of (input, row).
+    for docs, held in ((in_train, False), (set(in_val), True)):
+        for shard, row in docs:
+            assert bool(is_val(shard, np.array([row], np.uint64), FRACTION)[0]) is held
+
+
+def test_validation_takes_the_budgets_proportions(runs):
+    out = runs[0]
+    mix = manifest(out)["mix"]
+    val_tokens = Counter()
+    longest = Counter()
+    for r in rows(out, "val"):
+        val_tokens[r["source"]] += r["n_tokens"]
+    for r in rows(out, "part"):
+        longest[r["source"]] = max(longest[r["source"]], r["n_tokens"])
+    for line in mix["sources"]:
+        if line["asked"] is None:
+            continue
+        val, epochs = line["val"], line["asked"].get("epochs")
+        held = val["available"]["tokens"]
+        if epochs is None:  # a budget: in the fraction's proportion
+            assert val["budget"] == min(round(line["budget"] * FRACTION / (1 - FRACTION)), held)
+        else:  # epochs: the held-out documents' own, each at most once
+            assert val["budget"] == round(min(epochs, 1.0) * held)
+        assert val["taken"]["tokens"] == val_tokens[line["name"]]
+        assert val["budget"] <= val_tokens[line["name"]] < val["budget"] + longest[line["name"]]
+        # The train budget is met from the train documents alone.
+        assert line["budget"] <= line["taken"]["tokens"] < line["budget"] + longest[line["name"]]
+    short = next(line for line in mix["sources"] if line["name"] == "short")
+    assert short["val"]["taken"]["tokens"] == 40  # 1-token documents: 120 * 0.25 / 0.75
+    assert mix["val"]["tokens"] == sum(val_tokens.values())
+    assert mix["val"]["documents"] == len(rows(out, "val"))
+
+
+def test_the_layouts_write_each_split_from_its_parts(runs, cli):
+    out = runs[0]
+    for side, prefix in (("train", "part"), ("val", "val")):
+        want = np.concatenate([np.array(r["ids"], np.uint16) for r in rows(out, prefix)])
+        assert np.array_equal(np.fromfile(out / "bin" / f"{side}.bin", np.uint16), want)
+    checked = cli("check", out).output
+    assert "packed: " in checked and "bin: " in checked
+
+
+def test_reruns_write_the_same_bytes_on_any_number_of_workers(runs):
+    assert output_files(runs[0]) == output_files(runs[1])
+
+
+def test_a_source_the_fraction_holds_out_whole_is_refused(cli, tmp_path):
+    """Its epochs would take nothing, silently: the run says why instead."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[mix]\nshort = 120\nlong = { epochs = 1.5 }\n")
+    result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe,
+                 "--val-fraction", "0.99", "--workers", "1", ok=False)  # fmt: skip
+    assert_one_line_error(result, "mix.long: --val-fraction 0.99 holds out all 20 of its documents")
+
+
+def test_each_split_of_a_per_shard_layout_holds_its_own_parts_only(runs, cli, monkeypatch):
+    """A part is of one split: no file of it (empty, or holding the other
+    split's last packed row) stands in the other split's folder."""
+    folder = runs[0].parent
+    out = folder / "per-shard"
+    monkeypatch.setenv(BUCKET_ENV, "2000")
+    cli("run", folder / "data", out, "--tokenizer", folder / "tok.json", "--mix",
+        folder / "recipe.toml", "--shuffle", "7", "--val-fraction", str(FRACTION),
+        "--format", "megatron", "--per-shard", "--pack", "64")  # fmt: skip
+    for side, prefix in (("train", "part"), ("val", "val")):
+        parts = sorted(p.name.removesuffix(".parquet") for p in (out / "mix").glob(f"{prefix}-*"))
+        packed = sorted(p.stem for p in (out / "packed" / side).glob("*.parquet"))
+        bins = (out / "megatron" / side).glob("*.bin")
+        megatron = sorted(p.name.removesuffix("_text_document.bin") for p in bins)
+        assert len(parts) > 1 and packed == parts == megatron
+    cli("check", out)
+
+
+def test_stats_show_the_held_out_set(runs, cli):
+    val = manifest(runs[0])["mix"]["val"]
+    shown = cli("stats", runs[0]).output
+    assert (
+        f"validation (--val-fraction {FRACTION}, held out before mixing): {val['tokens']} "
+        f"tokens, {val['documents']} documents, {val['parts']} parts"
+    ) in shown
+
+
+def test_a_shuffle_without_a_recipe_holds_out_what_a_run_without_a_mix_does(cli, tmp_path):
+    """Every source once: each document in train or in validation, exactly once,
+    split as encode's `split` column splits it."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    out = tmp_path / "out"
+    cli("run", data, out, "--tokenizer", tok, "--shuffle", "3", "--val-fraction", "0.3")
+    split = Counter()
+    for shard in token_shards(out / "tokens"):
+        for batch in shard.batches(columns=("row", "split")):
+            rows_, sides = batch.column("row").to_pylist(), batch.column("split").to_pylist()
+            split.update((shard.source, row, side) for row, side in zip(rows_, sides, strict=True))
+    seen = Counter((r["shard"], r["input_row"], side) for side, prefix in
+                   (("train", "part"), ("val", "val")) for r in rows(out, prefix))  # fmt: skip
+    assert seen == split and set(seen.values()) == {1}
+
+
+def test_a_fractional_epoch_takes_that_share_of_the_held_out_tokens():
+    assert val_budget(Share("x", epochs=0.5), 500, held=300, fraction=0.25) == 150
+    assert val_budget(Share("x", epochs=3.0), 1500, held=300, fraction=0.25) == 300
+    assert val_budget(Share("x", tokens=90), 90, held=300, fraction=0.25) == 30
