@@ -117,3 +117,34 @@ def test_verify_without_manifest_is_a_one_line_error(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "manifest.json" in result.stderr
+
+
+def test_git_is_asked_before_out_is_locked(tmp_path, monkeypatch):
+    # A child forked while OUT's lock is open holds the lock until it execs: a
+    # rerun right after a failed run would find OUT in use. So git, which runs
+    # beside the stages, must be started before the lock is taken.
+    import fcntl
+
+    from tokenmill.config import Config
+    from tokenmill.stages import run as run_module
+
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill("run", data, out, *RUN)  # OUT/.tokenmill.lock now exists
+    held = []
+
+    def revision():
+        with open(out / ".tokenmill.lock", "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                held.append(False)
+        return lambda: "0" * 40
+
+    monkeypatch.setattr(run_module, "git_revision", revision)
+    run_module.run_all(data, out, Config(vocab_size=1000))
+    assert held == [False]
+    assert manifest(out)["git_revision"] == "0" * 40

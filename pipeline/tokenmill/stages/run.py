@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 from tokenmill.config import Config
@@ -193,11 +194,15 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
     check_overlap(data, out)
     check_out_folder(out, config.force)
     note = on_note or (lambda _: None)
+    # git starts before the lock is taken: a child forked while OUT's lock is
+    # open holds the lock until it execs, and a rerun right after a failed run
+    # would find it taken.
+    revision = git_revision()
     with output_lock(out) as lock:
         if lock.note:
             note(lock.note)
         check_previous_data(out, data, lock.previous, config.force)
-        return _run_locked(plan, on_stage, note, lock)
+        return _run_locked(plan, on_stage, note, lock, revision)
 
 
 def count_superwords(inputs: Inputs, paths: dict, config: Config, count, stage):
@@ -245,7 +250,7 @@ def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> N
         check_target(state_file(path))
 
 
-def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
+def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | None]) -> RunResult:
     start = time.monotonic()
     data, out, config, steps = plan.data, plan.out, plan.config, plan.steps
     check_lock = lock.check
@@ -275,7 +280,6 @@ def _run_locked(plan: Plan, on_stage, note, lock) -> RunResult:
     if steps == "encode":
         assert tok is not None  # make_plan: encode only with a tokenizer
         resolved_config = encode_only_config(config, tok, given)
-    revision = git_revision()
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
     if steps in ("all", "count"):
         count = check_read(stage(run_count(inputs, paths["counts_dir"], config)))
