@@ -127,6 +127,17 @@ class Source:
     def n_bytes(self) -> int:
         return sum(len(t.encode()) for t in self.texts)
 
+    def add(self, text: str | None, language: str) -> None:
+        """One file read as `text` (None: not UTF-8), counted whatever it is."""
+        self.files += 1
+        if text is None:
+            self.not_utf8 += 1
+        elif not text:
+            self.empty += 1
+        else:
+            self.texts.append(text)
+            self.languages.append(language)
+
     def line(self) -> str:
         left = f"; left out: {self.not_utf8} not UTF-8, {self.empty} empty" if self.files else ""
         return (
@@ -177,15 +188,7 @@ def collect() -> list[Source]:
     for name, files in SOURCES.items():
         source = Source(name)
         for path, language in files():
-            source.files += 1
-            text = read_document(path)
-            if text is None:
-                source.not_utf8 += 1
-            elif not text:
-                source.empty += 1
-            else:
-                source.texts.append(text)
-                source.languages.append(language)
+            source.add(read_document(path), language)
         sources.append(source)
     return sources
 

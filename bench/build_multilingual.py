@@ -172,15 +172,7 @@ def collect(debs: Path, files=deb_files) -> tuple[list[Source], list[str]]:
         for name, data in files(deb):
             if not is_document(source_name, name):
                 continue
-            source.files += 1
-            text = read_document(source_name, data)
-            if text is None:
-                source.not_utf8 += 1
-            elif not text:
-                source.empty += 1
-            else:
-                source.texts.append(text)
-                source.languages.append(lang)
+            source.add(read_document(source_name, data), lang)
     return list(sources.values()), read
 
 
