@@ -625,8 +625,13 @@ mod tests {
             assert_eq!(runs.encode(piece), whole.encode_word(piece), "{piece:?}");
         }
         let (symbols, lens) = runs.segment(pieces, None);
+        assert_segments(pieces, &symbols, &lens, &whole);
+    }
+
+    /// `segment`'s symbols, piece by piece (`lens`), against merging each piece whole.
+    fn assert_segments(pieces: &[&str], symbols: &[u32], lens: &[u32], whole: &Encoder) {
         let mut at = 0;
-        for (piece, &n) in pieces.iter().zip(&lens) {
+        for (piece, &n) in pieces.iter().zip(lens) {
             assert_eq!(
                 symbols[at..at + n as usize],
                 whole.encode_word(piece),
@@ -710,15 +715,7 @@ mod tests {
                 None,
             );
             let (symbols, lens) = Pieces::new(&bytes, &merges).segment(&PIECES, Some(&known));
-            let mut at = 0;
-            for (piece, &k) in PIECES.iter().zip(&lens) {
-                assert_eq!(
-                    symbols[at..at + k as usize],
-                    whole.encode_word(piece),
-                    "{piece:?}"
-                );
-                at += k as usize;
-            }
+            assert_segments(&PIECES, &symbols, &lens, &whole);
         }
     }
 
