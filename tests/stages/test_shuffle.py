@@ -205,3 +205,45 @@ def test_small_buffers_write_the_same_bytes(run, tmp_path, monkeypatch):
     monkeypatch.setattr(packed_shuffle, "BUFFER_BYTES", 1500)
     run(tmp_path / "many", "--shuffle", "7", "--pack", "64", small=True)
     assert output_files(tmp_path / "one") == output_files(tmp_path / "many")
+
+
+MB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("ids_bytes", "most", "parts"),
+    [
+        (1000, 64 * MB, 1),  # below MIN_PART_BYTES: one part
+        (58 * MB, 64 * MB, 15),  # parts of 4 MB, not one of 58
+        (200 * MB, 64 * MB, 16),  # 16 parts of 12.5 MB
+        (4096 * MB, 64 * MB, 64),  # parts of 64 MB at most
+        (20_000, 2000, 10),  # TOKENMILL_MIX_BUCKET_BYTES asks for small parts
+    ],
+)
+def test_parts_follow_from_the_mixture_size_alone(ids_bytes, most, parts):
+    """At most `most` bytes of ids a part, and at least MIN_PARTS parts while
+    each holds MIN_PART_BYTES: pass 2 (one part a task) spreads over workers."""
+    itemsize = 4
+    tokens = ids_bytes // itemsize
+    for seed in (None, 7):
+        cut = shuffle.Order.sized(seed, tokens, itemsize, most)
+        assert cut.buckets == parts
+        assert cut.bucket_tokens * cut.buckets >= tokens
+        assert cut.bucket_tokens * itemsize <= max(most, shuffle.MIN_PART_BYTES)
+
+
+@pytest.mark.parametrize("seed", [None, "7"])
+def test_a_mixture_cut_into_the_least_parts_is_the_same_sequence(run, tmp_path, monkeypatch, seed):
+    """A small mixture cut into MIN_PARTS parts (MIN_PART_BYTES made tiny) reads
+    back as the same documents in the same order as one part, and the layouts
+    written from it are the same bytes."""
+    more = ("--format", "megatron", *(("--shuffle", seed) if seed else ()))
+    run(tmp_path / "one", *more)
+    monkeypatch.setattr(shuffle, "MIN_PART_BYTES", 64)
+    run(tmp_path / "cut", *more)
+    assert len(parts(tmp_path / "one")) == 1
+    assert len(parts(tmp_path / "cut")) == shuffle.MIN_PARTS
+    assert order(tmp_path / "cut") == order(tmp_path / "one")
+    one, cut = output_files(tmp_path / "one"), output_files(tmp_path / "cut")
+    megatron = [k for k in one if k.startswith("megatron/")]
+    assert megatron and all(one[k] == cut[k] for k in megatron)

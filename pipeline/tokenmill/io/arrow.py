@@ -1,4 +1,5 @@
-"""Arrow arrays handed to the native core without copying."""
+"""Arrow arrays without copies: handed to the native core, made from NumPy,
+and rows of a column of ids taken."""
 
 from __future__ import annotations
 
@@ -76,3 +77,48 @@ def valid_utf8(arr: pa.Array) -> bool:
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         return False
     return _native.valid_utf8(*arrow_buffers(large_text(arr)))
+
+
+def from_numpy(values: np.ndarray) -> pa.Array:
+    """A NumPy array of numbers as an Arrow array, without a copy."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(
+        pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
+    )
+
+
+def numbers(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A primitive Arrow array without nulls as NumPy, without a copy when in
+    one chunk (Array.to_numpy, as pa.array, imports pandas: a fifth of a second)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    data = array.buffers()[1]
+    dtype = np.dtype(str(array.type))
+    if data is None:
+        return np.empty(0, dtype)
+    return np.frombuffer(data, dtype)[array.offset : array.offset + len(array)]
+
+
+# Above this many ids a document, on average, slices copied one by one beat
+# Arrow's take, which builds and follows an index of every value.
+SLICE_IDS = 128
+
+
+def take_lists(lists: pa.Array | pa.ChunkedArray, at: np.ndarray) -> pa.Array:
+    """lists[at] for a list array without nulls (a column of ids): documents
+    of thousands of ids are copied slice by slice, about ten times faster
+    than Arrow's take; short ones by Arrow's take."""
+    lists = one_array(lists)
+    offsets = numbers(lists.offsets)
+    lengths = np.diff(offsets)[at]
+    if not len(at) or lengths.mean() < SLICE_IDS:
+        return lists.take(from_numpy(at))
+    values = numbers(lists.values)
+    starts = offsets[:-1][at].tolist()
+    taken = np.concatenate(
+        [values[s : s + n] for s, n in zip(starts, lengths.tolist(), strict=True)]
+    )
+    out = np.zeros(len(at) + 1, offsets.dtype)
+    np.cumsum(lengths, out=out[1:])
+    kind = pa.LargeListArray if pa.types.is_large_list(lists.type) else pa.ListArray
+    return kind.from_arrays(from_numpy(out), from_numpy(taken), type=lists.type)

@@ -44,11 +44,11 @@ import pyarrow.parquet as pq
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
+from tokenmill.io.arrow import from_numpy, numbers
 from tokenmill.io.metadata import SEQ_LEN
 from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.io.writers import atomic_path
-from tokenmill.stages.shuffle import BUFFER_BYTES, arrow, by_bucket, flush, open_ipc
-from tokenmill.stages.sources import numbers
+from tokenmill.stages.shuffle import BUFFER_BYTES, by_bucket, flush, open_ipc
 from tokenmill.stages.split import document_hashes
 
 ROUNDS = 6
@@ -125,9 +125,9 @@ class Scatter:
         places = order.place(sequence)
         buckets = order.bucket(places)
         sort = np.argsort(buckets, kind="stable")
-        table = table.set_column(0, "sequence", arrow(places))
-        table = table.append_column("unshuffled", arrow(sequence.copy()))
-        table = table.take(arrow(sort)).cast(self.schema)
+        table = table.set_column(0, "sequence", from_numpy(places))
+        table = table.append_column("unshuffled", from_numpy(sequence.copy()))
+        table = table.take(from_numpy(sort)).cast(self.schema)
         add_sorted(self.held, table, buckets[sort])
         self.held_bytes += table.nbytes
         if self.held_bytes > BUFFER_BYTES:
@@ -175,7 +175,7 @@ def gather(task: GatherTask) -> dict:
     with atomic_path(task.out) as tmp:
         with pq.ParquetWriter(tmp, task.schema, use_dictionary=False, compression="zstd") as w:
             for start in range(0, max(1, len(order)), per_group):
-                w.write_table(table.take(arrow(order[start : start + per_group])))
+                w.write_table(table.take(from_numpy(order[start : start + per_group])))
         checkpoint("packed-gather", task.bucket + 1)  # tests kill here
     return {"sequences": len(order), "tokens": tokens}
 
@@ -234,7 +234,7 @@ def read_rows(files: list[AnyPath]) -> Iterator[pa.RecordBatch]:
                     writer = writer or pa.ipc.new_file(sink, batch.schema)
                     buckets = numbers(batch.column("unshuffled")) // per
                     sort = np.argsort(buckets, kind="stable")
-                    table = pa.Table.from_batches([batch]).take(arrow(sort))
+                    table = pa.Table.from_batches([batch]).take(from_numpy(sort))
                     add_sorted(held, table, buckets[sort])
                     held_bytes += table.nbytes
                     if held_bytes > BUFFER_BYTES:
@@ -250,4 +250,4 @@ def read_rows(files: list[AnyPath]) -> Iterator[pa.RecordBatch]:
         for b in sorted(where):
             table = pa.Table.from_batches([reader.get_batch(n) for n in where[b]])
             order = np.argsort(numbers(table["unshuffled"]), kind="stable")
-            yield from table.take(arrow(order)).to_batches()
+            yield from table.take(from_numpy(order)).to_batches()

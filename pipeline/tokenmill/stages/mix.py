@@ -23,7 +23,7 @@ split) and copies, 20 bytes a document (and while it finds the sources, 4
 more for a `column`'s value: stages/sources.py) and, while it chooses a
 source's subset, under 50 bytes a document of that source (stages/budgets.py);
 a task, one batch of a shard and 64 MB of ids (pass 1), or one bucket of
-~64 MB of ids (pass 2: shuffle.BUCKET_BYTES).
+at most ~64 MB of ids (pass 2: shuffle.BUCKET_BYTES).
 
 Reuse. Each part records in its Parquet metadata a digest of what the
 mixture is made from (the token shards' names and sha256, the recipe, the
@@ -37,7 +37,6 @@ at all, so a killed mix is redone to the same bytes.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +57,6 @@ from tokenmill.stages.results import MixResult
 from tokenmill.stages.shuffle import (
     BUCKET_BYTES,
     BUCKETS,
-    MAX_BUCKET_TOKENS,
     GatherTask,
     Order,
     Rule,
@@ -79,7 +77,7 @@ from tokenmill.stages.tokens import TokenShard
 from tokenmill.tokenizer import Tokenizer
 
 MIX = "mix"  # its folder under OUT
-VERSION = 1  # bumped when the same recipe would choose or order otherwise
+VERSION = 2  # bumped when the same recipe would choose or order otherwise
 # The ids of one part (and of what one task of pass 2 holds): tests make it small.
 BUCKET_ENV = "TOKENMILL_MIX_BUCKET_BYTES"
 PREFIX = ("part", "val")  # of the parts' names, by split: train, then validation
@@ -246,10 +244,9 @@ def plan_mixture(shards: list[TokenShard], config: Config, size: int, key: dict)
         copies.append(n)
         tally.add(cls, ix.tokens, n.astype(np.int64))
     summary = account(found.groups, budgets, tally, splits, fraction, config.shuffle)
-    bucket_tokens = max(1, min(size // shards[0].id_dtype.itemsize, MAX_BUCKET_TOKENS))
     totals = [summary["tokens"], summary.get("val", {}).get("tokens", 0)][:splits]
-    orders = tuple(Order(config.shuffle, max(1, math.ceil(t / bucket_tokens)), bucket_tokens)
-                   for t in totals)  # fmt: skip
+    itemsize = shards[0].id_dtype.itemsize
+    orders = tuple(Order.sized(config.shuffle, t, itemsize, size) for t in totals)
     summary["parts"] = orders[0].buckets
     if splits > 1:
         summary["val"]["parts"] = orders[1].buckets

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from dataclasses import dataclass
 from functools import cached_property
@@ -43,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tokenmill.io.arrow import from_numpy, numbers, take_lists
 from tokenmill.io.metadata import STATE
 from tokenmill.io.storage import (
     AnyPath,
@@ -56,27 +58,24 @@ from tokenmill.io.storage import (
 )
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.encode import DATA_PAGE_VERSION
-from tokenmill.stages.sources import NONE, Membership, numbers
+from tokenmill.stages.sources import NONE, Membership
 from tokenmill.stages.split import document_hashes, is_val
 from tokenmill.stages.state import record_output
 from tokenmill.stages.tokens import TokenShard
 
 BUCKETS = ".buckets"  # pass 1's files, under the mix folder
-BUCKET_BYTES = 64 << 20  # ids per bucket, hence per part
+BUCKET_BYTES = 64 << 20  # ids per bucket, hence per part, at most
+# A mixture of more than MIN_PARTS * MIN_PART_BYTES of ids is cut into at least
+# MIN_PARTS parts: pass 2 writes one part per task, and a mixture of one or two
+# buckets would leave all but one worker idle while its one part is written.
+MIN_PARTS = 16
+MIN_PART_BYTES = 4 << 20
 BUFFER_BYTES = 64 << 20  # pass 1: ids held before they are appended to the file
 # Pass 2: documents taken in order and written at a time (a row group), at most.
 WRITE_ROWS = 8192
 WRITE_BYTES = 16 << 20
 # A bucket's ids are one Arrow list array: its offsets are int32.
 MAX_BUCKET_TOKENS = 1 << 30
-
-
-def arrow(values: np.ndarray) -> pa.Array:
-    """A NumPy array of numbers as an Arrow array, without a copy."""
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(
-        pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
-    )
 
 
 def strings(values: list[str]) -> pa.Array:
@@ -123,6 +122,16 @@ class Order:
     seed: int | None
     buckets: int
     bucket_tokens: int
+
+    @classmethod
+    def sized(cls, seed: int | None, tokens: int, itemsize: int, most: int) -> Order:
+        """The order of a split of `tokens` ids of `itemsize` bytes, in parts of
+        at most `most` bytes of ids, and MIN_PARTS of them when each would hold
+        MIN_PART_BYTES: the number of parts follows from the size alone."""
+        least = max(MIN_PART_BYTES // itemsize, math.ceil(tokens / MIN_PARTS))
+        cap = max(1, min(most // itemsize, least, MAX_BUCKET_TOKENS))
+        buckets = max(1, math.ceil(tokens / cap))
+        return cls(seed, buckets, max(1, math.ceil(tokens / buckets)))
 
     @cached_property
     def bounds(self) -> np.ndarray:
@@ -201,11 +210,11 @@ def scatter(task: ScatterTask) -> dict:
                     taken = pick[sort]
                     piece = pa.record_batch(
                         [
-                            arrow(keys[sort]),
-                            arrow(rows[taken]),
-                            arrow(np.full(len(taken), epoch, np.uint32)),
-                            arrow((cls[taken] // splits).astype(np.int32)),
-                            batch.column("ids").take(arrow(taken)),
+                            from_numpy(keys[sort]),
+                            from_numpy(rows[taken]),
+                            from_numpy(np.full(len(taken), epoch, np.uint32)),
+                            from_numpy((cls[taken] // splits).astype(np.int32)),
+                            take_lists(batch.column("ids"), taken),
                         ],
                         schema=schema,
                     )
@@ -300,18 +309,18 @@ def gather(task: GatherTask) -> dict:
         ) as writer:
             for start, end in slices(lengths[sort], WRITE_BYTES // itemsize):
                 take = sort[start:end]
-                at = arrow(index[take])
-                part_ids = ids.take(arrow(take))
+                at = from_numpy(index[take])
+                part_ids = take_lists(ids, take)
                 n_tokens = np.diff(numbers(part_ids.offsets)).astype(np.uint32)
                 tokens += int(n_tokens.sum())
                 columns = [
-                    arrow(np.arange(start, end, dtype=np.uint64)),
+                    from_numpy(np.arange(start, end, dtype=np.uint64)),
                     part_ids,
-                    arrow(n_tokens),
-                    pc.take(task.sources, arrow(groups[take])),
+                    from_numpy(n_tokens),
+                    pc.take(task.sources, from_numpy(groups[take])),
                     pc.take(task.inputs, at),
-                    arrow(rows[take]),
-                    arrow(epochs[take]),
+                    from_numpy(rows[take]),
+                    from_numpy(epochs[take]),
                 ]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     sha256 = record_output(task.out)

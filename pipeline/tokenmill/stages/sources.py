@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.errors import TokenmillError
+from tokenmill.io.arrow import numbers
 from tokenmill.io.inputs import matches_glob
 from tokenmill.io.storage import parquet_file
 from tokenmill.recipe import Recipe, Share
@@ -38,18 +39,6 @@ from tokenmill.stages.tokens import TokenShard
 MAX_LEFT_OUT = 100
 OTHERS = "(other sources)"
 NONE = -1  # the group of a document no recipe source takes, in the tasks
-
-
-def numbers(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A primitive Arrow array without nulls as NumPy, without a copy when in
-    one chunk (Array.to_numpy, as pa.array, imports pandas: a fifth of a second)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    data = array.buffers()[1]
-    dtype = np.dtype(str(array.type))
-    if data is None:
-        return np.empty(0, dtype)
-    return np.frombuffer(data, dtype)[array.offset : array.offset + len(array)]
 
 
 def default_source(name: str) -> str:
