@@ -5,6 +5,7 @@ harness, not tokenmill, and a peer's row would not carry it twice."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -12,9 +13,11 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from contenders import fresh
+from corpus import corpus_stats, parquet_shards
 from measure import TreeSampler, busy_seconds, wait_for_quiet
 from realvocab import tokenmill_command
 from report import Row
@@ -156,3 +159,36 @@ def stages_tokenmill(p: dict) -> dict:
 
 
 CONTENDERS = {f.__name__: f for f in (run_tokenmill, stages_tokenmill)}
+
+
+def standalone(
+    doc: str,
+    phase: Callable[[argparse.Namespace, argparse.Namespace], tuple[list[Row], list[str], dict]],
+    *,
+    rounds: int,
+    options: Callable[[argparse.ArgumentParser], None] = lambda ap: None,
+    context: Callable[[argparse.Namespace, Path], dict] = lambda args, tmp: {},
+    line: Callable[[Row], str] = lambda r: f"{r.contender}: {r.seconds:.2f} s",
+) -> None:
+    """A phase's module run alone: `python bench/X.py [CORPUS] [--rounds N]
+    [--tmp DIR] ...`; `phase(ctx, args)` on a scratch context (the corpus,
+    `context`'s entries), its rows printed with `line`, then its notes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/corpus"))
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
+    options(ap)
+    args = ap.parse_args()
+    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-bench-"))
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        n_bytes = corpus_stats(parquet_shards(args.corpus))["bytes"]
+        given = {"tmp": tmp, "corpus": args.corpus, "n_bytes": n_bytes, "repeat": 1}
+        ctx = argparse.Namespace(**{**given, "quiet_wait": 0.0, **context(args, tmp)})
+        rows, notes, _ = phase(ctx, args)
+    finally:
+        if args.tmp is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for r in rows:
+        print(line(r))
+    print(*notes, sep="\n\n")

@@ -13,15 +13,12 @@ learned; alone (training one with `tokenmill run` first):
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import shutil
-import tempfile
 from pathlib import Path
 
-from cliruns import against_encode, measured, staged_run
+from cliruns import against_encode, measured, staged_run, standalone
 from contenders import fresh
-from corpus import corpus_stats, parquet_shards
 from realvocab import tokenmill_command
 from report import Row
 
@@ -72,37 +69,27 @@ def layouts(ctx, rounds: int = ROUNDS) -> tuple[list[Row], list[str], dict]:
     return rows, notes, {"layouts": extra}
 
 
+def trained(args, tmp: Path) -> dict:
+    """The tokenizer of a `tokenmill run` on the corpus, for the layouts' runs."""
+    train = tmp / "train"
+    fresh(train)
+    cmd = [tokenmill_command(), "run", str(args.corpus), str(train)]
+    measured(cmd + ["--vocab-size", str(args.vocab_size)])
+    return {"tokenizer": str(train / "tokenizer.json")}
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/corpus"))
-    ap.add_argument("--vocab-size", type=int, default=32768)
-    ap.add_argument("--rounds", type=int, default=ROUNDS)
-    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
-    args = ap.parse_args()
-    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-layouts-"))
-    try:
-        train = tmp / "train"
-        fresh(train)
-        measured(
-            [tokenmill_command(), "run", str(args.corpus), str(train)]
-            + ["--vocab-size", str(args.vocab_size)]
-        )
-        ctx = argparse.Namespace(
-            tmp=tmp,
-            corpus=args.corpus,
-            tokenizer=str(train / "tokenizer.json"),
-            n_bytes=corpus_stats(parquet_shards(args.corpus))["bytes"],
-            repeat=1,
-            quiet_wait=0.0,
-        )
-        rows, notes, _ = layouts(ctx, args.rounds)
-    finally:
-        if args.tmp is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    for r in rows:
-        speed = "" if r.speedup is None else f", encode ÷ layout {r.speedup:.2f}"
-        print(f"{r.contender}: {r.seconds:.2f} s{speed}")
-    print(*notes, sep="\n")
+    standalone(
+        __doc__,
+        lambda ctx, args: layouts(ctx, args.rounds),
+        rounds=ROUNDS,
+        options=lambda ap: ap.add_argument("--vocab-size", type=int, default=32768),
+        context=trained,
+        line=lambda r: (
+            f"{r.contender}: {r.seconds:.2f} s"
+            + ("" if r.speedup is None else f", encode ÷ layout {r.speedup:.2f}")
+        ),
+    )
 
 
 if __name__ == "__main__":

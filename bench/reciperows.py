@@ -15,14 +15,12 @@ run.py runs it as the `recipes` phase; alone:
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import tempfile
 from pathlib import Path
 
-from cliruns import against_encode, staged_run
+from cliruns import against_encode, staged_run, standalone
 from contenders import fresh
-from corpus import corpus_stats, parquet_shards
+from corpus import parquet_shards
 from realvocab import tokenmill_command
 from report import Row
 from vocab import CL100K_RANKS
@@ -94,29 +92,16 @@ def recipes(ctx, rounds: int = ROUNDS) -> tuple[list[Row], list[str], dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("corpus", type=Path, nargs="?", default=Path("/tmp/corpus"))
-    ap.add_argument("--rounds", type=int, default=ROUNDS)
-    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
-    args = ap.parse_args()
-    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-recipes-"))
-    try:
-        ctx = argparse.Namespace(
-            tmp=tmp,
-            corpus=args.corpus,
-            vocabularies=CL100K_RANKS.parent,
-            n_bytes=corpus_stats(parquet_shards(args.corpus))["bytes"],
-            repeat=1,
-            quiet_wait=0.0,
-        )
-        rows, notes, _ = recipes(ctx, args.rounds)
-    finally:
-        if args.tmp is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    for r in rows:
-        speed = "" if r.speedup is None else f", encode ÷ mix {r.speedup:.2f}"
-        print(f"{r.contender}: {r.seconds:.2f} s{speed}")
-    print(*notes, sep="\n")
+    standalone(
+        __doc__,
+        lambda ctx, args: recipes(ctx, args.rounds),
+        rounds=ROUNDS,
+        context=lambda args, tmp: {"vocabularies": CL100K_RANKS.parent},
+        line=lambda r: (
+            f"{r.contender}: {r.seconds:.2f} s"
+            + ("" if r.speedup is None else f", encode ÷ mix {r.speedup:.2f}")
+        ),
+    )
 
 
 if __name__ == "__main__":

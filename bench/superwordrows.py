@@ -26,11 +26,10 @@ import hashlib
 import json
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from cliruns import measured
+from cliruns import measured, standalone
 from contenders import fresh
 from corpus import TEXT, corpus_stats, parquet_shards
 from measure import busy_seconds, wait_for_quiet
@@ -342,34 +341,27 @@ def main() -> None:
         mode, params, out = sys.argv[2:5]
         Path(out).write_text(json.dumps(CHILD[mode](json.loads(params))) + "\n")
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("corpus", nargs="?", type=Path, default=Path("/tmp/corpus"))
-    ap.add_argument("--multilingual", type=Path, help="bench/build_multilingual.py's corpus")
-    ap.add_argument("--vocab-size", type=int, default=VOCAB)
-    ap.add_argument("--rounds", type=int, default=ROUNDS)
-    ap.add_argument("--tmp", type=Path, help="scratch folder (default: a new temporary one)")
-    args = ap.parse_args()
-    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="tokenmill-superword-"))
-    try:
-        tmp.mkdir(parents=True, exist_ok=True)
-        ctx = argparse.Namespace(
-            tmp=tmp,
-            corpus=args.corpus,
-            n_bytes=corpus_stats(parquet_shards(args.corpus))["bytes"],
-            repeat=args.rounds,
-            quiet_wait=0.0,
-            workers=0,
-            multilingual=args.multilingual,
-            superword_vocab=args.vocab_size,
-        )
-        rows, notes, _ = superword(ctx)
-    finally:
-        if args.tmp is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    for r in rows:
-        ratio = "" if r.speedup is None else f", ÷ ordinary {r.speedup:.2f}"
-        print(f"{r.contender}: {r.seconds:.2f} s, peak RSS {r.peak_rss / MB:.0f} MB{ratio}")
-    print(*notes, sep="\n\n")
+
+    def options(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--multilingual", type=Path, help="bench/build_multilingual.py's corpus")
+        ap.add_argument("--vocab-size", type=int, default=VOCAB)
+
+    standalone(
+        __doc__,
+        lambda ctx, args: superword(ctx),
+        rounds=ROUNDS,
+        options=options,
+        context=lambda args, tmp: {
+            "repeat": args.rounds,
+            "workers": 0,
+            "multilingual": args.multilingual,
+            "superword_vocab": args.vocab_size,
+        },  # fmt: skip
+        line=lambda r: (
+            f"{r.contender}: {r.seconds:.2f} s, peak RSS {r.peak_rss / MB:.0f} MB"
+            + ("" if r.speedup is None else f", ÷ ordinary {r.speedup:.2f}")
+        ),
+    )
 
 
 if __name__ == "__main__":
