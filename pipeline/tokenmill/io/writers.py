@@ -19,9 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from tokenmill.errors import TokenmillError, WriteError, one_line
 from tokenmill.io import storage
 from tokenmill.io.storage import AnyPath, is_remote, location
@@ -143,11 +140,6 @@ def remove_temporaries(folder: AnyPath) -> list[AnyPath]:
                 p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
-
-
-def write_parquet(table: pa.Table, path: AnyPath) -> None:
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
 
 
 def write_json(obj: object, path: AnyPath) -> None:
