@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,18 +19,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.io.arrow import one_array
-from tokenmill.stages.encode import ONE_PAGE_A_RECORD, after_the_next
+from tokenmill.stages.encode import after_the_next
+from tokenmill.stages.tokens import open_token_shard
 from tokenmill.tokenizer import Tokenizer
 
 SIZE = 64 << 20
-# encode, per byte of the document (3.5 bytes a token here), whatever its
-# format: the text is freed before the ids are written, and the write holds
-# the most. pyarrow 23+ writes a document's ids as one Parquet page, built
-# from 16-bit levels twice over, 32-bit values twice over and the page: ~18
-# bytes a token beside the ids, 5.75-6.0 measured. Older pyarrow cuts it
-# into 1 MB pages; then the encoding holds the most, with the text (a JSON
-# line's twice): 3.0-3.9 measured.
-ENCODE_PER_BYTE = 7.0 if ONE_PAGE_A_RECORD else 4.5
+# encode, per byte of the document (3.5 bytes a token here): it holds the
+# text while it encodes it, and the ids as 32-bit values then 16-bit (2.75
+# measured); the text is freed before the ids are written, a row of at most
+# ROW_IDS ids at a time (stages/tokens.py), so that Parquet's writer builds no
+# page of the whole document. A JSON line's block is freed once parsed (2.95
+# measured); a Parquet row peaks while its page is decoded (4.1 measured).
+ENCODE_PER_BYTE = {".txt": 3.0, ".jsonl": 3.25, ".parquet": 4.5}
+# pack and bin: the document's ids joined back into one buffer, and a copy
+# (2.05 and 1.9 measured).
+LAYOUT_PER_BYTE = 3.0
+SEQ = ["--seq-len", 2048]
 # Letters of several scripts, of two to three UTF-8 bytes as well as one.
 LETTERS = "abcdefghijklmnopqrstuvwxyzαβγδεζηθικλμνξοπρστυφχψωабвгдежзийклмнопрстуфх東京大阪中国語"
 
@@ -89,10 +94,12 @@ def document(tmp_path_factory) -> tuple[str, Path]:
 
 
 def shard_ids(tokens: Path) -> pa.Array:
-    (shard,) = tokens.glob("*.parquet")
-    table = pq.read_table(shard)
-    assert table.num_rows == 1
-    return table["ids"][0].values
+    """The document's ids, written over several rows of its token shard."""
+    (path,) = tokens.glob("*.parquet")
+    shard = open_token_shard(path)
+    assert shard.documents == 1 and len(shard.continued) == 1
+    (batch,) = shard.batches(columns=("ids",))
+    return batch.column("ids")[0].values
 
 
 def test_each_stage_holds_a_large_text_document_once(document, tmp_path):
@@ -113,21 +120,29 @@ def test_each_stage_holds_a_large_text_document_once(document, tmp_path):
     vocab = ["--vocab-size", 1000]
     train = growth(
         "train",
-        [big / "counts.parquet", big / "tok.json", *vocab],
-        [small / "counts.parquet", small / "tok.json", *vocab],
+        [big / "counts.parquet", big / "tokenizer.json", *vocab],
+        [small / "counts.parquet", small / "tokenizer.json", *vocab],
     )
-    tok = ["--tokenizer", big / "tok.json", *unit]
+    # Both encoded with the large one, which the layouts find beside tokens/.
+    shutil.copy(big / "tokenizer.json", small / "tokenizer.json")
+    tok = ["--tokenizer", big / "tokenizer.json", *unit]
     encode = growth(
         "encode", [path, big / "tokens", *tok], [tiny / "doc.txt", small / "tokens", *tok]
     )
+    pack = growth(
+        "pack", [big / "tokens", big / "packed", *SEQ], [small / "tokens", small / "packed", *SEQ]
+    )
+    bin_ = growth("bin", [big / "tokens", big / "bin"], [small / "tokens", small / "bin"])
     ids = shard_ids(big / "tokens")
     sizes = f"{size >> 20} MB, {len(ids)} tokens: count {count >> 20} MB, merge {merge >> 20} MB, "
-    sizes += f"train {train >> 20} MB, encode {encode >> 20} MB"
+    sizes += f"train {train >> 20} MB, encode {encode >> 20} MB, pack {pack >> 20} MB, "
+    sizes += f"bin {bin_ >> 20} MB"
     # The file read once, as one buffer (joining its pieces held it twice).
     assert count <= 1.5 * size, sizes
     assert merge <= 3 * size and train <= 3 * size, sizes
-    assert encode <= ENCODE_PER_BYTE * size, sizes
-    tokenizer = Tokenizer.load(big / "tok.json")
+    assert encode <= ENCODE_PER_BYTE[".txt"] * size, sizes
+    assert pack <= LAYOUT_PER_BYTE * size and bin_ <= LAYOUT_PER_BYTE * size, sizes
+    tokenizer = Tokenizer.load(big / "tokenizer.json")
     assert ids[-1].as_py() == tokenizer.eos_id
     assert text.startswith(tokenizer.decode(ids[:200].to_pylist()))
     assert text.endswith(tokenizer.decode(ids[-40:-1].to_pylist()))
@@ -136,7 +151,8 @@ def test_each_stage_holds_a_large_text_document_once(document, tmp_path):
 def test_a_json_line_or_parquet_row_as_large(document, tmp_path):
     """A JSON line is read into one buffer (its blocks joined held it twice)
     and not split into a copy; Arrow's parser then holds the line and its
-    text twice while it parses it. A Parquet reader keeps its last page,
+    text twice while it parses it, and the line is freed before the text is
+    encoded. A Parquet reader keeps its last page,
     decoded and not, until closed: it is closed once the last row is read,
     before the row is encoded."""
     text, tiny = document
@@ -156,7 +172,7 @@ def test_a_json_line_or_parquet_row_as_large(document, tmp_path):
         encode = growth("encode", [path, out, *tok], [tiny / path.name, tiny_out, *tok])
         encoded[path.suffix] = ids = shard_ids(out)
         sizes = f"{path.name}: {size >> 20} MB, {len(ids)} tokens: encode {encode >> 20} MB"
-        assert encode <= ENCODE_PER_BYTE * size, sizes
+        assert encode <= ENCODE_PER_BYTE[path.suffix] * size, sizes
     assert count <= 4 * size, f"{size >> 20} MB: count {count >> 20} MB"
     assert encoded[".jsonl"].equals(encoded[".parquet"])
 

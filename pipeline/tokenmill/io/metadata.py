@@ -2,7 +2,8 @@
 once, and reading them back.
 
 - count tables (stages/count.py): SOURCE, STATE;
-- token shards (stages/encode.py): SOURCE, TOKENIZER_SHA256, VOCAB_SIZE, STATE;
+- token shards (stages/encode.py): SOURCE, TOKENIZER_SHA256, VOCAB_SIZE, STATE,
+  and CONTINUED when a document is written over several rows (stages/tokens.py);
 - packed shards (stages/pack.py): those of token shards (but STATE) and
   SEQ_LEN, EOS_ID, BOS_ID.
 
@@ -24,6 +25,8 @@ STATE = b"tokenmill.state"
 SEQ_LEN = b"tokenmill.seq_len"
 EOS_ID = b"tokenmill.eos_id"
 BOS_ID = b"tokenmill.bos_id"
+# A token shard's documents written over several rows: JSON [[row, rows, ids], ...].
+CONTINUED = b"tokenmill.continued"
 # A mixture's part (stages/mix.py) with --val-fraction: "train" or "val", all its rows.
 SPLIT = b"tokenmill.split"
 

@@ -702,6 +702,11 @@ def _jsonl_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawB
             for i in pc.indices_nonzero(pc.is_null(values)).to_pylist():
                 # A null is a record without text: _why_not_text says why.
                 bad[i] = _why_not_text(records[i].as_py(), column) or f"{column!r} is null"
+        # The block (a long line's is the line itself) is freed before its
+        # text is encoded, not held beside the text and its ids: Arrow's
+        # parser copied the text out of it.
+        del lines, records, block, table
+        data.clear()
         yield RawBatch(values, bad, numbers)
 
 

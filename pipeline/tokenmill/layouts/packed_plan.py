@@ -31,7 +31,7 @@ from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.layouts.packed_shuffle import Order
 from tokenmill.layouts.rows import PIECE, ends_in
 from tokenmill.stages.split import SPLITS, TRAIN, VAL, in_split, shard_is_val
-from tokenmill.stages.tokens import BATCH_ROWS, TokenShard, list_ids
+from tokenmill.stages.tokens import TokenShard, list_ids
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,11 @@ class Spec:
 @dataclass(frozen=True)
 class Lengths:
     """A shard's documents, as the first pass finds them: their rows, their
-    lengths in the stream, and the rows each Parquet row group holds."""
+    lengths in the stream, and the documents starting in each Parquet row group."""
 
     rows: np.ndarray  # uint64, in file order
     lens: np.ndarray  # int64
-    groups: np.ndarray  # int64 rows per row group
+    groups: np.ndarray  # int64 documents starting in each row group
 
 
 def document_lengths(task: tuple[TokenShard, Spec]) -> Lengths:
@@ -96,28 +96,25 @@ def document_lengths(task: tuple[TokenShard, Spec]) -> Lengths:
     rows, lens = [], []
     try:
         with parquet_file(shard.path) as pf:
-            meta = pf.metadata
-            groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-            # When `encode` ended every document with <|endoftext|>, the
-            # lengths are in n_tokens, and the ids need not be read.
-            ended = ended_with_eos(meta.metadata or {})
-            columns = ["row", "n_tokens" if ended else "ids"]
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-                rows.append(batch.column("row").to_numpy())
-                if ended:
-                    lens.append(batch.column("n_tokens").to_numpy().astype(np.int64))
-                else:
-                    flat, offsets = list_ids(batch.column("ids"))
-                    lens.append(
-                        np.diff(offsets).astype(np.int64) + ~ends_in(flat, offsets, spec.eos)
-                    )
+            metadata = pf.metadata.metadata or {}
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{shard.path}: cannot read token shard ({e})") from None
+    # When `encode` ended every document with <|endoftext|>, the lengths are
+    # in n_tokens, and the ids need not be read.
+    ended = ended_with_eos(metadata)
+    for batch in shard.batches(columns=["row", "n_tokens" if ended else "ids"]):
+        rows.append(batch.column("row").to_numpy())
+        if ended:
+            lens.append(batch.column("n_tokens").to_numpy().astype(np.int64))
+        else:
+            flat, offsets = list_ids(batch.column("ids"))
+            lens.append(np.diff(offsets).astype(np.int64) + ~ends_in(flat, offsets, spec.eos))
+    groups = shard.group_documents()
     b = 0 if spec.bos is None else 1
     return Lengths(
         rows=np.concatenate(rows) if rows else np.empty(0, np.uint64),
         lens=(np.concatenate(lens) if lens else np.empty(0, np.int64)) + b,
-        groups=np.array(groups, np.int64),
+        groups=groups,
     )
 
 
@@ -142,7 +139,7 @@ class Tail:
     shard: TokenShard
     positions: np.ndarray
     rows: np.ndarray
-    groups: np.ndarray  # the shard's rows per row group
+    groups: np.ndarray  # the shard's documents starting in each row group
     base: int
 
 

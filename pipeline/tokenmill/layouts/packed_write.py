@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
-from tokenmill.io.storage import AnyPath, location, parquet_file
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts.packed_plan import PackTask, Spec, Tail, document_lengths, plan
 from tokenmill.layouts.packed_shuffle import BUCKETS, Scatter, with_orders, write_files
@@ -29,7 +29,7 @@ from tokenmill.layouts.rows import Packer, Pieces, cut_pieces, document_stream, 
 from tokenmill.stages.results import PackResult
 from tokenmill.stages.shuffle import remove_buckets
 from tokenmill.stages.split import TRAIN, VAL, shard_is_val
-from tokenmill.stages.tokens import TokenShard, list_ids
+from tokenmill.stages.tokens import ROW_IDS, TokenShard, list_ids
 from tokenmill.tokenizer import BOS, ENDOFTEXT, Tokenizer
 
 
@@ -44,13 +44,13 @@ def read_tails(tails: list[Tail]) -> list[pa.Array]:
             ours = [t.positions for t in tails if t.index == tail.index]
             lo, hi = min(p[0] for p in ours), max(p[-1] for p in ours)
             first = int(np.searchsorted(bounds, lo, side="right")) - 1
-            last = int(np.searchsorted(bounds, hi, side="right")) - 1
-            try:
-                with parquet_file(tail.shard.path) as pf:
-                    table = pf.read_row_groups(range(first, last + 1), columns=["ids"])
-            except (OSError, pa.ArrowException) as e:
-                raise TokenmillError(f"{tail.shard.path}: cannot read token shard ({e})") from None
-            read[tail.index] = (first, table.column("ids"))
+            wanted, batches = hi - bounds[first] + 1, []
+            for batch in tail.shard.batches(columns=("ids",), first_group=first):
+                batches.append(batch)
+                wanted -= batch.num_rows
+                if wanted <= 0:
+                    break
+            read[tail.index] = (first, pa.Table.from_batches(batches).column("ids"))
         first, ids = read[tail.index]
         found.append(ids.take(pa.array(tail.positions - bounds[first])).combine_chunks())
     return found
@@ -116,12 +116,16 @@ def pack_shard(task: PackTask) -> list[dict]:
             scatter = Scatter(stack.enter_context(atomic_path(task.scratch)), schema)
             rows_schema = schema.remove(schema.get_field_index("unshuffled"))
 
-        def write(side: str, ids: np.ndarray, pieces: Pieces, nrows: int) -> None:
+        def write(side: str, ids: np.ndarray, pieces: Pieces, nrows: int, long=False) -> None:
             tokens[side] += len(ids)
             if not nrows:
                 return
             if task.orders is None:
-                writers[side].write_table(packers[side].table(schema, ids, pieces, nrows))
+                table = packers[side].table(schema, ids, pieces, nrows)
+                # Parquet's writer holds ~10 bytes an id of a row group while
+                # it writes it: a long document's rows go in groups of ROW_IDS.
+                group = max(1, ROW_IDS // n) if long else None
+                writers[side].write_table(table, row_group_size=group)
             else:
                 table = packers[side].table(rows_schema, ids, pieces, nrows)
                 scatter.add(table, task.orders[side])
@@ -135,7 +139,8 @@ def pack_shard(task: PackTask) -> list[dict]:
                 keep = {"": None, TRAIN: ~val, VAL: val}[side]
                 s_rows, s_flat, s_offsets = select_documents(rows, flat, offsets, keep)
                 documents[side] += len(s_rows)
-                write(side, *packer.add(task.index, s_rows, s_flat, s_offsets))
+                long = bool((np.diff(s_offsets) > ROW_IDS).any())
+                write(side, *packer.add(task.index, s_rows, s_flat, s_offsets), long=long)
         # Tests kill here, with this shard's temporary open.
         checkpoint("packed-write", task.index + 1)
         for side, packer in packers.items():

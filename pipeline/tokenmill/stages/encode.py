@@ -5,7 +5,9 @@ Columns: row (the document's index in its input shard), ids
 with --val-fraction, split ("train" or "val", see stages/split.py), and when
 the run's recipe takes sources from a column ([mix] column = "source"),
 source: each document's value there (dictionary-encoded; null when it has
-none), which the mix groups documents by (stages/mix.py).
+none), which the mix groups documents by (stages/mix.py). A document of more
+than ROW_IDS ids takes several consecutive rows of its `row`, which every
+reader joins back (stages/tokens.py).
 """
 
 from __future__ import annotations
@@ -30,23 +32,28 @@ from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
 from tokenmill.io.storage import AnyPath, location
+from tokenmill.memory import release_memory
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
 from tokenmill.stages.state import encode_key
+from tokenmill.stages.tokens import RowWriter
 from tokenmill.tokenizer import ENDOFTEXT, Tokenizer
 
 T = TypeVar("T")
 
-# The page layout that holds least of one huge document's ids while they are
-# written. pyarrow 23 and later build a record's values into one data page
-# whatever the settings (~20 bytes a token, docs/memory.md): v2 pages, whose
-# levels are not compressed with the values, spare a copy of the page. Older
-# pyarrow cuts v1 pages within a record, 1 MB at a time (~10 bytes a token);
-# v2 pages must start at a record.
+# The page layout that holds least of a row's ids while they are written.
+# pyarrow 23 and later build a record's values into one data page whatever the
+# settings (~20 bytes a token, docs/memory.md), hence rows of at most ROW_IDS
+# ids (stages/tokens.py): v2 pages, whose levels are not compressed with the
+# values, spare a copy of the page. Older pyarrow cuts v1 pages within a
+# record, 1 MB at a time; v2 pages must start at a record.
 ONE_PAGE_A_RECORD = int(pa.__version__.split(".")[0]) >= 23
 DATA_PAGE_VERSION = "2.0" if ONE_PAGE_A_RECORD else "1.0"
 
+
+# A batch of more text than this is a long document's (text blocks are 16 MB).
+RELEASE_BYTES = 32 << 20
 
 # A token shard's per-document source (a recipe's `column`): few distinct values.
 SOURCE_TYPE = pa.dictionary(pa.int32(), pa.string())
@@ -101,6 +108,11 @@ def encode_shard(task: EncodeTask) -> dict:
             for rows, docs in read_batches(
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
+                if text_bytes(docs) > RELEASE_BYTES:
+                    # Reading a long document left freed pages in PyArrow's pool
+                    # (a JSON line parsed, a Parquet page decoded): given back
+                    # before its ids are made, not held beside them.
+                    release_memory()
                 ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
                 columns = [rows, ids, n_tokens]
                 if fraction > 0:
@@ -128,9 +140,10 @@ def encode_shard(task: EncodeTask) -> dict:
             write_statistics=["row", "n_tokens"],
             data_page_version=DATA_PAGE_VERSION,
         ) as writer:
+            rows = RowWriter(writer)
             for table in after_the_next(tables()):
-                writer.write_table(table)
-            writer.add_key_value_metadata({STATE: state(result)})
+                rows.write_table(table)
+            writer.add_key_value_metadata({STATE: state(result), **rows.metadata()})
         return result
 
     key = encode_key(c, tok.sha256)

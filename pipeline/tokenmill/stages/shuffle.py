@@ -61,7 +61,7 @@ from tokenmill.stages.encode import DATA_PAGE_VERSION
 from tokenmill.stages.sources import NONE, Membership
 from tokenmill.stages.split import document_hashes, is_val
 from tokenmill.stages.state import record_output
-from tokenmill.stages.tokens import TokenShard
+from tokenmill.stages.tokens import RowWriter, TokenShard
 
 BUCKETS = ".buckets"  # pass 1's files, under the mix folder
 BUCKET_BYTES = 64 << 20  # ids per bucket, hence per part, at most
@@ -307,6 +307,7 @@ def gather(task: GatherTask) -> dict:
             write_statistics=["row", "n_tokens"],
             data_page_version=DATA_PAGE_VERSION,
         ) as writer:
+            parts = RowWriter(writer)  # a long document over several rows, as encode writes it
             for start, end in slices(lengths[sort], WRITE_BYTES // itemsize):
                 take = sort[start:end]
                 at = from_numpy(index[take])
@@ -322,7 +323,9 @@ def gather(task: GatherTask) -> dict:
                     from_numpy(rows[take]),
                     from_numpy(epochs[take]),
                 ]
-                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+                parts.write_table(pa.Table.from_arrays(columns, schema=schema))
+            if parts.continued:
+                writer.add_key_value_metadata(parts.metadata())
     sha256 = record_output(task.out)
     return {"rows": len(sort), "tokens": tokens, "bytes": size(task.out), "sha256": sha256}
 
