@@ -24,8 +24,8 @@ def token_shards(tokens_dir: Path) -> dict[str, Path]:
 
 
 def tokenmill_ids(path: Path) -> list[list[int]]:
-    table = pq.read_table(path, columns=["row", "ids"]).sort_by("row")
-    return table.column("ids").to_pylist()
+    values, offsets = flat_ids(path)
+    return [values[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
 
 
 def first_difference(a: list[int], b: list[int]) -> int:
@@ -91,8 +91,16 @@ def compare(corpus: Path, tokens_dir: Path, tokenizer_file: Path) -> dict:
 
 
 def flat_ids(path: Path):
-    """tokenmill's ids of one token shard in row order: (values, offsets) as NumPy."""
-    return flat(pq.read_table(path, columns=["row", "ids"]).sort_by("row").column("ids"))
+    """tokenmill's ids of one token shard in row order: (values, offsets) as
+    NumPy, a document over several rows (more than a million ids: the rows
+    repeat its `row`, in order; Arrow's sort is stable) joined back."""
+    import numpy as np
+
+    table = pq.read_table(path, columns=["row", "ids"]).sort_by("row")
+    values, offsets = flat(table.column("ids"))
+    rows = np.asarray(table.column("row"))
+    starts = np.concatenate([[True], rows[1:] != rows[:-1], [True]])
+    return values, offsets[starts]
 
 
 def flat(ids):
