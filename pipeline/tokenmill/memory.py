@@ -8,6 +8,12 @@ from contextlib import contextmanager
 # Nothing heavy at the top: the console script (entry.py) uses `start_up`
 # before any of tokenmill's modules load.
 
+# A batch of more text than this is a long document's (text blocks are 16 MB).
+# Reading it left freed buffers that the allocators keep for a while (a JSON
+# line parsed, a Parquet page decoded and its dictionary copied): a stage
+# gives them back (`release_memory`) before it works on the text.
+RELEASE_BYTES = 32 << 20
+
 
 def release_memory() -> None:
     """Return memory freed by the native core (glibc arenas) and by PyArrow's

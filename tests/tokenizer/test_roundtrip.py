@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import make_documents
@@ -58,6 +59,20 @@ def test_batch_encoding_takes_every_arrow_string_type(tok):
     assert sliced[0].to_pylist() == want[0].to_pylist()[3:10]
     with pytest.raises(TokenmillError, match="array of strings, not of int64"):
         tok.encode_arrow(pa.array([1, 2]))
+
+
+def test_batch_encoding_of_documents_of_millions_of_ids():
+    """16-bit ids are narrowed from the end of each part the pool encoded, a
+    million at a time (a long document's ids are not held at 32 and 16 bits
+    at once): documents longer than that, in several parts, keep their ids
+    and their order."""
+    tok = Tokenizer.train(["ab cd"], vocab_size=260)
+    docs = ["ab cd " * 700_000, "cd", "ab " * 1_100_000, "ab cd"] * 2
+    ids, n_tokens = tok.encode_arrow(pa.array(docs, pa.large_string()))
+    assert ids.type.value_type == pa.uint16()
+    assert min(n_tokens.to_pylist()[::2]) > 2 * (1 << 20)
+    for row, doc in zip(ids, docs, strict=True):
+        assert np.array_equal(row.values.to_numpy(), tok.encode(doc, eos=True))
 
 
 def test_empty_documents(tok):

@@ -79,12 +79,16 @@ KNOWN_INPUTS = (
     "*.parquet, *.arrow, *.feather; *.jsonl, *.json, *.txt, each optionally .gz, .zst, .bz2 or .xz"
 )
 BATCH_ROWS = 8192
-# How Parquet shards are read, local or remote alike. With PyArrow's default
-# pre-buffering, reading every row group buffers them all first: the whole
-# file in memory (1.1 GiB resident for a 1 GiB file). A column chunk is read
-# in pieces of buffer_size (one range request each from an object store), so
-# memory does not grow with the writer's row group size either.
+# How Parquet shards are read. With PyArrow's default pre-buffering, reading
+# every row group buffers them all first: the whole file in memory (1.1 GiB
+# resident for a 1 GiB file). A column chunk is read in pieces of buffer_size
+# (one range request each from an object store), so memory does not grow with
+# the writer's row group size either; a page larger than that is read into a
+# buffer of its own, beside this one, which lives as long as the reader.
 PARQUET_READ = {"pre_buffer": False, "buffer_size": 32 << 20}
+# A local file's buffer: a read costs no request, and a 32 MB buffer beside a
+# one-row page of 64 MB was half the document again at encode's peak.
+LOCAL_BUFFER_BYTES = 1 << 20
 # Rows of a batch are also bounded by bytes: 8192 source files of 20 KB are
 # 160 MB of text per batch and per worker, plus their ids, which made the
 # encode stage the peak of a run on a corpus of code (800 MB resident on
@@ -384,7 +388,10 @@ def _leaf_names(schema: pa.Schema | pa.StructType, prefix: str = "") -> list[str
 def _parquet_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBatch]:
     # A remote file is read by byte ranges: the footer, then each row group's
     # chunk of the column, as a local file is read (storage.parquet_file).
-    with parquet_file(path, **PARQUET_READ) as pf:
+    options = (
+        PARQUET_READ if is_remote(path) else {**PARQUET_READ, "buffer_size": LOCAL_BUFFER_BYTES}
+    )
+    with parquet_file(path, **options) as pf:
         check_column(pf.schema_arrow, column, path)
         # A dotted name is also Parquet's path of a nested leaf, so only that leaf
         # is read (its struct pruned to it); a top-level column so named comes too,

@@ -32,7 +32,7 @@ from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
 from tokenmill.io.storage import AnyPath, location
-from tokenmill.memory import release_memory
+from tokenmill.memory import RELEASE_BYTES, release_memory
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
@@ -51,9 +51,6 @@ T = TypeVar("T")
 ONE_PAGE_A_RECORD = int(pa.__version__.split(".")[0]) >= 23
 DATA_PAGE_VERSION = "2.0" if ONE_PAGE_A_RECORD else "1.0"
 
-
-# A batch of more text than this is a long document's (text blocks are 16 MB).
-RELEASE_BYTES = 32 << 20
 
 # A token shard's per-document source (a recipe's `column`): few distinct values.
 SOURCE_TYPE = pa.dictionary(pa.int32(), pa.string())
@@ -109,10 +106,7 @@ def encode_shard(task: EncodeTask) -> dict:
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
                 if text_bytes(docs) > RELEASE_BYTES:
-                    # Reading a long document left freed pages in PyArrow's pool
-                    # (a JSON line parsed, a Parquet page decoded): given back
-                    # before its ids are made, not held beside them.
-                    release_memory()
+                    release_memory()  # the reader's freed buffers, not held beside the ids
                 ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
                 columns = [rows, ids, n_tokens]
                 if fraction > 0:
