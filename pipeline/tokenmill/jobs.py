@@ -35,6 +35,16 @@ PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
 STRING_PATH_KEYS = ("extend",)
 CONFIG_KEYS = tuple(f.name for f in fields(Config))
+# Read by training only: given with a tokenizer, the run would drop them without a word.
+TRAINING_KEYS = (
+    "vocab_size",
+    "min_count",
+    "mode",
+    "lowercase",
+    "superword_at",
+    "superword_max_words",
+    "extend_alphabet",
+)
 # Lists of strings in TOML; `format` may also be one string ("megatron,bin").
 LIST_KEYS = ("special_tokens", "format")
 
@@ -133,6 +143,13 @@ def resolve_job(
         raise TokenmillError(f"{where}steps must be one of {', '.join(STEPS)}, not {steps!r}")
     if (steps == "encode") != (tokenizer is not None):
         raise TokenmillError(f"{where}a tokenizer goes with encoding only (steps = 'encode')")
+    if steps == "encode":
+        for key in TRAINING_KEYS:
+            if key in given:
+                option = "--" + key.replace("_", "-")
+                raise TokenmillError(f"{option} trains: give it without --tokenizer")
+            if key in settings:
+                raise TokenmillError(f"{where}{key} trains: give it without tokenizer")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
     for key, value in settings.items():
         if key in CONFIG_KEYS and key not in given:

@@ -84,6 +84,8 @@ class Recipe:
     sources: tuple[Share, ...] = ()
     total: int | None = None
     column: str | None = None  # the per-document source column; None: by input
+    # --shuffle without a recipe: a source held out whole is no budget unmet
+    implied: bool = False
 
     def to_dict(self) -> dict:
         d: dict = {"total": self.total} if self.total is not None else {}
@@ -100,6 +102,11 @@ def parse_tokens(value: object, where: str) -> int:
         n = value
     elif isinstance(value, str) and (m := TOKENS.fullmatch(value.strip())):
         number, unit = m.groups()
+        if "." in number and not unit:  # "1.5": epochs or a weight, as likely as tokens
+            raise TokenmillError(
+                f"{where}: {value!r} is not a whole number of tokens "
+                "(for epochs: { epochs = 1.5 }; for a weight of total: 0.3, unquoted)"
+            )
         n = round(float(number.replace("_", "")) * SCALE[unit.upper()])
     else:
         raise TokenmillError(

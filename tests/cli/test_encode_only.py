@@ -43,6 +43,33 @@ def test_a_command_that_needs_a_tokenizer_says_so_in_one_line(cli, tmp_path, com
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--superword-at", "300"),
+        ("--min-count", "5"),
+        ("--vocab-size", "50000"),
+        ("--lowercase",),
+        ("--mode", "char"),
+    ],
+)
+def test_a_training_option_with_a_tokenizer_is_refused(cli, tmp_path, option):
+    """Training options have nothing to act on when the tokenizer is given: the
+    run would end 0 with a tokenizer other than the one asked for."""
+    write_shard(tmp_path / "data" / "a.jsonl", DOCS[:2])
+    args = ("run", tmp_path / "data", tmp_path / "out", "--tokenizer", GPT2_FILE, *option)
+    assert_one_line_error(cli(*args, ok=False), f"{option[0]} trains", "--tokenizer")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_training_option_in_a_job_with_a_tokenizer_is_refused(cli, tmp_path):
+    write_shard(tmp_path / "data" / "a.jsonl", DOCS[:2])
+    job = tmp_path / "job.toml"
+    job.write_text(f'inputs = "data"\noutput = "out"\ntokenizer = "{GPT2_FILE}"\n'
+                   'pattern = "gpt2"\nsuperword_at = 300\n')  # fmt: skip
+    assert_one_line_error(cli("run", "--job", job, ok=False), f"{job}: superword_at trains")
+
+
 def test_manifest_config_holds_the_tokenizer_and_its_options(encoded, gpt2):
     _, out = encoded
     config = manifest(out)["config"]

@@ -182,6 +182,15 @@ def test_a_token_shard_recording_another_tokenizer(cli, out, monkeypatch):
     one_problem(result, "tokens/c.txt.parquet: records tokenizer sha256 000000000000...")
 
 
+def test_a_token_shard_copied_over_another(cli, out, monkeypatch):
+    """c.txt's shard over a.jsonl's: its sample decodes to its own input's text,
+    which c.txt still holds, so only the name it records tells."""
+    hide_trainers(monkeypatch)
+    shutil.copy(out / "tokens" / "c.txt.parquet", out / "tokens" / "a.jsonl.parquet")
+    result = check(cli, out, ok=False)
+    one_problem(result, "tokens/a.jsonl.parquet: holds the tokens of input c.txt, the manifest")
+
+
 def test_a_sample_document_whose_text_changed(cli, clean, tmp_path, monkeypatch):
     hide_trainers(monkeypatch)
     data = shutil.copytree(clean[0], tmp_path / "data")
@@ -218,3 +227,56 @@ def test_json_lists_the_layouts_and_the_problems(cli, out, monkeypatch):
         "manifest.json: records pattern 'gpt2', tokenizer.json's is 'cl100k'",
         f"olmo/: records eos_id 7, tokenizer.json's is {index['vocab_size'] - 2}",
     ]
+
+
+def flip_last_document_index(out):
+    path = out / "megatron" / "corpus_text_document.idx"
+    data = bytearray(path.read_bytes())
+    data[-8] ^= 1  # the last of the document indices 0..N: GPTDataset's documents
+    path.write_bytes(bytes(data))
+    return "megatron/", "not one sequence each"
+
+
+def cut_document_indices(out):
+    path = out / "megatron" / "corpus_text_document.idx"
+    path.write_bytes(path.read_bytes()[:-8])
+    return "megatron/", "document indices"
+
+
+def append_an_id(folder, suffix):
+    def plant(out):
+        path = next((out / folder).rglob(f"*{suffix}"))
+        path.write_bytes(path.read_bytes() + b"\x07\x00")
+        return f"{folder}/", "ids"
+
+    return plant
+
+
+@pytest.mark.parametrize("trainers", [True, False], ids=["trainers", "own-readers"])
+@pytest.mark.parametrize(
+    "plant",
+    [
+        flip_last_document_index,
+        cut_document_indices,
+        # The trainers read these files whole, as one stream: an id after the
+        # last document is trained on though no document holds it.
+        append_an_id("datatrove", ".ds"),
+        append_an_id("olmo", ".npy"),
+        append_an_id("bin", ".bin"),
+    ],
+    ids=["megatron-document-index", "megatron-cut-index", "datatrove", "olmo", "bin"],
+)
+def test_ids_outside_the_documents_the_trainer_reads(cli, out, monkeypatch, plant, trainers):
+    where, said = plant(out)
+    if trainers:
+        megatron_indexed_dataset()
+        olmo_core_data_utils()
+        with torch_stand_in():
+            result = check(cli, out, ok=False)
+        if where == "megatron/":
+            said = "cannot be read"  # megatron-core's own assertion
+    else:
+        hide_trainers(monkeypatch)
+        result = check(cli, out, ok=False)
+    one_problem(result, where, said)
+    assert len(problems(result)) == 1

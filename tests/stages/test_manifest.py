@@ -4,6 +4,7 @@ with hashes; `tokenmill verify OUT` checks a folder against it."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import pyarrow.parquet as pq
@@ -110,6 +111,28 @@ def test_verify_catches_a_missing_output(finished):
     assert "output tokens/prose-en.parquet: missing" in result.stderr
     assert "output tokenizer.json: missing" in result.stderr
     assert "2 of" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        # One digit of the accounting changed: every file still hashes as listed.
+        (lambda m: m.update(documents=m["documents"] + 1), "manifest documents: "),
+        (lambda m: m["outputs"][0].update(tokens=1), "1 tokens in the manifest, "),
+        (lambda m: m["counts"][0].update(documents=0), "0 documents in the manifest, "),
+        (lambda m: m.update(documents_skipped=1), "not documents + documents_skipped"),
+        # An input dropped from the list: its tokens no longer follow from the inputs listed.
+        (lambda m: m["inputs"].pop(0), "which the manifest does not list as it was read"),
+    ],
+)
+def test_verify_holds_the_manifests_numbers_to_its_outputs(finished, edit, said):
+    _, out = finished
+    m = manifest(out)
+    edit(m)
+    (out / "manifest.json").write_text(json.dumps(m))
+    result = tokenmill("verify", out, check=False)
+    assert result.returncode == 3
+    assert said in result.stderr
 
 
 def test_verify_without_manifest_is_a_one_line_error(tmp_path):

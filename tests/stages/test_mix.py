@@ -152,6 +152,7 @@ def test_the_same_recipe_writes_the_same_bytes(cli, corpus, tmp_path):
         ({"books": 2.0}, "mix.books: 2.0 is a weight, a share of total (0 to 1); for epochs"),
         ({"code": 0.3}, 'mix.code: 0.3 is a weight of total: give total = "50B"'),
         ({"code": "12Q"}, "mix.code: '12Q' is not a number of tokens"),
+        ({"books": "1.5"}, "mix.books: '1.5' is not a whole number of tokens (for epochs"),
         ({"code": True}, "mix.code: give a token budget"),
         ({"x": {"tokens": 1, "epochs": 1}}, "mix.x: give exactly one of tokens, weight, epochs"),
         ({"x": {"epochs": -1}}, "mix.x.epochs: a number of epochs"),

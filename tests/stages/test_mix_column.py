@@ -118,6 +118,19 @@ def test_a_value_no_document_has_fails_naming_it(cli, corpus, tmp_path):
     assert_one_line_error(result, "mix.nope: no document has source = 'nope'", "code, ")
 
 
+def test_a_folder_whose_documents_all_name_other_sources_is_said_so(cli, corpus, tmp_path):
+    """code/ holds an input, but each of its documents names web: the line says
+    that, not that no input is under code/."""
+    data = tmp_path / "data"
+    (data / "code").mkdir(parents=True)
+    rows = [json.dumps({"text": f"doc {i}", "source": "web"}) for i in range(3)]
+    (data / "code" / "a.jsonl").write_text("\n".join(rows) + "\n")
+    result = run(cli, (data, corpus[1]), tmp_path / "out", "code = 10\n", ok=False)
+    assert_one_line_error(
+        result, "mix.code: no document has source = 'code', and every document of its inputs"
+    )
+
+
 def test_an_input_that_does_not_read_is_skipped_as_without_a_column(cli, corpus, tmp_path):
     """--on-error skip: the column is read only once the documents read, so a broken
     Parquet file is skipped whole, as in a run without a column."""

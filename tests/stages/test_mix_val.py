@@ -157,6 +157,19 @@ def test_a_shuffle_without_a_recipe_holds_out_what_a_run_without_a_mix_does(cli,
     assert seen == split and set(seen.values()) == {1}
 
 
+def test_a_shuffle_without_a_recipe_keeps_a_source_held_out_whole(cli, tmp_path):
+    """A one-document file the split sends to validation: a run without --shuffle
+    puts it there, so --shuffle, which names no source, must too (not refuse it
+    as a recipe's source left with nothing to train on)."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    (data / "note.jsonl").write_text('{"text": "a lone note"}\n')
+    assert is_val("note.jsonl", np.array([0], np.uint64), 0.5)[0]  # held out, whatever the seed
+    out = tmp_path / "out"
+    cli("run", data, out, "--tokenizer", tok, "--shuffle", "3", "--val-fraction", "0.5")
+    assert [r["shard"] for r in rows(out, "val")].count("note.jsonl") == 1
+    assert "note.jsonl" not in {r["shard"] for r in rows(out, "part")}
+
+
 def test_a_fractional_epoch_takes_that_share_of_the_held_out_tokens():
     assert val_budget(Share("x", epochs=0.5), 500, held=300, fraction=0.25) == 150
     assert val_budget(Share("x", epochs=3.0), 1500, held=300, fraction=0.25) == 300

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
 from tokenmill.io.storage import AnyPath, is_remote, location
@@ -77,6 +78,7 @@ class Bin:
         for split, source, bin_name, idx_name in pairs:
             ids = np.frombuffer((folder / bin_name).read_bytes(), dtype=dtype)
             idx = np.load(io.BytesIO((folder / idx_name).read_bytes()))
+            check_offsets(folder / idx_name, idx, len(ids))
             for i in range(len(idx) - 1):
                 yield Document(split, ids[idx[i] : idx[i + 1]], source)
 
@@ -115,8 +117,17 @@ def memmapped(folder: Path) -> Iterator[Document]:
             ids = np.empty(0, dtype)  # numpy cannot map an empty file
         else:
             ids = np.memmap(folder / bin_name, dtype=dtype, mode="r")
+        check_offsets(folder / idx_name, idx, (folder / bin_name).stat().st_size // dtype.itemsize)
         for i in range(len(idx) - 1):
             yield Document(split, np.array(ids[idx[i] : idx[i + 1]]), source)
+
+
+def check_offsets(path: AnyPath, idx: np.ndarray, ids: int) -> None:
+    """The document offsets `idx` (the .idx.npy at `path`) cover the `ids` ids of
+    its .bin end to end: nanoGPT samples the whole array, so an id outside every
+    document is still trained on."""
+    if len(idx) == 0 or idx[0] != 0 or idx[-1] != ids or np.any(np.diff(idx) < 0):
+        raise TokenmillError(f"{path}: its offsets do not cover the {ids} ids of its .bin")
 
 
 def bin_names(shard: TokenShard) -> tuple[str, str]:

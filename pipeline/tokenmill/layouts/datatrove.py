@@ -46,6 +46,7 @@ import numpy as np
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location, open_read
+from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, split_of, write_streams
@@ -129,6 +130,13 @@ class Datatrove:
                 size = read_token_size(folder / f"{name}.metadata")
                 ends = load_doc_ends(open_read(folder / f"{name}.index"))
                 dtype = np.dtype("<u4" if size == 4 else "<u2")
+                # nanotron reads the .ds whole, as one stream: ids after the
+                # last document's end are trained on, though no document holds them.
+                held = file_size(folder / name) // size
+                if (int(ends[-1]) if len(ends) else 0) != held:
+                    raise TokenmillError(
+                        f"{folder / name}: holds {held} ids, its .index ends elsewhere"
+                    )
                 for doc in get_data_reader(open_read(folder / name), ends, nb_bytes=size):
                     yield Document(split_of(name), np.frombuffer(doc, dtype))
 

@@ -166,11 +166,20 @@ def read_index(path: AnyPath) -> tuple[np.dtype, np.ndarray, np.ndarray]:
     code = data[len(HEADER) + 8]
     if version != VERSION or code not in codes:
         raise TokenmillError(f"{path}: Megatron index version {version}, dtype code {code}")
-    n = int(np.frombuffer(data, "<u8", 1, HEAD_BYTES - 16)[0])
-    if len(data) < HEAD_BYTES + 12 * n:
-        raise TokenmillError(f"{path}: cut short ({len(data)} bytes for {n} sequences)")
+    n, documents = (int(c) for c in np.frombuffer(data, "<u8", 2, HEAD_BYTES - 16))
+    # GPTDataset takes its documents from the document indices: one sequence
+    # each, as written, or Megatron trains on other documents than the shards'.
+    if documents != n + 1 or len(data) != HEAD_BYTES + 12 * n + 8 * documents:
+        raise TokenmillError(
+            f"{path}: {len(data)} bytes for {n} sequences and {documents} document indices "
+            "(not an index as --format megatron writes it)"
+        )
     lengths = np.frombuffer(data, "<i4", n, HEAD_BYTES).astype(np.int64)
     pointers = np.frombuffer(data, "<i8", n, HEAD_BYTES + 4 * n)
+    if not np.array_equal(
+        np.frombuffer(data, "<i8", documents, HEAD_BYTES + 12 * n), np.arange(documents)
+    ):
+        raise TokenmillError(f"{path}: its documents are not one sequence each")
     return codes[code], lengths, pointers
 
 

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import AnyPath, is_remote, location
+from tokenmill.io.storage import AnyPath, is_remote, location, size
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.layouts.stream import Frame, Part, Stream, frame, result, write_streams
@@ -160,6 +160,7 @@ class Olmo:
         for array in index["arrays"]:
             ids = np.frombuffer((folder / array["path"]).read_bytes(), dtype)
             meta = read_metadata(folder / array["metadata"])
+            check_tiled(folder / array["metadata"], meta, len(ids))
             for start, end, src, loc in zip(
                 *(meta[c].to_pylist() for c in ("start", "end", "src", "loc")), strict=True
             ):
@@ -203,8 +204,20 @@ def olmo_core_documents(
     dtype = np.dtype(index["dtype"]).type
     for array in index["arrays"]:
         path = str(folder / array["path"])
+        held = size(folder / array["path"]) // np.dtype(dtype).itemsize
+        check_tiled(folder / array["metadata"], read_metadata(folder / array["metadata"]), held)
         for start, end in iter_document_indices(path, use_array_if_local=False, dtype=dtype):
             yield Document(array["split"], load_array_slice(path, start, end, dtype))
+
+
+def check_tiled(path: AnyPath, meta: pa.Table, ids: int) -> None:
+    """The documents of `meta` (an array's CSV at `path`) cover its `ids` end to
+    end: OLMo-core's FSL datasets read the array whole, as one stream, so an id
+    outside every document is still trained on."""
+    starts, ends = (meta[c].to_numpy().astype(np.int64) for c in ("start", "end"))
+    bounds = np.concatenate([[0], ends])
+    if not (np.array_equal(starts, bounds[:-1]) and bounds[-1] == ids):
+        raise TokenmillError(f"{path}: its documents do not cover the {ids} ids of its array")
 
 
 def read_index(folder: AnyPath) -> dict:

@@ -112,7 +112,11 @@ def choose_all(
             continue
         docs = documents(k * splits, classes, index)
         held = documents(k * splits + 1, classes, index) if splits > 1 else None
-        if held is not None and not len(docs.rows) and not g.share.asks_nothing():
+        if (
+            held is not None
+            and not len(docs.rows)
+            and not (g.share.asks_nothing() or recipe.implied)
+        ):
             raise TokenmillError(
                 f"mix.{g.name}: --val-fraction {fraction} holds out all {len(held.rows)} of its "
                 "documents, leaving none to train on (give a smaller --val-fraction)"

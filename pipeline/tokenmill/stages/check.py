@@ -20,7 +20,8 @@ whatever would not train as the run meant it to:
 5. a sample of documents, spread over the token shards, decodes to its text
    in DATA (char mode keeps words, not the spaces between them: there the
    text is compared as char mode reads it), and DATA's inputs are still the
-   ones the run read.
+   ones the run read; each token shard records the input the manifest lists
+   it for.
 
 The token shards are the source of truth: the layouts are compared with
 them. `verify` checks that OUT's files are the bytes the run wrote; `check`,
@@ -138,6 +139,19 @@ def tokenizer_problems(run: Run) -> list[str]:
             f"{MANIFEST}: records pattern {pattern!r}, {TOKENIZER}'s is {tok.pattern!r}"
         )
     return problems
+
+
+def source_problems(run: Run) -> list[str]:
+    """Each token shard made from the input the manifest lists it for: a shard
+    copied over another decodes to its own input's text, so the sample alone
+    would pass it."""
+    listed = {e["path"].removeprefix("tokens/"): e.get("shard") for e in run.manifest["outputs"]}
+    return [
+        f"tokens/{shard.name}: holds the tokens of input {shard.source}, "
+        f"the manifest lists it for {listed[shard.name]}"
+        for shard in run.shards
+        if listed.get(shard.name) not in (None, shard.source)
+    ]
 
 
 def recorded_problems(where: str, recorded: dict[str, str], run: Run) -> list[str]:
@@ -368,7 +382,7 @@ def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -
     out = location(out)
     problems: list[str] = []
     run = load_run(out, problems)
-    problems += tokenizer_problems(run)
+    problems += tokenizer_problems(run) + source_problems(run)
     scanned, sampled = scan_shards(run, sample_positions(run, decode))
     problems += scanned
     names, missing = layouts_of(run)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from tokenmill import __version__
 from tokenmill.errors import TokenmillError
-from tokenmill.io.files import file_sha256, read_json
+from tokenmill.io.files import file_sha256, parquet_json_metadata, read_json
 from tokenmill.io.lock import LOCK
+from tokenmill.io.metadata import STATE
 from tokenmill.io.storage import (
     AnyPath,
     is_inside,
@@ -229,7 +230,55 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
     for relative_path, path in files_under(out, data):
         if same_file_key(path) not in known:
             differences.append(f"extra {relative_path}: not in the manifest")
+    if not differences:  # the numbers are read from outputs just found intact
+        differences += accounting_differences(manifest, out)
     return len(checks), differences
+
+
+def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
+    """Where the manifest's own numbers do not follow from its outputs: each
+    shard output's documents and tokens against what the output records of
+    itself, the input it was made from against the inputs listed, and the
+    totals against the sums. The files' hashes cannot show these: the
+    manifest is the record they are checked against."""
+    inputs = {e["path"]: e for e in manifest.get("inputs", [])}
+    differences = []
+    for group, stage in (("outputs", "encode"), ("counts", "count")):
+        for entry in manifest.get(group, []):
+            state = parquet_json_metadata(listed_path(out, entry["path"]), STATE)
+            if not isinstance(state, dict):
+                continue  # no record of its own (a layout's file)
+            source = state.get("input") if isinstance(state.get("input"), dict) else {}
+            made_from = source.get("path")
+            listed_input = inputs.get(made_from)
+            read = listed_input and listed_input.get("read_by", {}).get(stage)
+            read = read or (listed_input and listed_input["sha256"])
+            if listed_input is None or source.get("sha256") != read:
+                differences.append(
+                    f"output {entry['path']}: made from input {made_from}, which the "
+                    "manifest does not list as it was read"
+                )
+            for key in ("documents", "tokens", "words"):
+                result = state.get("result") if isinstance(state.get("result"), dict) else {}
+                recorded = result.get(key)
+                if key in entry and entry[key] != recorded:
+                    differences.append(
+                        f"output {entry['path']}: {entry[key]} {key} in the manifest, "
+                        f"{recorded} in the output"
+                    )
+    shards = manifest.get("outputs") or manifest.get("counts", [])
+    totals = {"documents": shards, "tokens": manifest.get("outputs", [])}
+    for key, entries in totals.items():
+        if key in manifest and entries and manifest[key] != sum(e.get(key, 0) for e in entries):
+            differences.append(
+                f"manifest {key}: {manifest[key]}, its outputs hold "
+                f"{sum(e.get(key, 0) for e in entries)}"
+            )
+    if "documents_in" in manifest and manifest["documents_in"] != manifest.get(
+        "documents", 0
+    ) + manifest.get("documents_skipped", 0):
+        differences.append("manifest documents_in: not documents + documents_skipped")
+    return differences
 
 
 def files_under(out: AnyPath, data: AnyPath) -> list[tuple[str, AnyPath]]:

@@ -213,7 +213,7 @@ def run_mix(
 def every_source(shards: list[TokenShard]) -> Recipe:
     """--shuffle without a recipe: every source once."""
     names = dict.fromkeys(default_source(s.source) for s in shards)
-    return Recipe(tuple(Share(n, epochs=1.0) for n in names))
+    return Recipe(tuple(Share(n, epochs=1.0) for n in names), implied=True)
 
 
 def plan_mixture(shards: list[TokenShard], config: Config, size: int, key: dict) -> Mixture:

@@ -186,17 +186,21 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index], where: 
         seen[present[present < len(taken)]] = True
     for k, share in enumerate(recipe.sources):
         if not seen[k]:
-            raise TokenmillError(f"{where}.{share.name}: {why_empty(share, recipe.column)} "
+            placed = any(default_source(s.source) == share.name for s in shards)
+            raise TokenmillError(f"{where}.{share.name}: {why_empty(share, recipe.column, placed)} "
                                  f"(sources here: {known(shards, index)})")  # fmt: skip
     return Sources(groups, members, group_of)
 
 
-def why_empty(share: Share, column: str | None) -> str:
+def why_empty(share: Share, column: str | None, placed: bool) -> str:
+    """Why no document is in `share`; `placed`: some input is its by place."""
     if share.files:
         return f"its files glob {share.files!r} matches no input"
     by_place = f"no input is under {share.name}/ or named {share.name}.* at DATA's top"
     if column is None:
         return by_place
+    if placed:  # each document of its inputs names another source
+        by_place = f"every document of its inputs names another source in {column}"
     return f"no document has {column} = {share.name!r}, and {by_place}"
 
 
