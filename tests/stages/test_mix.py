@@ -226,3 +226,11 @@ def test_the_readme_shows_what_jobs_recipe_toml_writes(tmp_path):
     stats = tokenmill("stats", tmp_path / "out-recipe-job").stdout.splitlines()
     shown = console.strip().splitlines()
     assert shown[1:] == stats[2 : 2 + len(shown) - 1]
+
+
+def test_a_budget_of_absurdly_many_epochs_is_refused_in_one_line(cli, corpus, tmp_path):
+    """A budget far above its source ("1T" of a few thousand tokens: a mistyped
+    unit) is refused before anything is written, not repeated for days."""
+    result = run_recipe(cli, corpus, tmp_path / "out", 'books = "1T"\n', ok=False)
+    assert_one_line_error(result, "mix.books: 1000000000000 tokens of a source of", "epochs")
+    assert not (tmp_path / "out" / "mix").exists() or not any((tmp_path / "out" / "mix").iterdir())

@@ -247,3 +247,19 @@ def test_a_mixture_cut_into_the_least_parts_is_the_same_sequence(run, tmp_path, 
     one, cut = output_files(tmp_path / "one"), output_files(tmp_path / "cut")
     megatron = [k for k in one if k.startswith("megatron/")]
     assert megatron and all(one[k] == cut[k] for k in megatron)
+
+
+def test_a_link_in_place_of_the_scratch_folder_is_never_written_through(run, tmp_path):
+    """OUT/mix/.buckets (and OUT/packed/.buckets) made a link to a folder of the
+    user's: the rerun removes the link and writes its scratch files in OUT."""
+    out = tmp_path / "out"
+    run(out, "--shuffle", "7", "--pack", "64")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "000000.arrow").write_bytes(b"the user's")
+    for folder in ("mix", "packed"):
+        (out / folder / ".buckets").symlink_to(theirs, target_is_directory=True)
+    run(out, "--shuffle", "8", "--pack", "64")
+    assert [p.name for p in theirs.iterdir()] == ["000000.arrow"]
+    assert (theirs / "000000.arrow").read_bytes() == b"the user's"
+    assert not any((out / folder / ".buckets").is_symlink() for folder in ("mix", "packed"))

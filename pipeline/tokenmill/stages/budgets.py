@@ -72,6 +72,11 @@ def documents(c: int, classes: list[np.ndarray], index: list[Index]) -> Document
     return docs
 
 
+# Epochs of a source, at most: each is a pass over its documents in the mix,
+# so a budget a thousandfold off (a "1T" meant as "1M") would run for days.
+MAX_EPOCHS = 10_000
+
+
 def choose(name: str, budget: int, docs: Documents, shards: list[TokenShard], seed: int) -> Rule:
     """The Rule taking `budget` tokens of the documents `docs`."""
     available = docs.available
@@ -80,6 +85,11 @@ def choose(name: str, budget: int, docs: Documents, shards: list[TokenShard], se
     if available == 0:
         raise TokenmillError(f"mix.{name}: the source has no tokens to take {budget} of")
     epochs, rest = divmod(budget, available)
+    if epochs >= MAX_EPOCHS:
+        raise TokenmillError(
+            f"mix.{name}: {budget} tokens of a source of {available} is {epochs} epochs, "
+            f"more than {MAX_EPOCHS}: a typo in its budget or unit?"
+        )
     if rest == 0:
         return Rule(epochs)
     h = np.empty(len(docs.rows), np.uint64)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from functools import cached_property
@@ -371,6 +372,8 @@ def remove_buckets(folder: AnyPath) -> None:
     if is_remote(folder):
         for _, path in walk_files(folder):
             delete(path)
+    elif os.path.islink(folder):  # the link goes, never what it points to
+        os.unlink(folder)
     else:
         shutil.rmtree(folder, ignore_errors=True)
 
