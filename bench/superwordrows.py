@@ -209,9 +209,9 @@ def held_out_note(name: str, result: dict, at: int) -> str:
 
 def train_child(p: dict) -> dict:
     """count + merge + train through the stage functions `tokenmill run` uses:
-    with superword tokens, both word tables."""
+    with superword tokens, both word tables, counted from one read."""
     from tokenmill.config import Config
-    from tokenmill.stages.count import run_count
+    from tokenmill.stages.count import run_counts
     from tokenmill.stages.merge import run_merge
     from tokenmill.stages.train import run_train
     from tokenmill.tokenizer.superword import PATTERN
@@ -222,17 +222,17 @@ def train_child(p: dict) -> dict:
     tmp.mkdir(parents=True)
     start = time.perf_counter()
     stages = {}
-    count = run_count(corpus, tmp / "counts", config)
+    tables = [(tmp / "counts", None)]
+    if p["superword_at"] is not None:
+        tables.append((tmp / "superword-counts", PATTERN))
+    count = run_counts(corpus, tables, config)[0]
     merge = run_merge(tmp / "counts", tmp / "counts.parquet")
     stages["count"], stages["merge"] = count["seconds"], merge["seconds"]
     table2 = None
     result: dict = {}
     if p["superword_at"] is not None:
-        count2 = run_count(corpus, tmp / "superword-counts", config, PATTERN)
         table2 = tmp / "superword-counts.parquet"
-        merge2 = run_merge(tmp / "superword-counts", table2)
-        stages["superword-count"] = count2["seconds"]
-        stages["superword-merge"] = merge2["seconds"]
+        stages["superword-merge"] = run_merge(tmp / "superword-counts", table2)["seconds"]
     train = run_train(tmp / "counts.parquet", tmp / "tokenizer.json", config, None, table2)
     stages["train"] = train["seconds"]
     seconds = time.perf_counter() - start

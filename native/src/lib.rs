@@ -383,12 +383,12 @@ fn train_segmented(
 
 /// A superword tokenizer's merges (`superword::train_merges`): `stage1`
 /// merges on a word table (a large_string array's buffers, `start` its
-/// offset, and u64 `counts`), then more, up to `total` in all, on stage 2's
-/// (`offsets2` ... `counts2`), at most `max_words` words a token (None: any
-/// number). Both tables in first-occurrence order. Returns the merges and
-/// how many are stage 1's.
+/// offset, and u64 `counts`) split by `pattern` (None: no split), then
+/// more, up to `total` in all, on stage 2's (`offsets2` ... `counts2`), at
+/// most `max_words` words a token (None: any number). Both tables in
+/// first-occurrence order. Returns the merges and how many are stage 1's.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, start, n, counts, offsets2, data2, start2, n2, counts2, stage1, total, max_words=None, progress=None))]
+#[pyo3(signature = (offsets, data, start, n, counts, pattern, offsets2, data2, start2, n2, counts2, stage1, total, max_words=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn train_superword(
     py: Python<'_>,
@@ -397,6 +397,7 @@ fn train_superword(
     start: usize,
     n: usize,
     counts: PyBuffer<u8>,
+    pattern: Option<&str>,
     offsets2: PyBuffer<u8>,
     data2: PyBuffer<u8>,
     start2: usize,
@@ -411,6 +412,9 @@ fn train_superword(
     let counts = u64s(&counts, n)?;
     let superwords = strings(&offsets2, &data2, start2, n2)?;
     let superword_counts = u64s(&counts2, n2)?;
+    // Stage 1's pattern only spares segmenting stage 2's words: one that does
+    // not compile is the same as none.
+    let pretok = pattern.and_then(|p| PreTokenizer::for_pattern(p).ok());
     if 256 + total as u64 > 1 << 32 {
         return Err(Error::Train(format!(
             "256 base ids + {total} merges: more than 32 bits hold"
@@ -423,6 +427,7 @@ fn train_superword(
             let merges = superword::train_merges(
                 &words,
                 &counts,
+                pretok.as_ref(),
                 &superwords,
                 &superword_counts,
                 stage1,
@@ -1085,13 +1090,7 @@ impl Encoder {
                 ids.iter_mut().for_each(|id| *id = id.to_le());
                 IdBytes::Wide(ids)
             } else {
-                IdBytes::Narrow(
-                    parts
-                        .iter()
-                        .flatten()
-                        .map(|&id| (id as u16).to_le())
-                        .collect(),
-                )
+                IdBytes::Narrow(narrow(parts))
             };
             Ok::<_, Error>((ids, lens))
         });
@@ -1101,6 +1100,32 @@ impl Encoder {
             PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
         ))
     }
+}
+
+/// Ids taken this many at a time from the end of a part when narrowed.
+const NARROW_STEP: usize = 1 << 20;
+
+/// The ids of consecutive `parts` as 16-bit values. Each part is narrowed
+/// from its end, NARROW_STEP ids at a time, and shrunk as it goes (a large
+/// part's freed tail goes back to the system), into a zeroed buffer whose
+/// pages come in as they are written: a long document's ids are held at 4
+/// bytes a token at most, not at 32 and 16 bits at once (6 bytes a token).
+fn narrow(parts: Vec<Vec<u32>>) -> Vec<u16> {
+    let mut end: usize = parts.iter().map(Vec::len).sum();
+    let mut out = vec![0u16; end];
+    for mut part in parts.into_iter().rev() {
+        while !part.is_empty() {
+            let keep = part.len().saturating_sub(NARROW_STEP);
+            let start = end - (part.len() - keep);
+            for (o, &id) in out[start..end].iter_mut().zip(&part[keep..]) {
+                *o = (id as u16).to_le();
+            }
+            end = start;
+            part.truncate(keep);
+            part.shrink_to_fit();
+        }
+    }
+    out
 }
 
 /// Token ids handed to Python without a copy: a read-only buffer of their

@@ -31,7 +31,7 @@ use crate::pretok::PreTokenizer;
 use crate::scanner::classes::{class_at, is_other, run_bytes, NUMBER, SPACE};
 use crate::sharedcache::MANY;
 use crate::train::{self, Pair, Trainer, Words};
-use crate::wordmap::{short_key, short_key_within};
+use crate::wordmap::WordMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -161,37 +161,48 @@ pub fn allowed(token: &[u8], max_words: Option<u32>) -> bool {
 /// on stage 1's word table (`words`, `counts`, in first-occurrence order),
 /// then more, up to `total` in all, on stage 2's (`superwords`,
 /// `superword_counts`), each of its words first merged whole by stage 1's
-/// merges. Stage 2 learns a pair only if [`allowed`] (with `max_words`)
-/// allows its token and no token has its bytes yet. `progress(k)`: k merges
-/// made so far. Returns the merges and how many are stage 1's (fewer than
-/// `stage1` where its pairs ran out).
+/// merges (split into stage 1's words by `pretok`, stage 1's pattern, where
+/// given: that spares work, and changes nothing). Stage 2 learns a pair only if [`allowed`] (with
+/// `max_words`) allows its token and no token has its bytes yet.
+/// `progress(k)`: k merges made so far. Returns the merges and how many are
+/// stage 1's (fewer than `stage1` where its pairs ran out).
 #[allow(clippy::too_many_arguments)]
 pub fn train_merges(
     words: &[&str],
     counts: &[u64],
+    pretok: Option<&PreTokenizer>,
     superwords: &[&str],
     superword_counts: &[u64],
     stage1: usize,
     total: usize,
     max_words: Option<u32>,
-    mut progress: impl FnMut(usize),
+    mut progress: impl FnMut(usize) + Send,
 ) -> Result<(Vec<Pair>, usize)> {
-    let (table, base) = train::symbolize(words, counts, None)?;
-    let mut trainer = Trainer::new(table, base);
-    let mut merges = trainer.train_where(stage1, &mut progress, |_| true);
+    // Stage 1's merges are mostly one after another, on one thread: stage
+    // 2's words are split into stage 1's beside it, which needs no merge.
+    let (trained, split) = rayon::join(
+        || -> Result<_> {
+            let (table, base) = train::symbolize(words, counts, None)?;
+            let mut trainer = Trainer::new(table, base);
+            let merges = trainer.train_where(stage1, &mut progress, |_| true);
+            Ok((trainer, merges))
+        },
+        || Split::new(superwords, words, pretok),
+    );
+    let (trainer, mut merges) = trained?;
     let done = merges.len();
     if superwords.is_empty() || done >= total {
         return Ok((merges, done));
     }
-    // Stage 1's words as its training left them: most runs of stage 2's words.
-    let known = Known::new(words, trainer.word_tokens());
-    drop(trainer);
     let ids: Vec<(Pair, u32)> = merges.iter().copied().zip(256..).collect();
     let bytes: [u32; 256] = std::array::from_fn(|b| b as u32);
-    let (symbols, lens) = Pieces::new(&bytes, &ids).segment(superwords, Some(&known));
-    drop(known);
-    let table = Words::from_symbols(&symbols, &lens, superword_counts)?;
-    drop((symbols, lens));
+    let stage1_words = Stage1::new(&split, words, &trainer);
+    drop(trainer);
+    let runs = Pieces::new(&bytes, &ids).segment(superwords, Some(&stage1_words));
+    drop(stage1_words);
+    drop(split);
+    let table = Words::from_runs(&runs, superword_counts)?;
+    drop(runs);
     let mut texts = TokenTexts::new(token_bytes(&merges));
     // Stage 2's sentences hold millions of rare pairs: only those that may
     // win are counted (`train/floor.rs`).
@@ -217,116 +228,144 @@ fn token_bytes(merges: &[Pair]) -> Vec<Option<Vec<u8>>> {
     texts
 }
 
-/// Words with their tokens, looked up before merging a run: stage 1's
-/// words, most of the runs of stage 2's. A short word (`short_key`) is
-/// found in one slot of an open-addressing table, one cache line, which
-/// `Pieces` prefetches for a batch of runs at once: the lookups were cache
-/// misses one after another, half of segmenting's time.
-pub struct Known<'a> {
-    slots: Vec<KnownSlot>,
-    shift: u32,
-    /// Ids of the words with more than `INLINE` of them.
+/// Stage 2's words, each as the stage-1 words it splits into: each named by
+/// its index in stage 1's table, or, where the table lacks it, by its length
+/// (`UNLISTED` set). Split in runs of `chunk_size` words; a word with no
+/// parts (only where a part is too long to name) is merged whole.
+pub struct Split {
+    chunks: Vec<SplitRun>,
+}
+
+struct SplitRun {
+    parts: Vec<u32>,
+    /// How many parts each word has.
+    lens: Vec<u32>,
+}
+
+const UNLISTED: u32 = 1 << 31;
+
+/// Words are segmented in runs of this many, on the thread pool.
+fn chunk_size(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads() * 4).max(1024)
+}
+
+impl Split {
+    /// `pieces` split by `pretok`, their parts looked up in `words`. A piece
+    /// the pattern does not cover, or every piece without one, is left whole:
+    /// splitting only spares segmenting work.
+    pub fn new(pieces: &[&str], words: &[&str], pretok: Option<&PreTokenizer>) -> Self {
+        let mut index: WordMap<&str, u32> = WordMap::default();
+        index.reserve(words.len());
+        for (i, &word) in words.iter().enumerate() {
+            index.upsert(word, |w| w, |_| {}, || i as u32);
+        }
+        let chunks = pieces
+            .par_chunks(chunk_size(pieces.len()))
+            .map(|chunk| {
+                let mut run = SplitRun {
+                    parts: Vec::new(),
+                    lens: Vec::with_capacity(chunk.len()),
+                };
+                for piece in chunk {
+                    let before = run.parts.len();
+                    let mut whole = pretok.is_none();
+                    let split = pretok.map(|p| {
+                        p.for_each_word_in(piece, |w| match index.get(w) {
+                            Some(&i) => run.parts.push(i),
+                            None if w.len() < UNLISTED as usize => {
+                                run.parts.push(UNLISTED | w.len() as u32)
+                            }
+                            None => whole = true,
+                        })
+                    });
+                    if whole || matches!(split, Some(Err(_))) {
+                        run.parts.truncate(before);
+                    }
+                    run.lens.push((run.parts.len() - before) as u32);
+                }
+                run
+            })
+            .collect();
+        Split { chunks }
+    }
+}
+
+/// Stage 1's words (`words`, split as `split` says) and the tokens its
+/// training left them.
+pub struct Stage1<'a> {
+    split: &'a Split,
+    words: &'a [&'a str],
+    tokens: Tokens,
+}
+
+impl<'a> Stage1<'a> {
+    pub fn new(split: &'a Split, words: &'a [&'a str], trainer: &Trainer) -> Self {
+        Stage1 {
+            split,
+            words,
+            tokens: Tokens::new(words.len(), |i| trainer.word(i)),
+        }
+    }
+}
+
+/// Each word's tokens by its index: up to `INLINE` in its slot, more in
+/// `spilled`. A slot is 16 bytes, one load, which segmenting fetches ahead:
+/// it looks words up in no order, and the trainer's words are two loads
+/// (the word's offset, then the word) in a far larger buffer.
+struct Tokens {
+    slots: Vec<TokenSlot>,
     spilled: Vec<u32>,
-    long: FxHashMap<&'a str, (u32, u32)>,
 }
 
 const INLINE: usize = 3;
 
-/// A short word's key and its ids (or where they start in `spilled`); an
-/// empty slot has `len` 0 (no word has no id).
+/// How many ids, then the ids (or where they start in `spilled`).
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(32))]
-struct KnownSlot {
-    key: u128,
+#[repr(C, align(16))]
+struct TokenSlot {
     len: u32,
     ids: [u32; INLINE],
 }
 
-impl<'a> Known<'a> {
-    /// `tokens`: each word's, in order (a word given twice keeps its first).
-    pub fn new<'t>(words: &[&'a str], tokens: impl Iterator<Item = &'t [u32]>) -> Self {
-        // At most three quarters full: probes stay short.
-        let n = (words.len() * 4 / 3 + 1).next_power_of_two().max(16);
-        let mut known = Known {
-            slots: vec![KnownSlot::default(); n],
-            shift: 128 - n.trailing_zeros(),
+impl Tokens {
+    fn new<'t>(n: usize, word: impl Fn(usize) -> &'t [u32]) -> Self {
+        let mut tokens = Tokens {
+            slots: Vec::with_capacity(n),
             spilled: Vec::new(),
-            long: FxHashMap::default(),
         };
-        for (&word, ids) in words.iter().zip(tokens) {
-            let Some(key) = short_key(word.as_bytes()) else {
-                let at = (known.spilled.len() as u32, ids.len() as u32);
-                known.spilled.extend_from_slice(ids);
-                known.long.entry(word).or_insert(at);
-                continue;
-            };
-            let mut i = known.home(key);
-            while known.slots[i].len != 0 && known.slots[i].key != key {
-                i = (i + 1) & (n - 1);
-            }
-            if known.slots[i].len != 0 || ids.is_empty() {
-                continue;
-            }
-            let mut inline = [0; INLINE];
-            if ids.len() <= INLINE {
-                inline[..ids.len()].copy_from_slice(ids);
-            } else {
-                inline[0] = known.spilled.len() as u32;
-                known.spilled.extend_from_slice(ids);
-            }
-            known.slots[i] = KnownSlot {
-                key,
+        for i in 0..n {
+            let ids = word(i);
+            let mut slot = TokenSlot {
                 len: ids.len() as u32,
-                ids: inline,
+                ids: [0; INLINE],
             };
+            if ids.len() <= INLINE {
+                slot.ids[..ids.len()].copy_from_slice(ids);
+            } else {
+                slot.ids[0] = tokens.spilled.len() as u32;
+                tokens.spilled.extend_from_slice(ids);
+            }
+            tokens.slots.push(slot);
         }
-        known
+        tokens
     }
 
     #[inline(always)]
-    fn home(&self, key: u128) -> usize {
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) >> self.shift) as usize
-    }
-
-    /// Start loading the slot where the search for `key` begins.
-    #[inline(always)]
-    fn prefetch(&self, key: u128) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching is only a hint; it never faults, whatever the address.
-        unsafe {
-            let slot = self.slots.as_ptr().add(self.home(key));
-            std::arch::x86_64::_mm_prefetch(slot as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    fn prefetch(&self, i: u32) {
+        if let Some(slot) = self.slots.get(i as usize) {
+            crate::train::prefetch(slot);
         }
     }
 
-    /// Append the ids of `word` (whose short key is `key`, if any) to `out`;
-    /// false when it is not known.
     #[inline(always)]
-    fn extend(&self, word: &str, key: Option<u128>, out: &mut Vec<u32>) -> bool {
-        let Some(key) = key else {
-            let Some(&(start, len)) = self.long.get(word) else {
-                return false;
-            };
-            out.extend_from_slice(&self.spilled[start as usize..(start + len) as usize]);
-            return true;
-        };
-        let mut i = self.home(key);
-        loop {
-            let slot = &self.slots[i];
-            if slot.len == 0 {
-                return false;
-            }
-            if slot.key == key {
-                let len = slot.len as usize;
-                if len <= INLINE {
-                    out.extend_from_slice(&slot.ids[..len]);
-                } else {
-                    let start = slot.ids[0] as usize;
-                    out.extend_from_slice(&self.spilled[start..start + len]);
-                }
-                return true;
-            }
-            i = (i + 1) & (self.slots.len() - 1);
+    fn extend(&self, i: u32, out: &mut Vec<u32>) {
+        let slot = &self.slots[i as usize];
+        let len = slot.len as usize;
+        if len <= INLINE {
+            out.extend_from_slice(&slot.ids[..len]);
+        } else {
+            let start = slot.ids[0] as usize;
+            out.extend_from_slice(&self.spilled[start..start + len]);
         }
     }
 }
@@ -347,7 +386,8 @@ impl<'a> Known<'a> {
 /// printable ASCII byte to one starting with a space: past it, merges join
 /// words (a superword tokenizer's stage 2), and runs would be whole pieces.
 /// Stage 2's training uses step 1 alone, with stage 1's merges, to segment
-/// its words as encoding meets them.
+/// its words as encoding meets them, its runs cut only between stage-1
+/// words ([`Split`]), which take the tokens stage 1's training left them.
 pub struct Pieces {
     seams: Box<[u64; 1024]>,
     /// The merges below the split rank, encoding runs as words.
@@ -403,9 +443,8 @@ impl Pieces {
         self.seams[bit / 64] & (1 << (bit % 64)) != 0
     }
 
-    /// Append the ids of `piece`, merged as if whole, to `out`: each run
-    /// `known` holds from there, the others merged by the encoder.
-    pub fn encode_into(&self, piece: &str, known: Option<&Known>, out: &mut Vec<u32>) {
+    /// Append the ids of `piece`, merged as if whole, to `out`.
+    pub fn encode_into(&self, piece: &str, out: &mut Vec<u32>) {
         let start = out.len();
         let b = piece.as_bytes();
         let mut runs = [""; MANY];
@@ -419,12 +458,19 @@ impl Pieces {
                 n += 1;
                 from = i;
                 if n == MANY {
-                    self.encode_runs(piece, &runs, known, out);
+                    self.runs.encode_split(piece, &runs, out);
                     n = 0;
                 }
             }
         }
-        self.encode_runs(piece, &runs[..n], known, out);
+        if n > 0 {
+            self.runs.encode_split(piece, &runs[..n], out);
+        }
+        self.merge_later(start, out);
+    }
+
+    /// Step 2 on the ids of a piece, `out[start..]`.
+    fn merge_later(&self, start: usize, out: &mut Vec<u32>) {
         if let Some(later) = &self.later {
             if out.len() - start > 1 {
                 let merged = later.merge_symbols(out[start..].to_vec());
@@ -434,75 +480,85 @@ impl Pieces {
         }
     }
 
-    /// Append the ids of `runs` (of `piece`, at most `MANY`), each merged
-    /// alone: those `known` holds from there (their slots loaded all at
-    /// once), the others by the encoder.
-    fn encode_runs(&self, piece: &str, runs: &[&str], known: Option<&Known>, out: &mut Vec<u32>) {
-        let Some(known) = known else {
-            if !runs.is_empty() {
-                self.runs.encode_split(piece, runs, out);
-            }
-            return;
+    /// `encode_into` of a piece whose stage-1 words are `parts` (see
+    /// [`Split`]): the runs are cut only between its words, and a run that
+    /// is one word of stage 1's table takes the tokens training left it.
+    fn encode_parts(&self, piece: &str, parts: &[u32], stage1: &Stage1, out: &mut Vec<u32>) {
+        if parts.is_empty() {
+            return self.encode_into(piece, out);
+        }
+        let start = out.len();
+        let b = piece.as_bytes();
+        let run = |from: usize, to: usize, listed: Option<u32>, out: &mut Vec<u32>| match listed {
+            Some(i) => stage1.tokens.extend(i, out),
+            None => self.runs.encode_split(piece, &[&piece[from..to]], out),
         };
-        let mut keys = [None; MANY];
-        for (key, run) in keys.iter_mut().zip(runs) {
-            *key = short_key_within(piece.as_bytes(), run.as_bytes());
-            if let Some(k) = *key {
-                known.prefetch(k);
+        const AHEAD: usize = 8;
+        for &part in parts.iter().take(AHEAD) {
+            stage1.tokens.prefetch(part);
+        }
+        let (mut from, mut at) = (0, 0);
+        let mut listed = None; // the run's word, while it is one word of the table
+        for (k, &part) in parts.iter().enumerate() {
+            if let Some(&ahead) = parts.get(k + AHEAD) {
+                stage1.tokens.prefetch(ahead);
             }
-        }
-        let mut unknown = 0; // runs[unknown..k] wait for the encoder
-        for (k, (run, &key)) in runs.iter().zip(&keys).enumerate() {
-            let before = out.len();
-            if known.extend(run, key, out) {
-                if unknown < k {
-                    // In order: the ones before it first.
-                    let ids = out.split_off(before);
-                    self.runs.encode_split(piece, &runs[unknown..k], out);
-                    out.extend_from_slice(&ids);
-                }
-                unknown = k + 1;
+            if at > from && !self.joins(b[at - 1], b[at]) {
+                run(from, at, listed, out);
+                from = at;
             }
+            listed = (at == from && part & UNLISTED == 0).then_some(part);
+            at += match listed {
+                Some(i) => stage1.words[i as usize].len(),
+                None if part & UNLISTED != 0 => (part & !UNLISTED) as usize,
+                None => stage1.words[part as usize].len(),
+            };
         }
-        if unknown < runs.len() {
-            self.runs.encode_split(piece, &runs[unknown..], out);
-        }
+        debug_assert_eq!(at, b.len(), "the parts cover {piece:?}");
+        run(from, at, listed, out);
+        self.merge_later(start, out);
     }
 
     /// The ids of `piece`, merged as if whole.
     pub fn encode(&self, piece: &str) -> Vec<u32> {
         let mut out = Vec::new();
-        self.encode_into(piece, None, &mut out);
+        self.encode_into(piece, &mut out);
         out
     }
 
-    /// Every word's ids one after another, and how many each has, on the
-    /// current thread pool (runs `known` holds looked up there).
-    pub fn segment(&self, words: &[&str], known: Option<&Known>) -> (Vec<u32>, Vec<u32>) {
-        let size = words
-            .len()
-            .div_ceil(rayon::current_num_threads() * 4)
-            .max(1024);
-        let parts: Vec<(Vec<u32>, Vec<u32>)> = words
-            .par_chunks(size)
-            .map(|chunk| {
-                let mut symbols = Vec::new();
-                let mut lens = Vec::with_capacity(chunk.len());
-                for word in chunk {
-                    let before = symbols.len();
-                    self.encode_into(word, known, &mut symbols);
-                    lens.push((symbols.len() - before) as u32);
+    /// Every word's ids, in runs of words: each run's ids one word after
+    /// another, and how many each word has; on the current thread pool.
+    /// With `stage1`, whose split is of `words`, runs of stage-1 words are
+    /// taken from there.
+    pub fn segment(&self, words: &[&str], stage1: Option<&Stage1>) -> Vec<(Vec<u32>, Vec<u32>)> {
+        let size = chunk_size(words.len());
+        let segment = |chunk: &[&str], split: Option<&SplitRun>| {
+            let mut symbols = Vec::new();
+            let mut lens = Vec::with_capacity(chunk.len());
+            let mut at = 0;
+            for (k, word) in chunk.iter().enumerate() {
+                let before = symbols.len();
+                match (stage1, split) {
+                    (Some(stage1), Some(split)) => {
+                        let parts = &split.parts[at..at + split.lens[k] as usize];
+                        at += parts.len();
+                        self.encode_parts(word, parts, stage1, &mut symbols);
+                    }
+                    _ => self.encode_into(word, &mut symbols),
                 }
-                (symbols, lens)
-            })
-            .collect();
-        let mut symbols = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-        let mut lens = Vec::with_capacity(words.len());
-        for (s, l) in parts {
-            symbols.extend(s);
-            lens.extend(l);
+                lens.push((symbols.len() - before) as u32);
+            }
+            (symbols, lens)
+        };
+        match stage1 {
+            Some(stage1) => (words.par_chunks(size))
+                .zip(&stage1.split.chunks)
+                .map(|(chunk, split)| segment(chunk, Some(split)))
+                .collect(),
+            None => (words.par_chunks(size))
+                .map(|chunk| segment(chunk, None))
+                .collect(),
         }
-        (symbols, lens)
     }
 }
 
@@ -624,21 +680,25 @@ mod tests {
         for piece in pieces {
             assert_eq!(runs.encode(piece), whole.encode_word(piece), "{piece:?}");
         }
-        let (symbols, lens) = runs.segment(pieces, None);
-        assert_segments(pieces, &symbols, &lens, &whole);
+        assert_segments(pieces, &runs.segment(pieces, None), &whole);
     }
 
-    /// `segment`'s symbols, piece by piece (`lens`), against merging each piece whole.
-    fn assert_segments(pieces: &[&str], symbols: &[u32], lens: &[u32], whole: &Encoder) {
-        let mut at = 0;
-        for (piece, &n) in pieces.iter().zip(lens) {
-            assert_eq!(
-                symbols[at..at + n as usize],
-                whole.encode_word(piece),
-                "{piece:?}"
-            );
-            at += n as usize;
+    /// `segment`'s runs, piece by piece, against merging each piece whole.
+    fn assert_segments(pieces: &[&str], runs: &[(Vec<u32>, Vec<u32>)], whole: &Encoder) {
+        let mut pieces = pieces.iter();
+        for (symbols, lens) in runs {
+            let mut at = 0;
+            for &n in lens {
+                let piece = pieces.next().expect("a run's word is a piece");
+                assert_eq!(
+                    symbols[at..at + n as usize],
+                    whole.encode_word(piece),
+                    "{piece:?}"
+                );
+                at += n as usize;
+            }
         }
+        assert!(pieces.next().is_none(), "every piece segmented");
     }
 
     const PIECES: [&str; 11] = [
@@ -683,16 +743,22 @@ mod tests {
     }
 
     #[test]
-    fn known_words_segment_as_merging_whole() {
+    fn stage_one_words_segment_as_merging_whole() {
         // Stage 1's words with the tokens its training left them, then stage 2's
         // words segmented with them: as merging each whole.
         // The last: "abc" left as "ab" "c" by the first two merges, "ab" and
-        // "bc", a run of two tokens.
+        // "bc", a run of two tokens. "(b" after "." is a stage-1 word that a
+        // merge joins to the one before, and "日本" none of the table's.
         let texts = [
             "ab ab, abc abc\n  ab\tab,b a,b",
-            "x  \n  ab,b ab ab é ab é abcabcabcabcabcabc",
+            "x  \n  ab,b ab ab é ab é abcabcabcabcabcabc (b x(b",
             "ab\nab\nab\nbc\nbc\nbc\nabc\nabc",
         ];
+        let pieces: Vec<&str> = PIECES
+            .iter()
+            .copied()
+            .chain([".(b", "x.(b 日本 ab"])
+            .collect();
         let pt = PreTokenizer::for_pattern("cl100k").unwrap();
         let mut counted = std::collections::BTreeMap::new();
         for text in texts {
@@ -702,20 +768,25 @@ mod tests {
         let words: Vec<&str> = counted.keys().copied().collect();
         let counts: Vec<u64> = counted.values().copied().collect();
         let bytes: [u32; 256] = std::array::from_fn(|b| b as u32);
-        for n in [0, 2, 7, 30] {
+        // Split by stage 1's pattern, and by none (each piece merged whole).
+        let splits = [Some(&pt), None].map(|p| Split::new(&pieces, &words, p));
+        for (n, split) in [0, 2, 7, 30]
+            .into_iter()
+            .flat_map(|n| splits.iter().map(move |s| (n, s)))
+        {
             let (table, _) = train::symbolize(&words, &counts, None).unwrap();
             let mut trainer = Trainer::new(table, 256);
             let learned = trainer.train_where(n, |_| {}, |_| true);
             let merges: Vec<(Pair, u32)> = learned.into_iter().zip(256..).collect();
-            let known = Known::new(&words, trainer.word_tokens());
             let whole = Encoder::new(
                 PreTokenizer::whitespace(false),
                 Alphabet::identity_bytes(),
                 &merges,
                 None,
             );
-            let (symbols, lens) = Pieces::new(&bytes, &merges).segment(&PIECES, Some(&known));
-            assert_segments(&PIECES, &symbols, &lens, &whole);
+            let stage1 = Stage1::new(split, &words, &trainer);
+            let runs = Pieces::new(&bytes, &merges).segment(&pieces, Some(&stage1));
+            assert_segments(&pieces, &runs, &whole);
         }
     }
 

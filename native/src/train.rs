@@ -436,6 +436,47 @@ impl Words {
         Self::build(symbols.iter().copied(), lens, counts)
     }
 
+    /// Words given as token ids in runs of words: each run's ids one word
+    /// after another, and how many each word has. Each run is written into
+    /// its part of the buffer on the thread pool.
+    pub fn from_runs(runs: &[(Vec<u32>, Vec<u32>)], counts: &[u64]) -> Result<Self> {
+        let lens: Vec<u32> = runs.iter().flat_map(|r| r.1.iter().copied()).collect();
+        let (starts, total) = word_starts(&lens, counts)?;
+        let max_merges = lens.iter().map(|&n| n.saturating_sub(1) as usize).sum();
+        let mut buf = vec![0u32; total];
+        let mut regions = Vec::with_capacity(runs.len());
+        let mut rest = buf.as_mut_slice();
+        let mut first = 0;
+        for run in runs {
+            let (symbols, lens) = run;
+            let end = first + lens.len();
+            let to = starts.get(end).map_or(total, |&s| s as usize);
+            let from = starts.get(first).map_or(total, |&s| s as usize);
+            let (region, tail) = std::mem::take(&mut rest).split_at_mut(to - from);
+            rest = tail;
+            regions.push((region, symbols, lens, &counts[first..end]));
+            first = end;
+        }
+        regions
+            .into_par_iter()
+            .for_each(|(region, symbols, lens, counts)| {
+                let (mut at, mut from) = (0, 0);
+                for (&len, &count) in lens.iter().zip(counts) {
+                    region[at..at + HEADER].copy_from_slice(&header(len, count));
+                    at += HEADER;
+                    let len = len as usize;
+                    region[at..at + len].copy_from_slice(&symbols[from..from + len]);
+                    at += len;
+                    from += len;
+                }
+            });
+        Ok(Words {
+            buf,
+            starts,
+            max_merges,
+        })
+    }
+
     fn get(&self, w: u32) -> &[u32] {
         word_at(&self.buf[w as usize..]).0
     }
@@ -467,7 +508,7 @@ pub struct Trainer {
 
 /// Hint the CPU to load `p`'s cache line; a no-op where unsupported.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is only a hint; it never faults, whatever the address.
     unsafe {
@@ -583,9 +624,9 @@ impl Trainer {
         self.train_where(num_merges, progress, |_| true)
     }
 
-    /// Each word's tokens as the merges so far left them, in table order.
-    pub fn word_tokens(&self) -> impl Iterator<Item = &[u32]> + '_ {
-        self.words.starts.iter().map(|&w| self.words.get(w))
+    /// Word `i`'s tokens (in table order) as the merges so far left them.
+    pub fn word(&self, i: usize) -> &[u32] {
+        self.words.get(self.words.starts[i])
     }
 
     /// `train`, learning only pairs that `admit` accepts: a refused pair is
@@ -911,9 +952,20 @@ impl PairList {
 }
 
 /// Every pair's statistics, and its queue entry: its count and where it is
-/// first met (base symbols are one long, so a position is an index). Each
-/// thread counts a run of words; the runs' lists are joined in word order.
+/// first met (base symbols are one long, so a position is an index).
 fn initial_stats(words: &Words) -> (FxHashMap<Pair, PairStats>, Vec<HeapEntry>) {
+    count_pairs(words, |_| true, |_| 1)
+}
+
+/// The statistics and queue entries of the pairs of `words` that `keep`
+/// accepts, each first met at a position counted in `step(token)` per
+/// token. Each thread counts a run of words; the runs' lists are joined in
+/// word order.
+fn count_pairs(
+    words: &Words,
+    keep: impl Fn(Pair) -> bool + Sync,
+    step: impl Fn(u32) -> u32 + Sync,
+) -> (FxHashMap<Pair, PairStats>, Vec<HeapEntry>) {
     let chunk = words
         .starts
         .len()
@@ -926,10 +978,15 @@ fn initial_stats(words: &Words) -> (FxHashMap<Pair, PairStats>, Vec<HeapEntry>) 
             let mut local = PairList::new();
             for &w in starts {
                 let (symbols, count) = word_at(&words.buf[w as usize..]);
-                for (i, s) in symbols.windows(2).enumerate() {
-                    let st = local.entry((s[0], s[1]), (w, i as u32));
-                    st.count += count;
-                    st.note_word(w);
+                let mut pos = 0;
+                for s in symbols.windows(2) {
+                    let pair = (s[0], s[1]);
+                    if keep(pair) {
+                        let st = local.entry(pair, (w, pos));
+                        st.count += count;
+                        st.note_word(w);
+                    }
+                    pos += step(s[0]);
                 }
             }
             local
@@ -1215,6 +1272,28 @@ mod tests {
             .unwrap();
         let merges = pool.install(|| Trainer::new(table, 4).train(60, |_| {}));
         assert_eq!(merges, textbook_merges(words, &counts, 4, 60));
+    }
+
+    #[test]
+    fn words_from_runs_are_words_from_their_symbols() {
+        let runs = vec![
+            (vec![1, 2, 3, 4, 5], vec![2, 0, 3]),
+            (vec![6], vec![1]),
+            (vec![7, 8, 9], vec![3, 0]),
+        ];
+        let counts = [5, 1, 2, 7, 1 << 40, 3];
+        let symbols: Vec<u32> = runs.iter().flat_map(|r| r.0.clone()).collect();
+        let lens: Vec<u32> = runs.iter().flat_map(|r| r.1.clone()).collect();
+        let built = Words::from_runs(&runs, &counts).unwrap();
+        let expected = Words::from_symbols(&symbols, &lens, &counts).unwrap();
+        assert_eq!(
+            (built.buf, built.starts, built.max_merges),
+            (expected.buf, expected.starts, expected.max_merges)
+        );
+        assert!(
+            Words::from_runs(&runs, &counts[1..]).is_err(),
+            "a count a word"
+        );
     }
 
     #[test]

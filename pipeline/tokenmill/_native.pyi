@@ -73,6 +73,7 @@ def train_superword(
     start: int,
     n: int,
     counts: Buffer,
+    pattern: str | None,
     offsets2: Buffer,
     data2: Buffer,
     start2: int,

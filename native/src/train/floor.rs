@@ -63,48 +63,17 @@ impl Trainer {
     /// when None), in place of those held; `floor`: the count every pair
     /// left out is below.
     fn count_from(&mut self, floor: i64, kept: Option<Kept>) {
-        let words = &self.words;
         let token_len = &self.token_len;
-        let chunk = words
-            .starts
-            .len()
-            .div_ceil(rayon::current_num_threads())
-            .max(1024);
-        let parts: Vec<PairList> = words
-            .starts
-            .par_chunks(chunk)
-            .map(|starts| {
-                let mut local = PairList::new();
-                for &w in starts {
-                    let (symbols, count) = word_at(&words.buf[w as usize..]);
-                    // Positions are in base symbols, as merges keep them.
-                    let mut pos = 0;
-                    for s in symbols.windows(2) {
-                        let pair = (s[0], s[1]);
-                        if kept.as_ref().is_none_or(|k| k.holds(pair)) {
-                            let st = local.entry(pair, (w, pos));
-                            st.count += count;
-                            st.note_word(w);
-                        }
-                        pos += token_len[s[0] as usize];
-                    }
-                }
-                local
-            })
-            .collect();
-        let mut parts = parts.into_iter();
-        let mut all = parts.next().unwrap_or_default();
-        for part in parts {
-            for (pair, st, first) in part.entries {
-                all.entry(pair, first).append(st);
-            }
-        }
-        self.stats = FxHashMap::default();
-        self.stats.reserve(all.entries.len());
+        let (stats, firsts) = count_pairs(
+            &self.words,
+            |pair| kept.as_ref().is_none_or(|k| k.holds(pair)),
+            // Positions are in base symbols, as merges keep them.
+            |t| token_len[t as usize],
+        );
+        self.stats = stats;
         self.queue = Queue::new();
-        for (pair, st, first) in all.entries {
-            self.queue.push_pair(pair, st.count, first);
-            self.stats.insert(pair, st);
+        for entry in firsts {
+            self.queue.push(entry);
         }
         self.floor = if kept.is_some() { floor } else { 0 };
     }

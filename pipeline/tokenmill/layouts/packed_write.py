@@ -140,7 +140,8 @@ def pack_shard(task: PackTask) -> list[dict]:
                 s_rows, s_flat, s_offsets = select_documents(rows, flat, offsets, keep)
                 documents[side] += len(s_rows)
                 long = bool((np.diff(s_offsets) > ROW_IDS).any())
-                write(side, *packer.add(task.index, s_rows, s_flat, s_offsets), long=long)
+                ids, pieces, nrows = packer.add(task.index, s_rows, s_flat, s_offsets)
+                write(side, ids, pieces, nrows, long=long)
         # Tests kill here, with this shard's temporary open.
         checkpoint("packed-write", task.index + 1)
         for side, packer in packers.items():

@@ -248,7 +248,7 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
             state = parquet_json_metadata(listed_path(out, entry["path"]), STATE)
             if not isinstance(state, dict):
                 continue  # no record of its own (a layout's file)
-            source = state.get("input") if isinstance(state.get("input"), dict) else {}
+            source: dict = state["input"] if isinstance(state.get("input"), dict) else {}
             made_from = source.get("path")
             listed_input = inputs.get(made_from)
             read = listed_input and listed_input.get("read_by", {}).get(stage)
@@ -259,7 +259,7 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
                     "manifest does not list as it was read"
                 )
             for key in ("documents", "tokens", "words"):
-                result = state.get("result") if isinstance(state.get("result"), dict) else {}
+                result: dict = state["result"] if isinstance(state.get("result"), dict) else {}
                 recorded = result.get(key)
                 if key in entry and entry[key] != recorded:
                     differences.append(

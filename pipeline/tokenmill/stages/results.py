@@ -110,6 +110,7 @@ class ShardStageResult(StageResult):
     tokenizer_sha256: str | None = None  # encode
     normalizer: str | None = None  # encode
     split: dict | None = None  # encode --val-fraction: stages/split.total_counts
+    read_with: str | None = None  # the stage whose read made these too: its time is theirs
 
     @classmethod
     def of(cls, stage: str, results: list[dict], seconds: float, **extra) -> ShardStageResult:
@@ -125,6 +126,11 @@ class ShardStageResult(StageResult):
             seconds=seconds,
             **extra,
         )
+
+    def describe(self) -> str:
+        if self.read_with is None:
+            return super().describe()
+        return f"{self.stage}: {self.what()}, from {self.read_with}'s read"
 
     @property
     def written(self) -> list[str]:

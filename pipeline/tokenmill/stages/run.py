@@ -30,7 +30,7 @@ from tokenmill.io.storage import (
 from tokenmill.io.writers import atomic_path, check_target
 from tokenmill.layouts import LayoutJob, layout
 from tokenmill.plan import Plan, make_plan
-from tokenmill.stages.count import run_count
+from tokenmill.stages.count import run_counts
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.layout import (
     MANIFEST,
@@ -205,21 +205,30 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
         return _run_locked(plan, on_stage, note, lock, revision)
 
 
-def count_superwords(inputs: Inputs, paths: dict, config: Config, count, stage):
-    """--superword-at: stage 2's word table, split by its pattern, counted and
-    merged as counts.parquet is, from what `count` read of each input (one read
-    otherwise is InputChanged). Returns the two stages' results."""
-    from tokenmill.tokenizer.superword import PATTERN
+def count_stage(inputs: Inputs, paths: dict, config: Config, stage):
+    """count, and with --superword-at stage 2's word table too, split by its
+    pattern, from the same read of each input. Returns the two stages'
+    results (the second None without superword tokens)."""
+    tables: list[tuple[AnyPath, str | None]] = [(paths["counts_dir"], None)]
+    if config.superword_at is not None:
+        from tokenmill.tokenizer.superword import PATTERN
 
-    counted = {r["shard"]: r["input"] for r in count.shards}
+        tables.append((paths["superword_counts_dir"], PATTERN))
+    count, *more = run_counts(inputs, tables, config)
+    count = check_read(stage(count))
+    if not more:
+        return count, None
+    return count, check_read(stage(dataclasses.replace(more[0], stage="superword-count")))
+
+
+def merge_superwords(paths: dict, config: Config, count2: ShardStageResult, stage):
+    """--superword-at: stage 2's count tables merged as counts.parquet is."""
     folder, table = paths["superword_counts_dir"], paths["superword_counts_file"]
-    result = run_count(inputs, folder, config, PATTERN, counted)
-    count2 = check_read(stage(dataclasses.replace(result, stage="superword-count")))
     # Every stage-2 word is kept: most (sentences) occur once.
     merge = run_merge(
         folder, table, 1, files=[location(f) for f in count2.written], force=config.force
     )
-    return count2, stage(dataclasses.replace(merge, stage="superword-merge"))
+    return stage(dataclasses.replace(merge, stage="superword-merge"))
 
 
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
@@ -282,7 +291,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         resolved_config = encode_only_config(config, tok, given)
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
     if steps in ("all", "count"):
-        count = check_read(stage(run_count(inputs, paths["counts_dir"], config)))
+        count, count2 = count_stage(inputs, paths, config, stage)
         tables = [location(f) for f in count.written]
         merge = stage(
             run_merge(
@@ -295,8 +304,8 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         )
         manifest["counts"] = shard_outputs(count.shards, out)
         manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
-        if config.superword_at is not None:
-            count2, merge2 = count_superwords(inputs, paths, config, count, stage)
+        if count2 is not None:
+            merge2 = merge_superwords(paths, config, count2, stage)
             manifest["counts"] += shard_outputs(count2.shards, out)
             table = paths["superword_counts_file"]
             manifest["files"].append(file_entry(table, out, rows=merge2.words))

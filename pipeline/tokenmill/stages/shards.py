@@ -20,7 +20,8 @@ from tokenmill.stages.state import record_output, reusable_shard, shard_state
 # write(tmp, on_skip, stats, state) -> result: reads the shard (passing on_skip
 # and stats to the reader), writes the output to tmp with `state(result)` in
 # its Parquet metadata under io.metadata.STATE, and returns result (without skips).
-Writer = Callable[[Path, OnSkip | None, dict, Callable[[dict], bytes]], dict]
+# `state(result, key)`: the state of another output made from the same read.
+Writer = Callable[[Path, OnSkip | None, dict, Callable[..., bytes]], dict]
 
 
 def output_record(out: AnyPath, sha256: str) -> dict:
@@ -63,10 +64,10 @@ def shard_task(
 
     with hashed_read(shard, name, stage) as read:
 
-        def state(result: dict) -> bytes:
+        def state(result: dict, other: dict | None = None) -> bytes:
             # Called once the writer has read the shard, before its output is in place.
             source = check_counted(shard, counted, read.fingerprint(), stage)
-            return shard_state(source, key, {**result, "skipped": skipped})
+            return shard_state(source, other or key, {**result, "skipped": skipped})
 
         stats = {"rows": 0}
         try:

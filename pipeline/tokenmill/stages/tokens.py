@@ -187,6 +187,7 @@ def joined(
             elif name == "n_tokens":
                 columns.append(from_numpy(at.doc_lens[d0:d1].astype(np.uint32)))
             else:
+                assert head is not None  # read whenever a column but ids is asked for
                 columns.append(one_array(head[name]))
         yield pa.RecordBatch.from_arrays(
             columns, schema=pa.schema([schema.field(n) for n in names])

@@ -1065,16 +1065,35 @@ def word_table(
     Columns: word, count, first (``row << 32 | position``: where the word was
     first seen), sorted by first occurrence.
     """
-    check_options(mode, pattern)
-    counter = mode_of(mode).counter(pattern, lowercase)
+    return word_tables(batches, mode, [pattern], lowercase, parallel=parallel)[0]
+
+
+def word_tables(
+    batches: Iterable[pa.Array],
+    mode: str,
+    patterns: Sequence[str],
+    lowercase: bool,
+    *,
+    parallel: bool = True,
+) -> list[pa.Table]:
+    """`word_table` of each of `patterns`, from one pass over the batches."""
+    for pattern in patterns:
+        check_options(mode, pattern)
+    counters = [mode_of(mode).counter(pattern, lowercase) for pattern in patterns]
     row = 0
     for docs in batches:
         if len(docs):
+            buffers = arrow_buffers(docs)
             try:
-                counter.add(*arrow_buffers(docs), row, parallel)
+                for counter in counters:
+                    counter.add(*buffers, row, parallel)
             except _native.NativeError as e:  # a custom pattern that misses text
                 raise TokenmillError(str(e)) from None
         row += len(docs)
+    return [_counted(counter) for counter in counters]
+
+
+def _counted(counter: _native.Counter) -> pa.Table:
     offsets, data, counts, firsts, n = counter.finish()
     words = pa.Array.from_buffers(
         pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]

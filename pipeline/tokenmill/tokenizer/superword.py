@@ -37,7 +37,7 @@ from tokenmill import _native
 from tokenmill.errors import TokenmillError
 from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
-from tokenmill.tokenizer.core import Tokenizer, fixed_width_buffer, trained, word_table
+from tokenmill.tokenizer.core import Tokenizer, fixed_width_buffer, trained, word_tables
 from tokenmill.tokenizer.ids import PATTERNS
 from tokenmill.tokenizer.options import SUPERWORD_MAX_WORDS, check_options, check_superword
 
@@ -81,8 +81,7 @@ def train(
             f"({', '.join(PATTERNS)})"
         )
     docs = pa.array(list(texts), pa.large_string())
-    table = word_table([docs], "byte", pattern, False)
-    table2 = word_table([docs], "byte", PATTERN, False)
+    table, table2 = word_tables([docs], "byte", [pattern, PATTERN], False)
     return train_superword(
         table["word"],
         table["count"],
@@ -137,6 +136,7 @@ def train_superword(
             merges, stage1_merges = _native.train_superword(
                 *arrow_buffers(words.cast(pa.large_string())),
                 fixed_width_buffer(counts.cast(pa.uint64())),
+                pattern,
                 *arrow_buffers(superwords),
                 fixed_width_buffer(superword_counts.cast(pa.uint64())),
                 stage1,
