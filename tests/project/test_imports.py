@@ -182,3 +182,18 @@ def test_encoding_parquet_does_not_import_pandas(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "1 shards" in out.stderr + out.stdout and out.stdout.strip().endswith("[]")
+
+
+def test_loading_a_tokenizer_and_encoding_a_string_imports_no_pyarrow():
+    """`tokenmill.load` of a .tiktoken file and `encode` of a str need neither
+    PyArrow nor NumPy (a third of that start-up): they are imported where used."""
+    script = (
+        "import sys, tokenmill\n"
+        f"tok = tokenmill.load({str(PACKAGE.parents[1] / 'vocabularies' / 'gpt2.tiktoken')!r})\n"
+        "assert tok.encode('hello world')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'numpy')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -19,14 +19,10 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields
 from functools import cache, cached_property
-from typing import Any, Literal
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal
 
 from tokenmill import _native
 from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError
-from tokenmill.io.arrow import arrow_buffers, byte_view, is_text, large_text, one_array
 from tokenmill.io.files import parse_json, read_bytes
 from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
@@ -52,6 +48,12 @@ from tokenmill.tokenizer.options import (
     special_names,
 )
 from tokenmill.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
+
+# PyArrow and NumPy (and tokenmill.io.arrow, which needs both) are imported
+# where they are used: loading a tokenizer and encoding strings needs neither,
+# and importing them is a third of the start-up of `tokenmill.load`.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -156,6 +158,8 @@ class Tokenizer:
         ...
         tokenmill.errors.TokenmillError: vocab_size=10 is below the base vocabulary: ...
         """
+        import pyarrow as pa
+
         pattern = _training_pattern(mode, pattern)
         table = word_table([pa.array(list(texts), pa.large_string())], mode, pattern, lowercase)
         return cls._train_from_word_arrays(
@@ -191,6 +195,8 @@ class Tokenizer:
         >>> tok.merge_pairs()
         [(b'l', b'o'), (b'lo', b'w')]
         """
+        import pyarrow as pa
+
         return cls._train_from_word_arrays(
             pa.array(words, pa.large_string()),
             pa.array(counts, pa.uint64()),
@@ -218,6 +224,10 @@ class Tokenizer:
     ) -> Tokenizer:
         """Train on Arrow arrays (large_string words, uint64 counts); `pattern`
         as `_training_pattern` resolves it."""
+        import pyarrow as pa
+
+        from tokenmill.io.arrow import arrow_buffers, large_text, one_array
+
         check_options(mode, pattern)
         # Cast only what needs it: any cast, even to the type an array has,
         # imports pyarrow.compute, a tenth of a training run's start-up.
@@ -489,6 +499,7 @@ class Tokenizer:
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
         if self.normalization:
+            import pyarrow as pa
             import pyarrow.compute as pc  # not at the top: see io/readers.py
 
             return pc.utf8_normalize(docs, self.normalization).cast(pa.large_string())
@@ -501,12 +512,16 @@ class Tokenizer:
 
     @property
     def _id_type(self) -> pa.DataType:
+        import pyarrow as pa
+
         return pa.uint32() if self._wide_ids else pa.uint16()
 
     @property
     def _ids_type(self) -> pa.DataType:
         """A document's token ids: never null, which also makes Parquet's level
         encoding of the column cheaper."""
+        import pyarrow as pa
+
         return pa.large_list(pa.field("item", self._id_type, nullable=False))
 
     @property
@@ -573,6 +588,8 @@ class Tokenizer:
 
     def _encode_native(self, text: str) -> list[int]:
         if self.normalization:
+            import pyarrow as pa
+
             text = self._normalize(pa.array([text], pa.large_string()))[0].as_py()
         try:
             return self._encoder.encode(text, None)
@@ -634,6 +651,8 @@ class Tokenizer:
         return self._encode_texts(list(texts), False, parallel)
 
     def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
+        import pyarrow as pa
+
         try:
             docs = pa.array(texts, pa.large_string())
         except UnicodeEncodeError:  # lone surrogates: as encode_ordinary
@@ -702,6 +721,11 @@ class Tokenizer:
         >>> n_tokens.to_pylist()
         [2, 3]
         """
+        import numpy as np
+        import pyarrow as pa
+
+        from tokenmill.io.arrow import arrow_buffers
+
         docs = _text_array(docs)
         n = len(docs)
         id_type, list_type = self._id_type, self._ids_type
@@ -1077,6 +1101,8 @@ def word_tables(
     parallel: bool = True,
 ) -> list[pa.Table]:
     """`word_table` of each of `patterns`, from one pass over the batches."""
+    from tokenmill.io.arrow import arrow_buffers
+
     for pattern in patterns:
         check_options(mode, pattern)
     counters = [mode_of(mode).counter(pattern, lowercase) for pattern in patterns]
@@ -1094,6 +1120,8 @@ def word_tables(
 
 
 def _counted(counter: _native.Counter) -> pa.Table:
+    import pyarrow as pa
+
     offsets, data, counts, firsts, n = counter.finish()
     words = pa.Array.from_buffers(
         pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
@@ -1210,6 +1238,10 @@ def _byte_level(v: object) -> bool:
 
 def fixed_width_buffer(arr: pa.Array) -> memoryview:
     """The values buffer of a primitive array, sliced to the array's extent."""
+    import pyarrow as pa
+
+    from tokenmill.io.arrow import byte_view
+
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     width = arr.type.byte_width
@@ -1219,6 +1251,10 @@ def fixed_width_buffer(arr: pa.Array) -> memoryview:
 def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Documents as one large_string array, the form the native core reads;
     an array of anything but strings is refused rather than cast."""
+    import pyarrow as pa
+
+    from tokenmill.io.arrow import is_text, large_text
+
     if isinstance(docs, pa.ChunkedArray):
         docs = docs.combine_chunks()
     if not is_text(docs.type):

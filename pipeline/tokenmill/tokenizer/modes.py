@@ -19,15 +19,15 @@ asks its mode instead of branching on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError
-from tokenmill.io.arrow import arrow_buffers
 from tokenmill.tokenizer.ids import END_OF_WORD, MODES, PATTERNS, UNK, show
 from tokenmill.tokenizer.options import REQUIRED_SPECIALS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class Tokenizer(Protocol):
@@ -175,6 +175,8 @@ class CharMode(Mode):
         return _native.Counter.char(lowercase)
 
     def train_alphabet(self, words: pa.Array) -> tuple[list[str] | None, int]:
+        from tokenmill.io.arrow import arrow_buffers  # PyArrow: not for loading (core.py)
+
         alphabet = _native.char_alphabet(*arrow_buffers(words)) if len(words) else []
         return alphabet, len(alphabet)
 
