@@ -17,12 +17,14 @@ NOT_OUT = "not an output folder of `tokenmill run`"
 @pytest.fixture
 def files(tmp_path):
     """notes.txt (text), docs.parquet (documents), counts.parquet (a word
-    table), plain/ (a folder of documents, not an OUT)."""
+    table), plain/ (a folder of documents, not an OUT), tokens/ (of a token shard)."""
     (tmp_path / "notes.txt").write_text("just some notes\n", encoding="utf-8")
     pq.write_table(pa.table({"text": ["a document"]}), tmp_path / "docs.parquet")
     words = pa.table({"word": ["a", " document"], "count": pa.array([3, 2], pa.uint64())})
     pq.write_table(words, tmp_path / "counts.parquet")
     write_shard(tmp_path / "plain" / "docs.jsonl", ["a document", "another one"])
+    (tmp_path / "tokens").mkdir()
+    pq.write_table(pa.table({"row": [0], "ids": [[5, 6]]}), tmp_path / "tokens" / "a.parquet")
     return tmp_path
 
 
@@ -41,6 +43,8 @@ CASES = [
     (["report", "plain"], "plain", NOT_OUT),
     (["bin", "notes.txt", "bins"], "notes.txt", "no such folder of token shards"),
     (["merge", "notes.txt", "merged.parquet"], "notes.txt", "no such directory"),
+    # The table of the wrong kind is named, not the one merge would write.
+    (["merge", "tokens", "merged.parquet"], "tokens/a.parquet", "not a count table"),
 ]
 
 

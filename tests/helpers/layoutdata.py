@@ -113,13 +113,14 @@ def expected(tok, shards, side="", bos=False, eos_added=False) -> list[list[int]
     return [first + ids + last for shard in shards for _, ids in shard_rows(shard, side)]
 
 
-def framework_documents(layout: Layout, folder: Path) -> list[tuple[str, list[int]]]:
+def framework_documents(layout: Layout, folder: Path, split: bool) -> list[tuple[str, list[int]]]:
     """(split, ids) of the documents the trainer's own reader gives (its module
-    imported already), which must be those of tokenmill's `read`."""
-    docs = layout.framework_read(folder)
+    imported already), which must be those of tokenmill's `read`; `split`: the
+    layout was written with a val fraction."""
+    docs = layout.framework_read(folder, split)
     assert docs is not None, f"{layout.name}: the trainer's reader did not import"
     got = [(d.split, d.ids.tolist()) for d in docs]
-    assert got == [(d.split, d.ids.tolist()) for d in layout.read(folder)]
+    assert got == [(d.split, d.ids.tolist()) for d in layout.read(folder, split)]
     return got
 
 
@@ -127,4 +128,4 @@ def assert_trainer_reads_all(layout: Layout, folder: Path, tok, shards) -> None:
     """The trainer's reader finds every document of `shards`, written split and
     with --bos, train's then val's."""
     want = [(side, ids) for side in ("train", "val") for ids in expected(tok, shards, side, True)]
-    assert framework_documents(layout, folder) == want
+    assert framework_documents(layout, folder, split=True) == want

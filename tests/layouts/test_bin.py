@@ -43,7 +43,7 @@ def test_bin_puts_bos_before_each_document_and_reads_back(encoded, tmp_path, bos
     assert result.files == [*pairs, "index.json"]
     first = [tok.special_id(BOS)] if bos else []
     expected = [(s, first + ids) for s in ("a.jsonl", "sub/b.jsonl") for ids in rows[s]]
-    assert [(d.source, d.ids.tolist()) for d in LAYOUT.read(tmp_path)] == expected
+    assert [(d.source, d.ids.tolist()) for d in LAYOUT.read(tmp_path, False)] == expected
     # As nanoGPT reads it: the flat array, cut by the offsets.
     ids = np.memmap(tmp_path / "a.jsonl.bin", dtype=np.uint16, mode="r")
     idx = np.load(tmp_path / "a.jsonl.idx.npy")
@@ -56,7 +56,7 @@ def test_bin_puts_bos_before_each_document_and_reads_back(encoded, tmp_path, bos
 def test_bin_with_a_split_reads_back_train_then_val(encoded, tmp_path):
     shards, rows, tok = encoded
     LAYOUT.write(LayoutJob(shards, tmp_path, tok, val_fraction=0.4))
-    read = list(LAYOUT.read(tmp_path))
+    read = list(LAYOUT.read(tmp_path, True))
     assert {d.split for d in read} == {"train", "val"}
     assert [d.split for d in read] == sorted(d.split for d in read)  # train first
     every = sorted(ids for docs in rows.values() for ids in docs)

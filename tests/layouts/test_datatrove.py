@@ -132,8 +132,8 @@ def test_merged_uint16_read_by_datatrove(datatrove, small, tmp_path):
     assert lines == ["tokenizer.json|2", str(len(stream)), humanize.metric(len(stream), "T")]
     # nanotron's windows of seq_len + 1 ids: the stream cut from the start, the rest dropped.
     assert windows(datatrove, tmp_path, 15, 2) == cut(stream, 16)
-    assert [d.ids.tolist() for d in LAYOUT.read(tmp_path)] == rows
-    assert {d.split for d in LAYOUT.read(tmp_path)} == {""}
+    assert [d.ids.tolist() for d in LAYOUT.read(tmp_path, False)] == rows
+    assert {d.split for d in LAYOUT.read(tmp_path, False)} == {""}
 
 
 def test_bos_before_each_document(datatrove, small, tmp_path):
@@ -154,7 +154,7 @@ def test_wide_vocabulary_is_uint32(datatrove, wide, tmp_path):
     assert (tmp_path / "000_corpus.ds.metadata").read_text().startswith("tokenizer.json|4\n")
     stream = [i for row in rows for i in row]
     assert windows(datatrove, tmp_path, 7, 4) == cut(stream, 8)
-    assert [d.ids.tolist() for d in LAYOUT.read(tmp_path)] == rows
+    assert [d.ids.tolist() for d in LAYOUT.read(tmp_path, False)] == rows
 
 
 @pytest.mark.parametrize("name", ["small", "wide"])
@@ -162,7 +162,7 @@ def test_framework_read_is_datatroves_reading(datatrove, small, wide, tmp_path, 
     out = {"small": small, "wide": wide}[name]
     write(out, tmp_path, bos=True, val_fraction=0.3)
     with torch_stand_in():
-        got = framework_documents(LAYOUT, tmp_path)
+        got = framework_documents(LAYOUT, tmp_path, split=True)
     tok = shard_tokenizer(token_shards(out / "tokens")[0])
     eos = tok.eos_id if name == "wide" else None  # wide: encoded with --no-eos
     assert got == [
@@ -177,7 +177,7 @@ def test_framework_read_is_datatroves_reading(datatrove, small, wide, tmp_path, 
 def test_framework_read_is_none_without_datatrove(small, tmp_path, monkeypatch):
     write(small, tmp_path)
     monkeypatch.setitem(sys.modules, "datatrove.pipeline.tokens.merger", None)
-    assert LAYOUT.framework_read(tmp_path) is None
+    assert LAYOUT.framework_read(tmp_path, False) is None
 
 
 def test_split_writes_a_folder_per_side(datatrove, small, tmp_path):
@@ -193,7 +193,7 @@ def test_split_writes_a_folder_per_side(datatrove, small, tmp_path):
         assert datatrove_documents(datatrove, tmp_path / side / "000_corpus.ds") == rows
         stream = [i for row in rows for i in row]
         assert windows(datatrove, tmp_path / side, 3, 2) == cut(stream, 4)
-        assert [d.ids.tolist() for d in LAYOUT.read(tmp_path) if d.split == side] == rows
+        assert [d.ids.tolist() for d in LAYOUT.read(tmp_path, True) if d.split == side] == rows
     assert result.documents == len(shard_rows(small))
 
 

@@ -109,7 +109,7 @@ def test_files_are_listed_with_size_and_sha256_and_verify_catches_a_changed_byte
         for flat, offsets in [list_ids(batch.column(0))]
         for i in range(len(offsets) - 1)
     ]
-    read = [tuple(d.ids.tolist()) for d in layout(name).read(ref / layout(name).folder)]
+    read = [tuple(d.ids.tolist()) for d in layout(name).read(ref / layout(name).folder, False)]
     assert sorted(read) == sorted(rows)
 
     out = tmp_path / "out"

@@ -51,7 +51,7 @@ def test_megatron_core_reads_every_document(encoded, tmp_path, name, bos):
     want = expected(tok, shards, bos=bos)
     assert max(map(max, want)) > (65535 if name == "wide" else 0)
     assert megatron_read(folder / "corpus_text_document", DTYPES[name]) == want
-    assert [d.ids.tolist() for d in LAYOUT.read(folder)] == want
+    assert [d.ids.tolist() for d in LAYOUT.read(folder, False)] == want
     assert result.documents == len(want) and result.tokens == sum(map(len, want))
 
 
@@ -68,7 +68,7 @@ def test_framework_read_is_none_without_megatron_core(encoded, tmp_path, monkeyp
     tok, shards = encoded("small")
     folder, _ = write(tmp_path, tok, shards)
     monkeypatch.setitem(sys.modules, "megatron.core.datasets.indexed_dataset", None)
-    assert LAYOUT.framework_read(folder) is None
+    assert LAYOUT.framework_read(folder, False) is None
 
 
 @pytest.mark.parametrize("name", ["small", "wide"])
@@ -95,7 +95,7 @@ def test_one_pair_per_split(encoded, tmp_path):
     assert sides["train"] and sides["val"]
     for side, want in sides.items():
         assert megatron_read(folder / f"{side}_text_document") == want
-    assert [(d.split, d.ids.tolist()) for d in LAYOUT.read(folder)] == [
+    assert [(d.split, d.ids.tolist()) for d in LAYOUT.read(folder, True)] == [
         (side, ids) for side, docs in sides.items() for ids in docs
     ]
 
@@ -120,7 +120,7 @@ def test_one_pair_per_shard_and_split(encoded, tmp_path):
         stem = shard.name.removesuffix(".parquet") + "_text_document"
         for side in ("train", "val"):
             assert megatron_read(folder / side / stem) == expected(tok, [shard], side)
-    assert {d.split for d in LAYOUT.read(folder)} == {"train", "val"}
+    assert {d.split for d in LAYOUT.read(folder, True)} == {"train", "val"}
 
 
 def test_no_eos_shards_get_one_and_an_empty_text_is_just_that(encoded, tmp_path):

@@ -79,7 +79,7 @@ def test_olmo_core_reads_every_document(encoded, tmp_path, name, bos):
     assert [r[2:] for r in metadata_rows(folder / MERGED[1])] == [
         [f"{src}:{row}", src, str(row)] for src, row in rows
     ]
-    docs = list(LAYOUT.read(folder))
+    docs = list(LAYOUT.read(folder, False))
     assert [(d.source, d.row, d.ids.tolist()) for d in docs] == [
         (*r, ids) for r, ids in zip(rows, want, strict=True)
     ]
@@ -104,7 +104,7 @@ def test_framework_read_is_none_without_olmo_core(encoded, tmp_path, monkeypatch
     tok, shards = encoded("small")
     folder, _ = write(tmp_path, tok, shards)
     monkeypatch.setitem(sys.modules, "olmo_core.data.utils", None)
-    assert LAYOUT.framework_read(folder) is None
+    assert LAYOUT.framework_read(folder, False) is None
     assert LAYOUT.recorded(folder)["bos_id"] == "null"  # written without --bos
 
 
@@ -116,7 +116,7 @@ def test_one_array_per_split(encoded, tmp_path):
     assert sides["train"] and sides["val"]
     for side, want in sides.items():
         assert olmo_read(folder / side / MERGED[0], np.uint16, tok.eos_id) == want
-    assert [(d.split, d.ids.tolist()) for d in LAYOUT.read(folder)] == [
+    assert [(d.split, d.ids.tolist()) for d in LAYOUT.read(folder, True)] == [
         (side, ids) for side, docs in sides.items() for ids in docs
     ]
 
@@ -151,7 +151,8 @@ def test_one_array_per_shard_and_split(encoded, tmp_path):
         for side in ("train", "val"):
             got = olmo_read(folder / side / stem, np.uint16, tok.eos_id, bos)
             assert got == expected(tok, [shard], side, bos=True)
-    assert [d.split for d in LAYOUT.read(folder)] == sorted(d.split for d in LAYOUT.read(folder))
+    read = [d.split for d in LAYOUT.read(folder, True)]
+    assert read == sorted(read)
 
 
 def test_no_eos_shards_get_one_and_an_empty_text_is_just_that(encoded, tmp_path):

@@ -90,8 +90,8 @@ def test_the_rows_are_the_packed_rows_in_a_seeded_order(shards, tmp_path, monkey
         assert counts[0] == counts[1]
     # Read back as documents in the stream's order, a few rows at a time.
     monkeypatch.setattr(packed_shuffle, "READ_BYTES", 4 * SEQ_LEN * 10)
-    got = [(d.source, d.row, d.ids.tolist()) for d in LAYOUT.read(folder)]
-    want = [(d.source, d.row, d.ids.tolist()) for d in LAYOUT.read(tmp_path / "plain")]
+    got = [(d.source, d.row, d.ids.tolist()) for d in LAYOUT.read(folder, False)]
+    want = [(d.source, d.row, d.ids.tolist()) for d in LAYOUT.read(tmp_path / "plain", False)]
     assert got == want
 
 

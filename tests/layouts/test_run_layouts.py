@@ -73,7 +73,9 @@ def test_a_file_where_a_layout_folder_goes_is_refused_before_any_work(cli, corpu
     (out / layout(name).folder).write_text("mine")
     option = ("--pack", "8") if name == "packed" else ("--format", name)
     result = cli("run", corpus, out, *RUN, *option, "--force", ok=False)
-    assert_one_line_error(result, f"{out / layout(name).folder}: a file where tokenmill writes")
+    # The folder named, not a file of another layout's or another run's names.
+    said = f"{out / layout(name).folder}: a file where tokenmill writes a folder; move it away"
+    assert_one_line_error(result, said)
     assert not (out / "counts").exists()
 
 

@@ -37,13 +37,30 @@ def recorded_source(meta: dict[bytes, bytes], path: AnyPath) -> str:
 
 
 def count_table_source(counts_file: AnyPath) -> str:
-    """The input shard a count table was made from."""
+    """The input shard a count table was made from; TokenmillError naming the
+    file when it has no word and count columns (a merge of it would fail
+    naming only the table it writes)."""
+    import pyarrow.types as pat  # not at the top: see io.storage.parquet_file
+
     counts_file = location(counts_file)
     try:
         with parquet_file(counts_file) as pf:
-            meta = pf.schema_arrow.metadata or {}
+            schema = pf.schema_arrow
     except TokenmillError:  # a store's failure (a ValueError too): said already
         raise
     except (OSError, ValueError) as e:
         raise TokenmillError(f"{counts_file}: cannot read count table ({e})") from None
-    return recorded_source(meta, counts_file)
+    types = {field.name: field.type for field in schema}
+    word, count = types.get("word"), types.get("count")
+    if not (
+        word is not None
+        and (pat.is_string(word) or pat.is_large_string(word))
+        and count is not None
+        and pat.is_integer(count)
+    ):
+        columns = ", ".join(schema.names) or "none"
+        raise TokenmillError(
+            f"{counts_file}: not a count table (columns {columns}): "
+            "want the tables `tokenmill count` writes (word, count)"
+        )
+    return recorded_source(schema.metadata or {}, counts_file)

@@ -77,6 +77,19 @@ def check_target(path: AnyPath) -> None:
         raise not_a_file(path)
 
 
+def check_folder(path: AnyPath) -> None:
+    """Refuse, in one line naming it, a local file where tokenmill makes the
+    folder `path` (or a file above it): its writes there would fail after the
+    work. For a folder whose files' names depend on the options (a layout's)."""
+    if is_remote(path):
+        return
+    path = Path(path)
+    above = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
+    if above is not None and not os.path.isdir(above):
+        wanted = "" if above == path else f" (for {path})"
+        raise WriteError(f"{above}: a file where tokenmill writes a folder{wanted}; move it away")
+
+
 def not_a_file(path: AnyPath) -> WriteError:
     """The one line for a FIFO, socket, device or folder where tokenmill writes a file."""
     kind = "a folder" if not is_remote(path) and os.path.isdir(path) else "not a regular file"

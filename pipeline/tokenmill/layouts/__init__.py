@@ -98,17 +98,20 @@ class Layout(Protocol):
         """Write the layout of `job.shards` into `job.folder`."""
         ...
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """The documents in `folder`, in the order written, by tokenmill's own
         reading of the format (`tokenmill check` and the tests compare it with
-        the token shards and with the trainer's own reader)."""
+        the token shards and with the trainer's own reader). `split`: whether
+        the run wrote train and val apart (--val-fraction). A layout whose files
+        do not record their split takes it from the train/ and val/ folders only
+        then: unsplit, those are DATA's own folders, of input files."""
         ...
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """The documents in `folder` as the trainer's own reading code gives them
         (megatron-core, datatrove, OLMo-core, numpy's memmap for nanoGPT), or None
         when that code is not installed: `tokenmill check` then reads with `read`
-        and says so."""
+        and says so. `split` as for `read`."""
         ...
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:

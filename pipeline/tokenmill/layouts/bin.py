@@ -72,17 +72,18 @@ class Bin:
             bos=bos,
         )
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
+        # index.json records whether the arrays are split: `split` is not needed.
         folder = location(folder)
         dtype, pairs = array_pairs(folder)
-        for split, source, bin_name, idx_name in pairs:
+        for side, source, bin_name, idx_name in pairs:
             ids = np.frombuffer((folder / bin_name).read_bytes(), dtype=dtype)
             idx = np.load(io.BytesIO((folder / idx_name).read_bytes()))
             check_offsets(folder / idx_name, idx, len(ids))
             for i in range(len(idx) - 1):
-                yield Document(split, ids[idx[i] : idx[i + 1]], source)
+                yield Document(side, ids[idx[i] : idx[i + 1]], source)
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """As nanoGPT's train.py reads its arrays: numpy's memmap (a local folder
         only; a remote one gives None), documents cut by the .idx.npy offsets."""
         folder = location(folder)

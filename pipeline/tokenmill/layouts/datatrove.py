@@ -101,9 +101,9 @@ class Datatrove:
         streams = write_streams(job, framing, self)
         return result(self.name, job.folder, streams, ".ds file", framing, start)
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """Every .ds file under `folder` in path order (DatatroveFolderDataset's),
-        document by document; `split` is its top folder when that is train/ or val/."""
+        document by document; its split its top folder (train/ or val/) when `split`."""
         folder = location(folder)
         for name in listed(folder, ".ds"):
             path = folder / name
@@ -114,9 +114,9 @@ class Datatrove:
                 raise TokenmillError(f"{path}: holds {len(ids)} ids, its .index ends elsewhere")
             starts = np.concatenate([[0], ends[:-1]])
             for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-                yield Document(split_of(name), ids[start:end])
+                yield Document(split_of(name, split), ids[start:end])
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """By datatrove's merger's `load_doc_ends` and `get_data_reader`, the
         reading of the files that its DatatroveFolderDataset (nanotron's) relies on."""
         try:
@@ -138,7 +138,7 @@ class Datatrove:
                         f"{folder / name}: holds {held} ids, its .index ends elsewhere"
                     )
                 for doc in get_data_reader(open_read(folder / name), ends, nb_bytes=size):
-                    yield Document(split_of(name), np.frombuffer(doc, dtype))
+                    yield Document(split_of(name, split), np.frombuffer(doc, dtype))
 
         return documents()
 

@@ -103,13 +103,13 @@ class Megatron:
         streams = write_streams(job, framing, self)
         return result(self.name, job.folder, streams, ".bin/.idx pair", framing, start)
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         folder = location(folder)
-        for split, prefix in pairs(folder):
+        for side, prefix in pairs(folder, split):
             for ids in read_pair(folder / prefix):
-                yield Document(split, ids)
+                yield Document(side, ids)
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """By megatron-core's IndexedDataset, as its GPTDataset reads (memory-mapped:
         a remote folder gives None)."""
         folder = location(folder)
@@ -117,7 +117,7 @@ class Megatron:
             from megatron.core.datasets.indexed_dataset import IndexedDataset
         except Exception:  # not installed, or its imports fail (no torch)
             return None
-        return None if is_remote(folder) else indexed_datasets(folder, IndexedDataset)
+        return None if is_remote(folder) else indexed_datasets(folder, split, IndexedDataset)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         return {}  # the .idx holds the dtype of the ids, nothing of the tokenizer
@@ -126,12 +126,12 @@ class Megatron:
 LAYOUT = Megatron()
 
 
-def pairs(folder: AnyPath) -> list[tuple[str, str]]:
-    """(split, prefix) of the pairs under `folder`: train's, then val's. Split:
-    pairs under train/ and val/ (per shard), or just the two merged ones."""
+def pairs(folder: AnyPath, split: bool) -> list[tuple[str, str]]:
+    """(split, prefix) of the pairs under `folder`, of a run `split` or not:
+    train's, then val's (the pairs under train/ and val/ per shard, else the
+    two merged ones); unsplit, every pair's split is "" (a per-shard pair's
+    folders are its input's, and DATA may have train/ and val/)."""
     prefixes = [n.removesuffix(".idx") for n in listed(folder, f"{SUFFIX}.idx")]
-    merged_split = prefixes == [f"{side}{SUFFIX}" for side in SPLITS]
-    split = merged_split or any(p.split("/")[0] in SPLITS and "/" in p for p in prefixes)
 
     def side_of(prefix: str) -> str:
         if not split:
@@ -143,16 +143,16 @@ def pairs(folder: AnyPath) -> list[tuple[str, str]]:
     return sorted(found, key=lambda sp: (order.get(sp[0], 0), sp[1]))
 
 
-def indexed_datasets(folder: AnyPath, indexed_dataset: Callable) -> Iterator[Document]:
+def indexed_datasets(folder: AnyPath, split: bool, indexed_dataset: Callable) -> Iterator[Document]:
     """The documents of every pair under `folder` by `indexed_dataset` (megatron-core's)."""
-    for split, prefix in pairs(folder):
+    for side, prefix in pairs(folder, split):
         if (folder / f"{prefix}.bin").stat().st_size == 0:
             continue  # no sequence, and numpy cannot map an empty file
         dataset = indexed_dataset(str(folder / prefix))
         # A copy: megatron-core closes its memory map when the dataset goes, and a
         # view into it would then point at unmapped memory.
         for i in range(len(dataset)):
-            yield Document(split, np.array(dataset[i]))
+            yield Document(side, np.array(dataset[i]))
 
 
 def read_index(path: AnyPath) -> tuple[np.dtype, np.ndarray, np.ndarray]:

@@ -153,7 +153,8 @@ class Olmo:
         done.files.append(INDEX)
         return done
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
+        # index.json records each array's split: `split` is not needed.
         folder = location(folder)
         index = read_index(folder)
         dtype = np.dtype(index["dtype"]).newbyteorder("<")
@@ -171,7 +172,7 @@ class Olmo:
                     )
                 yield Document(array["split"], ids[start:end], src, loc)
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """By OLMo-core's own functions: each array's documents where its CSV says
         (`iter_document_indices`), each read by `load_array_slice`. A remote folder
         gives None (OLMo-core would need its own credentials)."""

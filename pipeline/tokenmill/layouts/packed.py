@@ -93,16 +93,18 @@ class Packed:
             redone=len(files),
         )
 
-    def read(self, folder: AnyPath) -> Iterator[Document]:
+    def read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         folder = location(folder)
-        sides = [s for s in SPLITS if (folder / s).is_dir()] or [""]
+        # Unsplit, the packed shards are one stream, in train/ and val/ too
+        # when DATA has such folders (the shards' names are the inputs').
+        sides = [s for s in SPLITS if (folder / s).is_dir()] if split else [""]
         for side in sides:
             yield from read_side(folder / side if side else folder, side)
 
-    def framework_read(self, folder: AnyPath) -> Iterator[Document]:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """Packed rows are Parquet, read with pyarrow as a trainer's loader reads
         them (Hugging Face datasets, a torch Dataset over pyarrow): `read`."""
-        return self.read(folder)
+        return self.read(folder, split)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         """The metadata of the first packed shard (every shard records the same)."""

@@ -380,7 +380,9 @@ def listed(folder: AnyPath, suffix: str) -> list[str]:
     )
 
 
-def split_of(name: str) -> str:
-    """The split of a file at `name`: its top folder when that is train/ or val/."""
+def split_of(name: str, split: bool) -> str:
+    """The split of a file at `name` of a run that was `split` or not: its top
+    folder when split (train/ or val/); "" when not, whatever its folders (a
+    per-shard file's are the input's, and DATA may have train/ and val/)."""
     top, sep, _ = name.partition("/")
-    return top if sep and top in SPLITS else ""
+    return top if split and sep and top in SPLITS else ""

@@ -332,9 +332,10 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
 
     def read() -> Iterator[Document]:
         nonlocal framework
-        documents = lay.framework_read(folder)
+        split = run.fraction > 0
+        documents = lay.framework_read(folder, split)
         framework = documents is not None
-        return documents if documents is not None else lay.read(folder)
+        return documents if documents is not None else lay.read(folder, split)
 
     frame = Frame(run.eos_id(), run.bos, lay.ends_in_eos, run.fraction)
     shards = run.layout_shards

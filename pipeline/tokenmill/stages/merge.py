@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import count_table_source
 from tokenmill.io.storage import AnyPath, fence, is_remote, location, scratch_file, walk_files
@@ -179,7 +179,7 @@ def run_merge(
                 merge_tables(files, tmp, location(counts_file), min_count)
             except pl.exceptions.PolarsError as e:
                 raise TokenmillError(
-                    f"{counts_file}: cannot merge the count tables ({e})"
+                    f"{counts_file}: cannot merge the count tables ({one_line(e)})"
                 ) from None
         record_file(counts_file, key)
     words = scan_tables([location(counts_file)]).select(pl.len(), pl.col("count").sum()).collect()

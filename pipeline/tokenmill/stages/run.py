@@ -27,7 +27,7 @@ from tokenmill.io.storage import (
     remote_errors,
     resolved,
 )
-from tokenmill.io.writers import atomic_path, check_target
+from tokenmill.io.writers import atomic_path, check_folder, check_target
 from tokenmill.layouts import LayoutJob, layout
 from tokenmill.plan import Plan, make_plan
 from tokenmill.stages.count import run_counts
@@ -252,7 +252,10 @@ def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> N
         folders.append(paths["tokens_dir"])
         if config.mixes:
             check_target(paths["mix_dir"] / "part-00000.parquet")
-        folders += [location(out) / layout(name).folder for name in config.layouts]
+        # A layout names its files by the options (merged or per shard, split or
+        # not): its folder is what is checked.
+        for name in config.layouts:
+            check_folder(location(out) / layout(name).folder)
     files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
     for path in files:
         check_target(path)
