@@ -6,6 +6,7 @@ written from the mixture."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -153,6 +154,20 @@ def test_verify_covers_the_mixture(run, cli, tmp_path):
     fixed = run(out, "--shuffle", "7", small=True)  # redone, not kept
     assert "(kept" not in next(line for line in fixed.splitlines() if line.startswith("mix:"))
     cli("verify", out)
+
+
+def test_verify_holds_the_mixtures_account_to_its_first_part(run, cli, tmp_path):
+    """The manifest's `mix` (what each source took) is the account part 0
+    records: an edited number is a difference, though every file hashes as listed."""
+    out = tmp_path / "out"
+    run(out, "--shuffle", "7")
+    cli("verify", out)
+    edited = json.loads((out / "manifest.json").read_text())
+    edited["mix"]["documents"] += 1
+    (out / "manifest.json").write_text(json.dumps(edited))
+    result = cli("verify", out, ok=False)
+    assert result.exit_code == 3
+    assert "manifest mix: not the account mix/part-00000.parquet records" in result.output
 
 
 def test_the_layouts_are_written_from_the_mixture(run, cli, tmp_path):
