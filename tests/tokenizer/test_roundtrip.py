@@ -23,7 +23,9 @@ def tok(request) -> Tokenizer:
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_round_trip_arbitrary_unicode(tok, text):
-    assert tok.decode(tok.encode(text)) == text
+    # Ordinary: Hypothesis also draws the code's own strings, "<|endoftext|>"
+    # among them, which `encode` refuses as tiktoken does.
+    assert tok.decode(tok.encode_ordinary(text)) == text
 
 
 @settings(max_examples=50, deadline=None)
@@ -32,7 +34,7 @@ def test_batch_encoding_equals_one_by_one_and_round_trips(tok, docs, parallel):
     # parallel=False is how a stage encodes when its shards keep every core busy.
     ids, n_tokens = tok.encode_arrow(pa.array(docs, pa.large_string()), parallel=parallel)
     rows = ids.to_pylist()
-    assert rows == [tok.encode(d, eos=True) for d in docs]
+    assert rows == [tok.encode_ordinary(d) + [tok.eos_id] for d in docs]  # specials as text
     assert n_tokens.to_pylist() == [len(r) for r in rows]
     assert [tok.decode(r[:-1]) for r in rows] == docs
 
