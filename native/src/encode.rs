@@ -4,7 +4,7 @@
 use crate::atoms::Atoms;
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
-use crate::sharedcache::{halves, hash, wide_key, Held, SharedCache, MANY, NO_KEY, SHORT_IDS};
+use crate::sharedcache::{halves, hash, wide_key, Held, Key, SharedCache, MANY, NO_KEY, SHORT_IDS};
 use crate::superword::Pieces;
 use crate::train::Pair;
 use crate::wordmap::{short_key, WordMap};
@@ -420,8 +420,16 @@ impl Encoder {
     }
 
     /// The ids of a word the short family did not give (`short`: what it
-    /// said of it): from the wide family, the thread's own cache, or merging.
-    fn encode_cached(&self, word: &str, short: Held, cache: &mut WordCache, out: &mut Vec<u32>) {
+    /// said of it): from the wide family (`wide`: what it said, when asked
+    /// already), the thread's own cache, or merging.
+    fn encode_cached(
+        &self,
+        word: &str,
+        short: Held,
+        wide: Option<Held>,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
         // A superword tokenizer's long pieces are sentences, nearly all met
         // once: looked up and kept, they only crowd the caches.
         if self.superword.is_some() && short_key(word.as_bytes()).is_none() {
@@ -436,7 +444,7 @@ impl Encoder {
         let mut new = short == Held::Absent;
         if !new {
             if let Some(k) = wide_key {
-                match self.shared.wide.extend(&k, out) {
+                match wide.unwrap_or_else(|| self.shared.wide.extend(&k, out)) {
                     Held::Ids => return,
                     // A short word's wide entry may still be on its way.
                     Held::Absent => new = short_key.is_none(),
@@ -473,8 +481,21 @@ impl Encoder {
         run.n = words.len();
         for (i, w) in words.iter().enumerate() {
             let k = key_within(text.as_bytes(), w.as_bytes());
-            let h = hash(&halves(k));
-            self.shared.short.prefetch(h);
+            // A word of 16 to 31 bytes has its wide slot fetched too (1 word
+            // in 20 of multilingual text): looked up only when reached, its
+            // load was a cache miss that nothing overlapped.
+            let h = match k {
+                NO_KEY => {
+                    let h = self.wide_key(w).map_or(0, |k| hash(&k));
+                    self.shared.wide.prefetch(h);
+                    h
+                }
+                _ => {
+                    let h = hash(&halves(k));
+                    self.shared.short.prefetch(h);
+                    h
+                }
+            };
             (run.words[i], run.keys[i], run.hashes[i]) = (w, k, h);
         }
     }
@@ -485,14 +506,30 @@ impl Encoder {
         // Room for the ids of every word found, so that copying them grows nothing.
         out.reserve(run.n * SHORT_IDS);
         for i in 0..run.n {
-            let (key, h) = (run.keys[i], run.hashes[i]);
-            let held = match key {
-                NO_KEY => Held::Unknown,
-                _ => self.shared.short.extend_from(&halves(key), h, out),
+            let (key, h, word) = (run.keys[i], run.hashes[i], run.words[i]);
+            let (short, wide) = match key {
+                NO_KEY => {
+                    let wide = self.wide_key(word);
+                    let held = wide.map(|k| self.shared.wide.extend_from(&k, h, out));
+                    (Held::Unknown, held)
+                }
+                _ => (self.shared.short.extend_from(&halves(key), h, out), None),
             };
-            if held != Held::Ids {
-                self.encode_cached(run.words[i], held, cache, out);
+            if short != Held::Ids && wide != Some(Held::Ids) {
+                self.encode_cached(word, short, wide, cache, out);
             }
+        }
+    }
+
+    /// The wide family's key of a word without a short key, when the wide
+    /// family may hold it.
+    #[inline(always)]
+    fn wide_key(&self, word: &str) -> Option<Key<4>> {
+        // A superword tokenizer's long pieces stay out of the caches
+        // (`encode_cached`).
+        match self.superword {
+            Some(_) => None,
+            None => wide_key(word.as_bytes()),
         }
     }
 
