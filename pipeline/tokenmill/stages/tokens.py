@@ -36,7 +36,6 @@ from tokenmill.io.metadata import (
 )
 from tokenmill.io.storage import AnyPath, is_remote, location, parquet_file, walk_files
 from tokenmill.stages.layout import TOKENIZER
-from tokenmill.stages.manifest import read_manifest
 from tokenmill.tokenizer import PATTERNS, Tokenizer
 
 if TYPE_CHECKING:
@@ -305,6 +304,9 @@ def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[To
 def manifest_token_shards(out: AnyPath) -> list[TokenShard]:
     """The token shards a `run` output folder's manifest lists, and only those
     (a stray file in tokens/ is not read; `verify` reports it)."""
+    # Here: the manifest's module (importlib.metadata) is no cost of encode's start-up.
+    from tokenmill.stages.manifest import read_manifest
+
     out = location(out)
     manifest = read_manifest(out)
     names = []
