@@ -224,7 +224,8 @@ def pack_shards(
         desc="pack",
         executor=executor,
         ray_address=ray_address,
-        size=lambda t: t.shard.documents,
+        # Its ids, not its documents: a shard of long documents is the longer task.
+        size=lambda t: sum(side.end - side.start for side in t.sides.values()),
     )
     if shuffle is not None:
         write_files(tasks, done, spec, workers, executor, ray_address)

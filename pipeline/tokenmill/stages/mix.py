@@ -299,7 +299,7 @@ def write_mixture(
         scatter,
         tasks,
         desc=MIX,
-        size=lambda t: t.shard.documents,
+        size=lambda t: file_size(t.shard.path),  # its ids, more or less: not its documents
         workers=config.n_workers,
         executor=config.executor,
         ray_address=config.ray_address,
