@@ -47,7 +47,7 @@ import pyarrow.json as pj
 
 from tokenmill.errors import StoreError, TokenmillError, one_line
 from tokenmill.io import ipc
-from tokenmill.io.arrow import is_text, large_text, one_array, valid_utf8
+from tokenmill.io.arrow import is_text, large_text, one_array, text_bytes, valid_utf8
 from tokenmill.io.decompress import decompressed
 from tokenmill.io.storage import (
     AnyPath,
@@ -58,6 +58,7 @@ from tokenmill.io.storage import (
     open_read,
     parquet_file,
 )
+from tokenmill.memory import RELEASE_BYTES, release_memory
 
 # pyarrow.compute is imported by the functions that use it: the import makes
 # ~300 function wrappers (~25 ms of every start-up), and reading Parquet or
@@ -179,6 +180,10 @@ def read_batches(
             row += len(raw.values)
             if stats is not None:
                 stats["rows"] = row
+            if text_bytes(checked[1]) > RELEASE_BYTES:
+                # A long document's: what reading it freed (a JSON line parsed, a
+                # Parquet page decoded) goes back before the stage works on it.
+                release_memory()
             yield checked
     except TokenmillError:
         raise

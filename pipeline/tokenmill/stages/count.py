@@ -7,18 +7,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.config import Config
 from tokenmill.executors import run_tasks
+from tokenmill.io.arrow import text_bytes
 from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE
 from tokenmill.io.readers import OnSkip, read_documents
 from tokenmill.io.storage import AnyPath, delete, location
 from tokenmill.io.writers import atomic_path
-from tokenmill.memory import RELEASE_BYTES, release_memory
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import output_record, shard_size, shard_task, split_shards
 from tokenmill.stages.state import count_key, record_output
@@ -36,15 +35,6 @@ class CountTask:
     counted: dict | None = None  # what a count earlier in the run read of the shard
     # (pattern, out) of more tables of the shard, counted from the same read
     also: tuple[tuple[str, AnyPath], ...] = ()
-
-
-def text_bytes(docs: pa.LargeStringArray) -> int:
-    """The UTF-8 bytes of documents without nulls, read off their offsets
-    (pyarrow.compute would cost its import, a tenth of a small run)."""
-    if not len(docs):
-        return 0
-    offsets = np.frombuffer(docs.buffers()[1], np.int64, len(docs) + 1, docs.offset * 8)
-    return int(offsets[-1] - offsets[0])
 
 
 def write_count_table(table: pa.Table, path: Path, name: str, state: bytes) -> None:
@@ -78,8 +68,6 @@ def count_shard(task: CountTask) -> dict:
             ):
                 result["documents"] += len(docs)
                 result["bytes"] += text_bytes(docs)
-                if text_bytes(docs) > RELEASE_BYTES:
-                    release_memory()  # the reader's freed buffers, not held while counting
                 yield docs
 
         patterns = [task.pattern or c.pattern, *(pattern for pattern, _ in task.also)]

@@ -32,7 +32,6 @@ from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
 from tokenmill.io.storage import AnyPath, location
-from tokenmill.memory import RELEASE_BYTES, release_memory
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
@@ -105,8 +104,6 @@ def encode_shard(task: EncodeTask) -> dict:
             for rows, docs in read_batches(
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
-                if text_bytes(docs) > RELEASE_BYTES:
-                    release_memory()  # the reader's freed buffers, not held beside the ids
                 ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
                 columns = [rows, ids, n_tokens]
                 if fraction > 0:
