@@ -28,6 +28,9 @@ from tokenmill.io.storage import (
 from tokenmill.io.writers import write_json
 from tokenmill.stages.layout import MANIFEST, VIEWS, with_state_files
 
+# The mixture's part that records its account (stages/mix.py's part_name(0)).
+MIX_ACCOUNT = "mix/part-00000.parquet"
+
 
 def git_revision() -> Callable[[], str | None]:
     """The commit tokenmill runs from (with "-dirty" for local changes), when
@@ -279,15 +282,11 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
     ) + manifest.get("documents_skipped", 0):
         differences.append("manifest documents_in: not documents + documents_skipped")
     if isinstance(manifest.get("mix"), dict):
-        # A mixture's account is recorded in its first part too (imported here:
-        # verify of a run without a mix needs none of the mix's modules).
-        from tokenmill.stages.mix import MIX, part_name
-
-        first = f"{MIX}/{part_name(0)}"
-        state = parquet_json_metadata(listed_path(out, first), STATE)
+        # A mixture's account is recorded in its first part too (stages/mix.py).
+        state = parquet_json_metadata(listed_path(out, MIX_ACCOUNT), STATE)
         account = state.get("result") if isinstance(state, dict) else None
         if not isinstance(account, dict) or account.get("mix") != manifest["mix"]:
-            differences.append(f"manifest mix: not the account {first} records")
+            differences.append(f"manifest mix: not the account {MIX_ACCOUNT} records")
     return differences
 
 
