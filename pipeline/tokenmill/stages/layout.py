@@ -66,13 +66,21 @@ MANIFEST = "manifest.json"
 REPORT = "report.html"  # written by `tokenmill report` after a run
 SWEEP = "sweep.json"  # written by `tokenmill sweep` after a run
 TOKENIZER = "tokenizer.json"  # beside tokens/
+MIX = "mix"  # the mixture's folder
 # All theirs is *.parquet (and mix's .buckets/).
-STAGE_FOLDERS = ("counts", "superword-counts", "tokens", "mix")
+STAGE_FOLDERS = ("counts", "superword-counts", "tokens", MIX)
 VIEWS = (REPORT, SWEEP)
 # A view is tokenmill's by its state file.
 OWN_FILES = ("counts.parquet", "superword-counts.parquet", TOKENIZER)
 FILES = (*OWN_FILES, *VIEWS)
 STATE_SUFFIX = ".state.json"
+MIX_PREFIX = ("part", "val")  # of its parts' names, by split: train, then validation
+
+
+def mix_part(k: int, split: int = 0) -> str:
+    """The name of the mixture's part `k` in `split` (0 train, 1 validation):
+    part 0 of the training split records the mixture's account."""
+    return f"{MIX_PREFIX[split]}-{k:05d}.parquet"
 
 
 def layouts() -> dict[str, Layout]:
@@ -102,7 +110,7 @@ def output_paths(out: AnyPath) -> dict[str, AnyPath]:
         "superword_counts_file": out / "superword-counts.parquet",
         "tokenizer": out / TOKENIZER,
         "tokens_dir": out / "tokens",
-        "mix_dir": out / "mix",
+        "mix_dir": out / MIX,
         "manifest": out / MANIFEST,
     }
 

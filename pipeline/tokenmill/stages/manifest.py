@@ -26,10 +26,10 @@ from tokenmill.io.storage import (
     walk_files,
 )
 from tokenmill.io.writers import write_json
-from tokenmill.stages.layout import MANIFEST, VIEWS, with_state_files
+from tokenmill.stages.layout import MANIFEST, MIX, VIEWS, mix_part, with_state_files
 
-# The mixture's part that records its account (stages/mix.py's part_name(0)).
-MIX_ACCOUNT = "mix/part-00000.parquet"
+# The mixture's part that records its account.
+MIX_ACCOUNT = f"{MIX}/{mix_part(0)}"
 
 
 def git_revision() -> Callable[[], str | None]:

@@ -53,6 +53,7 @@ from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.io.storage import size as file_size
 from tokenmill.recipe import Recipe, Share
 from tokenmill.stages.budgets import Tally, account, choose_all
+from tokenmill.stages.layout import MIX, mix_part
 from tokenmill.stages.results import MixResult
 from tokenmill.stages.shuffle import (
     BUCKET_BYTES,
@@ -76,15 +77,9 @@ from tokenmill.stages.state import verified_sha256
 from tokenmill.stages.tokens import TokenShard
 from tokenmill.tokenizer import Tokenizer
 
-MIX = "mix"  # its folder under OUT
 VERSION = 2  # bumped when the same recipe would choose or order otherwise
 # The ids of one part (and of what one task of pass 2 holds): tests make it small.
 BUCKET_ENV = "TOKENMILL_MIX_BUCKET_BYTES"
-PREFIX = ("part", "val")  # of the parts' names, by split: train, then validation
-
-
-def part_name(k: int, split: int = 0) -> str:
-    return f"{PREFIX[split]}-{k:05d}.parquet"
 
 
 def starts(copies: dict[int, np.ndarray], tokens: dict[int, np.ndarray]) -> dict[int, tuple]:
@@ -132,13 +127,13 @@ def made_from(shards: list[TokenShard], shas: dict[str, str], config: Config, si
 def part_names(summary: dict) -> list[str]:
     """The parts a mixture's accounting says it has: train's, then validation's."""
     val = summary.get("val", {}).get("parts", 0)
-    return [part_name(k) for k in range(summary["parts"])] + [part_name(k, 1) for k in range(val)]
+    return [mix_part(k) for k in range(summary["parts"])] + [mix_part(k, 1) for k in range(val)]
 
 
 def kept_parts(folder: AnyPath, key: dict) -> tuple[dict, list[dict]] | None:
     """(the accounting, the parts' records) when the parts in `folder` are
     those `key` makes and unchanged since, else None."""
-    first = parquet_json_metadata(folder / part_name(0), STATE)
+    first = parquet_json_metadata(folder / mix_part(0), STATE)
     if not isinstance(first, dict) or first.get("key") != key:
         return None
     summary = first.get("result", {}).get("mix")
@@ -318,7 +313,7 @@ def write_mixture(
                 for i, h in zip(m.chosen, held, strict=True)
                 if b in h
             )
-            name = part_name(k, split)
+            name = mix_part(k, split)
             metadata = {
                 SOURCE: f"{MIX}/{name.removesuffix('.parquet')}".encode(),
                 TOKENIZER_SHA256: tok.sha256.encode(),
