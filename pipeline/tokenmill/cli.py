@@ -13,7 +13,33 @@ import click
 from click.core import ParameterSource
 
 from tokenmill import memory
-from tokenmill.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS, Config
+from tokenmill.cli_options import (
+    EXISTING,
+    bos_option,
+    eos_option,
+    extend_option,
+    force_option,
+    input_options,
+    json_option,
+    load_options,
+    max_sources_option,
+    min_count_option,
+    mix_options,
+    mode_options,
+    number_option,
+    output_folder_options,
+    output_format_options,
+    parse_special_tokens,
+    pattern_option,
+    special_token_option,
+    superword_options,
+    tokenizer_option,
+    tokenizer_options,
+    val_fraction_option,
+    vocab_option,
+    workers_option,
+)
+from tokenmill.config import Config
 from tokenmill.errors import TokenmillError, WorkerLost, cli_message, one_line
 from tokenmill.formats import FORMATS
 from tokenmill.stages.results import (
@@ -23,337 +49,8 @@ from tokenmill.stages.results import (
     StageResult,
     check_read,
 )
-from tokenmill.tokenizer import MODES, PATTERNS
 
-
-class Location(click.ParamType):
-    """A local path, or a URL (s3://bucket/prefix, any fsspec filesystem): io/storage.py."""
-
-    name = "path"
-
-    def convert(self, value, param, ctx):
-        from tokenmill.io.storage import location
-
-        try:
-            return location(value)
-        except TokenmillError as e:
-            self.fail(str(e), param, ctx)
-
-
-EXISTING = Location()
 VERIFY_FAILED = 3  # exit status of `verify` when something differs
-
-
-# Options shared by several commands, each defined once with one meaning.
-
-
-def pattern_option(default: str | None):
-    """--pattern: the pre-tokenization pattern, a preset or a regex, wherever it
-    appears. Training (count, train, run) takes a preset; reading a .tiktoken file
-    (encode, decode, export, run --tokenizer) takes either."""
-    return click.option(
-        "--pattern",
-        default=default,
-        show_default=default is not None,
-        metavar="PRESET|REGEX",
-        help=f"Byte mode's pre-tokenization pattern: a preset ({', '.join(PATTERNS)}, "
-        "tiktoken's, per encoding) or a regex. Training takes a preset; for a .tiktoken "
-        "file it defaults to the JSON beside the file, else to tiktoken's for its own "
-        "files (gpt2, r50k_base, cl100k_base, o200k_base).",
-    )
-
-
-def special_token_option(f):
-    """--special-token, repeatable: NAME to reserve in training, NAME=ID to read a
-    .tiktoken file. `run` takes NAME, or NAME=ID with --tokenizer."""
-    return click.option(
-        "--special-token",
-        "special_tokens",
-        multiple=True,
-        metavar="NAME[=ID]",
-        help="A special token (repeatable). Training: NAME, e.g. '<|pad|>'; ids follow the "
-        "merges: <|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then "
-        "these in the order given. Reading a .tiktoken file: NAME=ID; default: the JSON "
-        "beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, o200k), "
-        "else none.",
-    )(f)
-
-
-def force_option(f):
-    return click.option(
-        "--force",
-        is_flag=True,
-        help="Redo every output, even those a rerun would keep (unchanged input and "
-        "options); write into a folder holding files tokenmill did not write (it replaces "
-        "or removes only files named as its outputs); run: also replace the outputs of "
-        "another DATA in OUT.",
-    )(f)
-
-
-def number_option(name: str, default: int | None, help: str, metavar: str | None = None):
-    """An option taking a whole number from 0 (what 0 means, `help` says), its default
-    (when there is one) shown."""
-    return click.option(
-        name,
-        type=click.IntRange(min=0),
-        default=default,
-        show_default=default is not None,
-        metavar=metavar,
-        help=help,
-    )
-
-
-workers_option = number_option("--workers", 0, "Parallel shard tasks (0: one per core).")
-
-
-def text_column_option(f):
-    return click.option(
-        "--text-column",
-        default="text",
-        show_default=True,
-        help="Parquet column / JSON field holding the document text; a dotted path "
-        "(meta.content) names a field of a struct / nested object.",
-    )(f)
-
-
-def txt_unit_option(f):
-    return click.option(
-        "--txt-unit",
-        type=click.Choice(TXT_UNITS),
-        default="line",
-        show_default=True,
-        help="What one document of a .txt file is: a non-blank line; a paragraph (lines "
-        "up to a blank line); or the whole file (books, source code).",
-    )(f)
-
-
-def val_fraction_option(f):
-    return click.option(
-        "--val-fraction",
-        type=click.FloatRange(min=0, max=1, max_open=True),
-        default=0.0,
-        show_default=True,
-        metavar="F",
-        help="Send this share of the documents to validation, decided by a hash of shard "
-        "and row (the same split whatever the workers): a split column in the token "
-        "shards, and train and val files apart in --pack's and --format's layouts.",
-    )(f)
-
-
-def min_count_option(f):
-    return click.option(
-        "--min-count",
-        type=int,
-        default=1,
-        show_default=True,
-        help="Drop words seen fewer times than this before training.",
-    )(f)
-
-
-def bos_option(f):
-    return click.option(
-        "--bos/--no-bos",
-        default=False,
-        show_default=True,
-        help="Packed sequences and --format layouts: put <|bos|> before each document "
-        "(train reserves it as a special token; the tokenizer must have it).",
-    )(f)
-
-
-def tokenizer_option(help_text: str, required: bool = False):
-    """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
-
-    def check(ctx, param, value):
-        # Checked here, not by click's `required`: a missing option is then one
-        # line, as every other error is, rather than a usage message.
-        if value is None and required:
-            raise click.ClickException(
-                "missing --tokenizer FILE: the tokenizer to use (tokenmill's tokenizer.json, "
-                "a Hugging Face tokenizer.json or a .tiktoken file)"
-            )
-        return value
-
-    return click.option(
-        "--tokenizer",
-        "tokenizer_file",
-        type=EXISTING,
-        default=None,
-        callback=check,
-        metavar="FILE",
-        help=help_text + (" Required." if required else ""),
-    )
-
-
-def mode_options(f):
-    f = click.option(
-        "--lowercase", is_flag=True, help="char mode: lowercase text before splitting."
-    )(f)
-    f = pattern_option("cl100k")(f)
-    f = click.option(
-        "--mode",
-        type=click.Choice(MODES),
-        default="byte",
-        show_default=True,
-        help="byte: byte-level BPE (GPT-2 style, lossless); "
-        "char: classic BPE on whitespace-split words with </w>.",
-    )(f)
-    return f
-
-
-def input_options(f):
-    f = force_option(f)
-    f = click.option(
-        "--on-error",
-        type=click.Choice(ON_ERROR),
-        default="fail",
-        show_default=True,
-        help="fail: stop at the first bad input, naming file and row; skip: skip the bad "
-        "document (or unreadable file), carry on, and list every skip at the end and in "
-        "the manifest.",
-    )(f)
-    f = click.option(
-        "--ray-address",
-        default=None,
-        help="--executor ray: address of an existing Ray cluster (default: RAY_ADDRESS, "
-        "else start a local Ray with --workers CPUs, on 127.0.0.1 only).",
-    )(f)
-    f = click.option(
-        "--executor",
-        type=click.Choice(EXECUTORS),
-        default="threads",
-        show_default=True,
-        help="Run shard tasks on threads of this process, in worker processes, or as Ray "
-        "tasks (pip install 'tokenmill[ray]').",
-    )(f)
-    f = click.option(
-        "--glob",
-        default="**/*",
-        show_default=True,
-        help="Which files under DATA are inputs, e.g. '*.parquet' (only known formats are read).",
-    )(f)
-    f = workers_option(f)
-    f = txt_unit_option(f)
-    f = text_column_option(f)
-    return f
-
-
-def vocab_option(f):
-    return click.option(
-        "--vocab-size",
-        type=click.IntRange(min=1),
-        default=32768,
-        show_default=True,
-        help="Total vocabulary: base tokens + merges + special tokens.",
-    )(f)
-
-
-def eos_option(f):
-    return click.option(
-        "--eos/--no-eos",
-        default=True,
-        show_default=True,
-        help="Append <|endoftext|> after each document.",
-    )(f)
-
-
-def output_format_options(f):
-    """--pack, --bos, --format, --per-shard and --val-fraction: the training
-    layouts written from the token shards (tokenmill.layouts)."""
-    f = val_fraction_option(f)
-    f = click.option(
-        "--per-shard",
-        is_flag=True,
-        help="Write each --format layout as one set of files per token shard instead of "
-        "one merged set (per split). bin is always per shard, unless --val-fraction.",
-    )(f)
-    f = click.option(
-        "--format",
-        default="parquet",
-        show_default=True,
-        metavar="NAME[,NAME...]",
-        help=f"Training layouts to write besides the token shards (parquet, always "
-        f"written, the source of truth), comma-separated, from {', '.join(OUTPUT_FORMATS)}. "
-        "bin: nanoGPT's flat uint16 (uint32 above 65536 ids) arrays in OUT/bin/; "
-        "megatron: Megatron-LM's indexed dataset (.bin + .idx) in OUT/megatron/; "
-        "datatrove: datatrove/nanotron's .ds files in OUT/datatrove/; olmo: OLMo-core's "
-        ".npy token arrays in OUT/olmo/.",
-    )(f)
-    f = bos_option(f)
-    return click.option(
-        "--pack",
-        type=click.IntRange(min=0),
-        default=0,
-        metavar="SEQ_LEN",
-        help="Also write OUT/packed/: the documents, each ending in <|endoftext|>, "
-        "concatenated in order and cut into rows of exactly SEQ_LEN ids (the remainder of "
-        "a shard starts the next shard's first row; only the very last row may be shorter).",
-    )(f)
-
-
-def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
-    """--special-token NAME=ID, repeatable (reading a .tiktoken file)."""
-    if not values:
-        return None
-    specials = {}
-    for value in values:
-        name, sep, number = value.rpartition("=")
-        if not sep or not name or not number.isdigit():
-            raise click.BadParameter(f"{value!r} is not NAME=ID", ctx, param)
-        specials[name] = int(number)
-    return specials
-
-
-def load_options(pattern: str | None, special_tokens: tuple[str, ...]) -> dict:
-    """--pattern and --special-token NAME=ID as `load_any` takes them."""
-    ctx = click.get_current_context()
-    param = next(p for p in ctx.command.params if p.name == "special_tokens")
-    return {"pattern": pattern, "special_tokens": parse_special_tokens(ctx, param, special_tokens)}
-
-
-def tokenizer_options(help_text: str, required: bool = True):
-    """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
-
-    def decorate(f):
-        f = special_token_option(f)
-        f = pattern_option(None)(f)
-        return tokenizer_option(help_text, required)(f)
-
-    return decorate
-
-
-def output_folder_options(f):
-    """Options of the commands that look back at a `run` output folder."""
-    f = click.option(
-        "--source-column",
-        default="source",
-        show_default=True,
-        help="Column or JSON field naming each document's source; documents without one "
-        "count under their shard. '' counts per shard only.",
-    )(f)
-    f = tokenizer_option(
-        "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256). A "
-        ".tiktoken file needs no pattern: the one the shards were encoded with is found."
-    )(f)
-    return click.option(
-        "--data",
-        type=EXISTING,
-        default=None,
-        help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
-    )(f)
-
-
-def json_option(f):
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        help="Print the result as JSON instead, every number in it.",
-    )(f)
-
-
-max_sources_option = number_option(
-    "--max-sources", 20, "Show this many sources and shards, largest first (0: all)."
-)
 
 
 class Killed(click.ClickException):
@@ -500,65 +197,6 @@ def merge(counts_dir, counts_file, min_count, force):
     from tokenmill.stages.merge import run_merge
 
     echo_summary(run_merge(counts_dir, counts_file, min_count, force=force))
-
-
-def extend_option(f):
-    f = click.option(
-        "--extend-alphabet",
-        is_flag=True,
-        help="With --extend, char mode: characters the base never saw get ids after the "
-        "base's (else they are <unk>).",
-    )(f)
-    return click.option(
-        "--extend",
-        "extend",
-        type=EXISTING,
-        default=None,
-        help="Grow this tokenizer (tokenmill's, a byte-level tokenizer.json, or a .tiktoken "
-        "with --pattern): every id kept, new merges learned on the corpus after its own; "
-        "--vocab-size is the total. Mode and pattern are the base's.",
-    )(f)
-
-
-def mix_options(f):
-    """--mix and --shuffle: the mixture the layouts get (stages/mix.py)."""
-    f = click.option(
-        "--shuffle",
-        type=click.IntRange(0, 2**64 - 1),
-        default=None,
-        metavar="SEED",
-        help="Write the mixture (or, without --mix, every document once) in a seeded "
-        "order over the whole corpus, the same whatever --workers and --executor.",
-    )(f)
-    return click.option(
-        "--mix",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        default=None,
-        metavar="FILE",
-        help="A data recipe: the [mix] table of FILE (a job file, say) gives each source a "
-        "token budget, a weight of its total or epochs; the layouts get that mixture, "
-        "written to OUT/mix/ (README, Data recipes).",
-    )(f)
-
-
-def superword_options(f):
-    """--superword-at and --superword-max-words: superword tokens (tokenizer/superword.py)."""
-    f = number_option(
-        "--superword-max-words",
-        4,
-        "With --superword-at: at most N words (runs of bytes other than the space) in "
-        "a superword token, as SuperBPE's reference trainer (0: no limit).",
-        metavar="N",
-    )(f)
-    return number_option(
-        "--superword-at",
-        None,
-        "Learn superword tokens (SuperBPE): ordinary BPE up to a vocabulary of T "
-        "(counted as --vocab-size is), then merges across whitespace up to --vocab-size, on "
-        "the corpus split only at digits, punctuation runs and extra spaces "
-        "(docs/superword.md).",
-        metavar="T",
-    )(f)
 
 
 def extend_pattern(ctx, options: dict) -> str | None:
