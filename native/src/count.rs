@@ -4,8 +4,11 @@
 
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
-use crate::wordmap::WordMap;
+use crate::wordmap::{short_key_within, INLINE};
 use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHasher};
+use std::collections::hash_map::Entry;
+use std::hash::Hasher;
 
 /// `row << 32 | word position in the row`: orders words by document, then by
 /// position, within one shard.
@@ -26,9 +29,119 @@ impl Seen {
     }
 }
 
+/// Words longer than `short_key` packs (for superword tokens' stage 2,
+/// mostly whole sentences), their bytes one after another in one buffer:
+/// no allocation per word, and a growing table moves small entries instead
+/// of hashing every word again.
+struct LongWords {
+    /// A word's hash -> its entry, the first of those with that hash (each
+    /// names the next in `next`).
+    index: FxHashMap<u64, usize>,
+    entries: Vec<LongWord>,
+    bytes: Vec<u8>,
+    /// FxHash; a test makes every word collide.
+    hash: fn(&[u8]) -> u64,
+}
+
+impl Default for LongWords {
+    fn default() -> Self {
+        LongWords {
+            index: FxHashMap::default(),
+            entries: Vec::new(),
+            bytes: Vec::new(),
+            hash: |word| {
+                let mut hasher = FxHasher::default();
+                hasher.write(word);
+                hasher.finish()
+            },
+        }
+    }
+}
+
+struct LongWord {
+    at: usize,
+    len: usize,
+    next: usize,
+    seen: Seen,
+}
+
+const NONE: usize = usize::MAX;
+
+impl LongWords {
+    fn word(&self, i: usize) -> &[u8] {
+        let e = &self.entries[i];
+        &self.bytes[e.at..e.at + e.len]
+    }
+
+    fn push(&mut self, word: &[u8], seen: Seen) -> usize {
+        self.entries.push(LongWord {
+            at: self.bytes.len(),
+            len: word.len(),
+            next: NONE,
+            seen,
+        });
+        self.bytes.extend_from_slice(word);
+        self.entries.len() - 1
+    }
+
+    fn add(&mut self, word: &[u8], seen: Seen) {
+        let mut i = match self.index.entry((self.hash)(word)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                e.insert(self.entries.len());
+                self.push(word, seen);
+                return;
+            }
+        };
+        loop {
+            if self.word(i) == word {
+                return self.entries[i].seen.absorb(seen);
+            }
+            match self.entries[i].next {
+                NONE => break,
+                next => i = next,
+            }
+        }
+        let new = self.push(word, seen);
+        self.entries[i].next = new;
+    }
+}
+
+/// A shard's words: those `short_key` packs by key, the others in
+/// `LongWords`.
 #[derive(Default)]
 pub struct Counter {
-    words: WordMap<Box<str>, Seen>,
+    short: FxHashMap<u128, Seen>,
+    long: LongWords,
+}
+
+impl Counter {
+    #[inline(always)]
+    fn tally(&mut self, text: &str, word: &str, seen: Seen) {
+        match short_key_within(text.as_bytes(), word.as_bytes()) {
+            Some(k) => {
+                self.short
+                    .entry(k)
+                    .and_modify(|s| s.absorb(seen))
+                    .or_insert(seen);
+            }
+            None => self.long.add(word.as_bytes(), seen),
+        }
+    }
+
+    /// Fold `other`'s words into these.
+    fn absorb(&mut self, other: Counter) {
+        self.short.reserve(other.short.len());
+        for (k, seen) in other.short {
+            self.short
+                .entry(k)
+                .and_modify(|s| s.absorb(seen))
+                .or_insert(seen);
+        }
+        for (i, e) in other.long.entries.iter().enumerate() {
+            self.long.add(other.long.word(i), e.seen);
+        }
+    }
 }
 
 /// Words of a shard sorted by first occurrence, as Arrow-style buffers:
@@ -55,13 +168,11 @@ impl CountTable {
     }
 }
 
-/// Count the words of `texts` (rows from `first_row` on) into `map`; `own`
-/// makes the key of a new long word.
-fn count_into<'a, L: std::hash::Hash + Eq + std::borrow::Borrow<str>>(
-    map: &mut WordMap<L, Seen>,
-    own: impl Fn(&'a str) -> L,
+/// Count the words of `texts` (rows from `first_row` on) into `counter`.
+fn count_into(
+    counter: &mut Counter,
     pretok: &PreTokenizer,
-    texts: &[&'a str],
+    texts: &[&str],
     first_row: u64,
 ) -> Result<()> {
     for (i, &text) in texts.iter().enumerate() {
@@ -71,8 +182,7 @@ fn count_into<'a, L: std::hash::Hash + Eq + std::borrow::Borrow<str>>(
             let first = first_key(row, pos);
             pos += 1;
             // `min`: batches may come in any order, the first key stays the least.
-            let seen = Seen { count: 1, first };
-            map.upsert_within(text, w, &own, |s| s.absorb(seen), || seen);
+            counter.tally(text, w, Seen { count: 1, first });
         })?;
     }
     Ok(())
@@ -104,54 +214,64 @@ impl Counter {
             _ => texts.to_vec(),
         };
         if !parallel {
-            // Straight into the shard's map: a map per batch would be grown
+            // Straight into the shard's counter: one per batch would be grown
             // from empty, then folded in word by word.
-            return count_into(&mut self.words, Box::from, pretok, &texts, first_row);
+            return count_into(self, pretok, &texts, first_row);
         }
         let chunk = texts
             .len()
             .div_ceil(rayon::current_num_threads() * 2)
             .max(16);
-        let maps: Vec<WordMap<&str, Seen>> = texts
+        let parts: Vec<Counter> = texts
             .par_chunks(chunk)
             .enumerate()
             .map(|(ci, part)| {
-                let mut map = WordMap::default();
-                count_into(
-                    &mut map,
-                    |w| w,
-                    pretok,
-                    part,
-                    first_row + (ci * chunk) as u64,
-                )?;
-                Ok(map)
+                let mut counter = Counter::default();
+                count_into(&mut counter, pretok, part, first_row + (ci * chunk) as u64)?;
+                Ok(counter)
             })
             .collect::<Result<_>>()?;
-        for map in maps {
-            self.words.absorb(map, Box::from, Seen::absorb);
+        for part in parts {
+            self.absorb(part);
         }
         Ok(())
     }
 
     pub fn finish(self) -> CountTable {
-        // Gather the words' bytes in map order, then copy them out in
-        // first-occurrence order: two flat copies, no allocation per word.
-        let mut unsorted = Vec::new();
-        let mut entries: Vec<(u64, u64, usize, usize)> = Vec::with_capacity(self.words.len());
-        self.words.drain_into(|w, s| {
-            entries.push((s.first, s.count, unsorted.len(), w.len()));
-            unsorted.extend_from_slice(w);
-        });
-        entries.sort_unstable_by_key(|e| e.0);
+        // Every word by first occurrence (unique to it), then its bytes
+        // copied once, in that order: from its short key, or from the long
+        // words' buffer (the key's length byte LONG, the entry's index below).
+        const LONG: u128 = 0xff << (8 * INLINE);
+        let (short, mut long) = (self.short, self.long);
+        drop(std::mem::take(&mut long.index));
+        let n = short.len() + long.entries.len();
+        let mut order: Vec<(u64, u64, u128)> = Vec::with_capacity(n);
+        let mut size = 0;
+        for (k, seen) in short {
+            size += (k >> (8 * INLINE)) as usize;
+            order.push((seen.first, seen.count, k));
+        }
+        for (i, e) in long.entries.iter().enumerate() {
+            size += e.len;
+            order.push((e.seen.first, e.seen.count, LONG | i as u128));
+        }
+        order.sort_unstable_by_key(|e| e.0);
         let mut table = CountTable {
-            offsets: Vec::with_capacity(entries.len() + 1),
-            data: Vec::with_capacity(unsorted.len()),
-            counts: Vec::with_capacity(entries.len()),
-            firsts: Vec::with_capacity(entries.len()),
+            offsets: Vec::with_capacity(n + 1),
+            data: Vec::with_capacity(size),
+            counts: Vec::with_capacity(n),
+            firsts: Vec::with_capacity(n),
         };
         table.offsets.push(0);
-        for (first, count, at, len) in entries {
-            table.data.extend_from_slice(&unsorted[at..at + len]);
+        for (first, count, key) in order {
+            if key & LONG == LONG {
+                table.data.extend_from_slice(long.word(key as usize));
+            } else {
+                let bytes = key.to_le_bytes();
+                table
+                    .data
+                    .extend_from_slice(&bytes[..bytes[INLINE] as usize]);
+            }
             table.offsets.push(table.data.len() as i64);
             table.counts.push(count);
             table.firsts.push(first);
@@ -208,5 +328,25 @@ mod tests {
         assert_eq!(table(&[(0, 20), (20, 45), (45, 60)], false), whole);
         assert_eq!(table(&[(45, 60), (0, 20), (20, 45)], false), whole);
         assert_eq!(table(&[(20, 45), (45, 60), (0, 20)], true), whole);
+    }
+
+    /// Long words whose hashes collide are still told apart by their bytes.
+    #[test]
+    fn long_words_with_one_hash() {
+        let mut c = Counter::default();
+        c.long.hash = |_| 7;
+        let words = ["a sentence of some length", "another sentence, as long"];
+        for (i, w) in words.iter().chain(&words).chain(&words[1..]).enumerate() {
+            let seen = Seen {
+                count: 1,
+                first: 10 - i as u64,
+            };
+            c.tally(w, w, seen);
+        }
+        let t = c.finish();
+        let found: Vec<&str> = (0..t.len()).map(|i| t.word(i)).collect();
+        assert_eq!(found, [words[1], words[0]]);
+        assert_eq!(t.counts, [3, 2]);
+        assert_eq!(t.firsts, [6, 8]);
     }
 }

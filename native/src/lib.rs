@@ -115,12 +115,13 @@ fn preset_regex(name: &str) -> Option<&'static str> {
     pretok::preset_regex(name)
 }
 
-/// (word offsets, word data, counts, first keys, number of words) as Arrow buffers.
+/// (word offsets, word data, counts, first keys, number of words) as Arrow
+/// buffers, handed over without a copy.
 type CountedWords<'py> = (
-    Bound<'py, PyBytes>,
-    Bound<'py, PyBytes>,
-    Bound<'py, PyBytes>,
-    Bound<'py, PyBytes>,
+    Bound<'py, OwnedBytes>,
+    Bound<'py, OwnedBytes>,
+    Bound<'py, OwnedBytes>,
+    Bound<'py, OwnedBytes>,
     usize,
 );
 
@@ -198,19 +199,20 @@ impl Counter {
     /// (word offsets, word data, counts u64, first keys u64, number of words), sorted by first key.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<CountedWords<'py>> {
         let counter = self.counter.take().ok_or(Error::Finished)?;
-        let (offs, data, counts, firsts, n) = py.detach(|| {
-            let t = counter.finish();
-            let offs = arrow::le_bytes(&t.offsets, i64::to_le_bytes);
-            let counts = arrow::le_bytes(&t.counts, u64::to_le_bytes);
-            let firsts = arrow::le_bytes(&t.firsts, u64::to_le_bytes);
-            let n = t.len();
-            (offs, t.data, counts, firsts, n)
+        let t = py.detach(|| {
+            let mut t = counter.finish();
+            t.offsets.iter_mut().for_each(|v| *v = v.to_le());
+            t.counts.iter_mut().for_each(|v| *v = v.to_le());
+            t.firsts.iter_mut().for_each(|v| *v = v.to_le());
+            t
         });
+        let n = t.len();
+        let buffer = |bytes| Bound::new(py, OwnedBytes { bytes });
         Ok((
-            PyBytes::new(py, &offs),
-            PyBytes::new(py, &data),
-            PyBytes::new(py, &counts),
-            PyBytes::new(py, &firsts),
+            buffer(Owned::Signed(t.offsets))?,
+            buffer(Owned::Bytes(t.data))?,
+            buffer(Owned::Long(t.counts))?,
+            buffer(Owned::Long(t.firsts))?,
             n,
         ))
     }
@@ -1075,7 +1077,7 @@ impl Encoder {
         eos: Option<u32>,
         wide: bool,
         parallel: bool,
-    ) -> PyResult<(Bound<'py, Ids>, Bound<'py, PyBytes>)> {
+    ) -> PyResult<(Bound<'py, OwnedBytes>, Bound<'py, PyBytes>)> {
         let texts = strings(&offsets, &data, start, n)?;
         let ids = py.detach(|| {
             let (mut parts, lens) =
@@ -1088,15 +1090,15 @@ impl Encoder {
                 };
                 ids.shrink_to_fit();
                 ids.iter_mut().for_each(|id| *id = id.to_le());
-                IdBytes::Wide(ids)
+                Owned::Wide(ids)
             } else {
-                IdBytes::Narrow(narrow(parts))
+                Owned::Narrow(narrow(parts))
             };
             Ok::<_, Error>((ids, lens))
         });
         let (ids, lens) = ids?;
         Ok((
-            Bound::new(py, Ids { bytes: ids })?,
+            Bound::new(py, OwnedBytes { bytes: ids })?,
             PyBytes::new(py, &arrow::le_bytes(&lens, u32::to_le_bytes)),
         ))
     }
@@ -1128,24 +1130,31 @@ fn narrow(parts: Vec<Vec<u32>>) -> Vec<u16> {
     out
 }
 
-/// Token ids handed to Python without a copy: a read-only buffer of their
-/// little-endian bytes, which PyArrow wraps as the values of the ids column
-/// (a `bytes` object was a copy of every id, into pages freshly faulted in).
+/// Token ids, or a count table's columns, handed to Python without a copy: a
+/// read-only buffer of their little-endian bytes, which PyArrow wraps as the
+/// values of a column (a `bytes` object was a copy of every id, into pages
+/// freshly faulted in).
 #[pyclass(frozen)]
-struct Ids {
-    bytes: IdBytes,
+struct OwnedBytes {
+    bytes: Owned,
 }
 
-enum IdBytes {
+enum Owned {
     Wide(Vec<u32>),
     Narrow(Vec<u16>),
+    Long(Vec<u64>),
+    Signed(Vec<i64>),
+    Bytes(Vec<u8>),
 }
 
-impl Ids {
+impl OwnedBytes {
     fn bytes(&self) -> &[u8] {
         let (ptr, len) = match &self.bytes {
-            IdBytes::Wide(v) => (v.as_ptr().cast::<u8>(), v.len() * 4),
-            IdBytes::Narrow(v) => (v.as_ptr().cast::<u8>(), v.len() * 2),
+            Owned::Wide(v) => (v.as_ptr().cast::<u8>(), v.len() * 4),
+            Owned::Narrow(v) => (v.as_ptr().cast::<u8>(), v.len() * 2),
+            Owned::Long(v) => (v.as_ptr().cast::<u8>(), v.len() * 8),
+            Owned::Signed(v) => (v.as_ptr().cast::<u8>(), v.len() * 8),
+            Owned::Bytes(v) => (v.as_ptr(), v.len()),
         };
         // SAFETY: the vector's elements are `len` initialized bytes, borrowed
         // for as long as `self`.
@@ -1154,7 +1163,7 @@ impl Ids {
 }
 
 #[pymethods]
-impl Ids {
+impl OwnedBytes {
     /// The length in bytes.
     fn __len__(&self) -> usize {
         self.bytes().len()
@@ -1208,7 +1217,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train_superword, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
-    m.add_class::<Ids>()?;
+    m.add_class::<OwnedBytes>()?;
     m.add_class::<Vocabulary>()?;
     m.add_class::<ModelJson>()?;
     m.add_class::<FileMerges>()?;

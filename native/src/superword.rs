@@ -107,9 +107,13 @@ fn next_end(b: &[u8], i: usize) -> usize {
     }
     let mut end = i + class_at(b, i).1;
     while end < b.len() {
-        // No match starts at a letter: most of the text, passed at a byte's cost.
+        // No match starts at a letter, nor at a space before one (a run of
+        // spaces matches only at two or more, or before other whitespace):
+        // most of the text, passed at a byte's cost.
         if b[end].is_ascii_alphabetic() {
             end += 1;
+        } else if b[end] == b' ' && b.get(end + 1).is_some_and(u8::is_ascii_alphabetic) {
+            end += 2;
         } else if core_match(b, end).is_none() {
             end += class_at(b, end).1;
         } else {
@@ -533,7 +537,8 @@ impl Pieces {
     pub fn segment(&self, words: &[&str], stage1: Option<&Stage1>) -> Vec<(Vec<u32>, Vec<u32>)> {
         let size = chunk_size(words.len());
         let segment = |chunk: &[&str], split: Option<&SplitRun>| {
-            let mut symbols = Vec::new();
+            // Room for a token per stage-1 word, which most words end as.
+            let mut symbols = Vec::with_capacity(split.map_or(0, |s| s.parts.len()));
             let mut lens = Vec::with_capacity(chunk.len());
             let mut at = 0;
             for (k, word) in chunk.iter().enumerate() {

@@ -7,7 +7,7 @@ use std::borrow::Borrow;
 use std::collections::hash_map::Entry;
 use std::hash::Hash;
 
-const INLINE: usize = 15;
+pub const INLINE: usize = 15;
 
 /// The word's bytes, zero-padded, with its length in the last byte. Built
 /// from (overlapping) register-sized loads: copying into a stack buffer and

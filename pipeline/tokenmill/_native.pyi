@@ -29,7 +29,7 @@ __all__ = [
     "byte_level_tables",
     "Counter",
     "Encoder",
-    "Ids",
+    "OwnedBytes",
     "Vocabulary",
     "ModelJson",
     "FileMerges",
@@ -124,8 +124,9 @@ class Counter:
         first_row: int,
         parallel: bool = True,
     ) -> None: ...
-    def finish(self) -> tuple[bytes, bytes, bytes, bytes, int]:
-        """(word offsets i64, word data, counts u64, first keys u64, number of words)."""
+    def finish(self) -> tuple[OwnedBytes, OwnedBytes, OwnedBytes, OwnedBytes, int]:
+        """(word offsets i64, word data, counts u64, first keys u64, number of words),
+        read-only little-endian buffers."""
 
 @final
 class Vocabulary:
@@ -156,8 +157,9 @@ class ModelJson:
     def vocabulary(self, special_ids: Sequence[int]) -> Vocabulary: ...
 
 @final
-class Ids:
-    """Token ids as a read-only buffer of little-endian bytes (no copy)."""
+class OwnedBytes:
+    """Token ids (or a count table's column) as a read-only buffer of
+    little-endian bytes (no copy)."""
 
     def __len__(self) -> int: ...
 
@@ -206,5 +208,5 @@ class Encoder:
         eos: int | None = None,
         wide: bool = True,
         parallel: bool = True,
-    ) -> tuple[Ids, bytes]:
+    ) -> tuple[OwnedBytes, bytes]:
         """(ids as little-endian u16 or u32 bytes, per-document token counts as u32 bytes)."""

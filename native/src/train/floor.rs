@@ -21,6 +21,8 @@ const PAIRS_PER_MERGE: usize = 4;
 const MIN_COUNTED: usize = 4096;
 /// Each lowering divides the floor by this; below it, every pair is counted.
 const LOWER_BY: i64 = 8;
+/// At most this many slots (8 MB of counts, a 256 KB bitmap of those kept).
+const MAX_SLOTS: usize = 1 << 21;
 
 impl Trainer {
     /// A trainer for `merges` merges (or fewer) that counts only the pairs
@@ -95,10 +97,13 @@ struct Slots {
 
 impl Slots {
     fn count(words: &Words) -> Self {
-        // About two slots a distinct pair (there are fewer than symbols).
+        // About two slots a distinct pair (there are fewer than symbols), but
+        // at most MAX_SLOTS: a table that stays in cache is counted faster,
+        // which more than pays for the rare pairs that then share a slot with
+        // a frequent one and get statistics with it.
         let n = (words.buf.len() / 2)
             .next_power_of_two()
-            .clamp(1 << 12, 1 << 24);
+            .clamp(1 << 12, MAX_SLOTS);
         let slots = Slots {
             counts: (0..n).map(|_| AtomicU32::new(0)).collect(),
             bits: n.trailing_zeros(),
