@@ -34,6 +34,8 @@ from tokenmill.stages.state import record_file, reusable_file
 POLARS_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "hf"}
 # Tables summed in one query, at most (see merge_tables).
 FAN_IN = 1024
+# Rows of a merged table's row group (a few MB of words).
+ROW_GROUP_ROWS = 1 << 17
 
 
 def count_tables(counts_dir: AnyPath) -> list[tuple[str, AnyPath]]:
@@ -102,7 +104,12 @@ def sink(frame: pl.LazyFrame, path: Path) -> None:
     # next to the corpus it counts is nothing (13 B per distinct word on the
     # C corpus: ~0.8 GB for the 65 M words that 1 TB would have, see README
     # "At scale").
-    frame.sink_parquet(path, compression="uncompressed", statistics=False)
+    # Row groups of a fixed number of rows: left to the streaming engine they
+    # follow its morsels, which vary from run to run with the threads'
+    # timing, and the same table would not be the same bytes.
+    frame.sink_parquet(
+        path, compression="uncompressed", statistics=False, row_group_size=ROW_GROUP_ROWS
+    )
 
 
 def partial_file(counts_file: AnyPath) -> Path:
