@@ -228,12 +228,15 @@ def train_child(p: dict) -> dict:
     count = run_counts(corpus, tables, config)[0]
     merge = run_merge(tmp / "counts", tmp / "counts.parquet")
     stages["count"], stages["merge"] = count["seconds"], merge["seconds"]
-    table2 = None
+    table2 = merge2 = None
     result: dict = {}
     if p["superword_at"] is not None:
         table2 = tmp / "superword-counts.parquet"
-        stages["superword-merge"] = run_merge(tmp / "superword-counts", table2)["seconds"]
-    train = run_train(tmp / "counts.parquet", tmp / "tokenizer.json", config, None, table2)
+
+        def merge2() -> None:  # as run does it: beside stage 1's training
+            stages["superword-merge"] = run_merge(tmp / "superword-counts", table2)["seconds"]
+
+    train = run_train(tmp / "counts.parquet", tmp / "tokenizer.json", config, None, table2, merge2)
     stages["train"] = train["seconds"]
     seconds = time.perf_counter() - start
     if table2 is not None:

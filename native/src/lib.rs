@@ -383,65 +383,148 @@ fn train_segmented(
     })
 }
 
-/// A superword tokenizer's merges (`superword::train_merges`): `stage1`
+/// Stage 1 of a superword tokenizer, trained (`superword_stage1`): taken
+/// by `superword_stage2`.
+#[pyclass]
+struct SuperwordStage1(Option<superword::Stage1Trained>);
+
+/// Stage 2's words split into stage 1's (`superword_split`): taken by
+/// `superword_stage2`.
+#[pyclass]
+struct SuperwordSplit(Option<superword::Split>);
+
+/// `progress(k)` every 256 merges and at `last`, until it raises: then
+/// `failure` holds its error.
+fn reporter<'a>(
+    progress: &'a Option<Py<PyAny>>,
+    last: usize,
+    failure: &'a mut Option<PyErr>,
+) -> impl FnMut(usize) + Send + 'a {
+    move |k| {
+        if failure.is_none() && (k.is_multiple_of(256) || k == last) {
+            if let Some(cb) = progress {
+                *failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
+            }
+        }
+    }
+}
+
+/// Every id of 256 bytes and `merges` merges fits a u32.
+fn merge_ids(merges: usize) -> Result<(), Error> {
+    if 256 + merges as u64 > 1 << 32 {
+        return Err(Error::Train(format!(
+            "256 base ids + {merges} merges: more than 32 bits hold"
+        )));
+    }
+    Ok(())
+}
+
+/// Stage 1 of a superword tokenizer (`superword::Stage1Trained`): `stage1`
 /// merges on a word table (a large_string array's buffers, `start` its
-/// offset, and u64 `counts`) split by `pattern` (None: no split), then
-/// more, up to `total` in all, on stage 2's (`offsets2` ... `counts2`), at
-/// most `max_words` words a token (None: any number). Both tables in
-/// first-occurrence order. Returns the merges and how many are stage 1's.
+/// offset, and u64 `counts`) in first-occurrence order. An error
+/// `progress` raises is raised once it is done.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, start, n, counts, pattern, offsets2, data2, start2, n2, counts2, stage1, total, max_words=None, progress=None))]
+#[pyo3(signature = (offsets, data, start, n, counts, stage1, progress=None))]
 #[allow(clippy::too_many_arguments)]
-fn train_superword(
+fn superword_stage1(
     py: Python<'_>,
     offsets: PyBuffer<u8>,
     data: PyBuffer<u8>,
     start: usize,
     n: usize,
     counts: PyBuffer<u8>,
+    stage1: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<SuperwordStage1> {
+    let words = strings(&offsets, &data, start, n)?;
+    let counts = u64s(&counts, n)?;
+    merge_ids(stage1)?;
+    py.detach(|| {
+        pool::install(|| {
+            let mut failure = None;
+            let trained = superword::Stage1Trained::train(
+                &words,
+                &counts,
+                stage1,
+                reporter(&progress, stage1, &mut failure),
+            )?;
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(SuperwordStage1(Some(trained))),
+            }
+        })
+    })
+}
+
+/// Stage 2's words (`offsets2` ... `n2`) split into stage 1's (`offsets` ...
+/// `n`, stage 1's table) by `pattern` (None, or one that does not compile:
+/// not split, which only spares work).
+#[pyfunction]
+#[pyo3(signature = (offsets, data, start, n, pattern, offsets2, data2, start2, n2))]
+#[allow(clippy::too_many_arguments)]
+fn superword_split(
+    py: Python<'_>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
     pattern: Option<&str>,
     offsets2: PyBuffer<u8>,
     data2: PyBuffer<u8>,
     start2: usize,
     n2: usize,
+) -> PyResult<SuperwordSplit> {
+    let words = strings(&offsets, &data, start, n)?;
+    let superwords = strings(&offsets2, &data2, start2, n2)?;
+    let pretok = pattern.and_then(|p| PreTokenizer::for_pattern(p).ok());
+    let split =
+        py.detach(|| pool::install(|| superword::Split::new(&superwords, &words, pretok.as_ref())));
+    Ok(SuperwordSplit(Some(split)))
+}
+
+/// Stage 2 of a superword tokenizer from `stage1`: up to `total` merges in
+/// all, on stage 2's table (`offsets2` ... `counts2`, split by `split`), at
+/// most `max_words` words a token (None: any number); stage 1's table
+/// (`offsets` ... `n`) as both were given. Returns the merges and how many
+/// are stage 1's. Takes `stage1` and `split`: they are spent.
+#[pyfunction]
+#[pyo3(signature = (stage1, split, offsets, data, start, n, offsets2, data2, start2, n2, counts2, total, max_words=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn superword_stage2(
+    py: Python<'_>,
+    mut stage1: PyRefMut<'_, SuperwordStage1>,
+    mut split: PyRefMut<'_, SuperwordSplit>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+    offsets2: PyBuffer<u8>,
+    data2: PyBuffer<u8>,
+    start2: usize,
+    n2: usize,
     counts2: PyBuffer<u8>,
-    stage1: usize,
     total: usize,
     max_words: Option<u32>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(Vec<(u32, u32)>, usize)> {
     let words = strings(&offsets, &data, start, n)?;
-    let counts = u64s(&counts, n)?;
     let superwords = strings(&offsets2, &data2, start2, n2)?;
     let superword_counts = u64s(&counts2, n2)?;
-    // Stage 1's pattern only spares segmenting stage 2's words: one that does
-    // not compile is the same as none.
-    let pretok = pattern.and_then(|p| PreTokenizer::for_pattern(p).ok());
-    if 256 + total as u64 > 1 << 32 {
-        return Err(Error::Train(format!(
-            "256 base ids + {total} merges: more than 32 bits hold"
-        ))
-        .into());
-    }
+    merge_ids(total)?;
+    let (Some(trained), Some(split)) = (stage1.0.take(), split.0.take()) else {
+        return Err(Error::Train("stage 1 or the split given to stage 2 was spent".into()).into());
+    };
     py.detach(|| {
         pool::install(|| {
             let mut failure = None;
-            let merges = superword::train_merges(
+            let merges = trained.stage2(
+                split,
                 &words,
-                &counts,
-                pretok.as_ref(),
                 &superwords,
                 &superword_counts,
-                stage1,
                 total,
                 max_words,
-                |k| {
-                    if failure.is_none() && (k.is_multiple_of(256) || k == total) {
-                        if let Some(cb) = &progress {
-                            failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
-                        }
-                    }
-                },
+                reporter(&progress, total, &mut failure),
             )?;
             match failure {
                 Some(e) => Err(e),
@@ -1214,12 +1297,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merges_valid, m)?)?;
     m.add_function(wrap_pyfunction!(merges_json, m)?)?;
     m.add_function(wrap_pyfunction!(byte_level_tables, m)?)?;
-    m.add_function(wrap_pyfunction!(train_superword, m)?)?;
+    m.add_function(wrap_pyfunction!(superword_stage1, m)?)?;
+    m.add_function(wrap_pyfunction!(superword_split, m)?)?;
+    m.add_function(wrap_pyfunction!(superword_stage2, m)?)?;
     m.add_class::<Counter>()?;
     m.add_class::<Encoder>()?;
     m.add_class::<OwnedBytes>()?;
     m.add_class::<Vocabulary>()?;
     m.add_class::<ModelJson>()?;
     m.add_class::<FileMerges>()?;
+    m.add_class::<SuperwordStage1>()?;
+    m.add_class::<SuperwordSplit>()?;
     Ok(())
 }

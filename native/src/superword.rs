@@ -1,6 +1,6 @@
 //! Superword tokens (SuperBPE, Liu et al. 2025): the pre-tokenizer of stage 2,
 //! which merges stage 2 may learn, the two stages' training
-//! ([`train_merges`]) and the merging of stage 2's pieces ([`Pieces`]).
+//! ([`Stage1Trained`]) and the merging of stage 2's pieces ([`Pieces`]).
 //!
 //! Stage 2 continues training from stage 1's merges over words that are no
 //! longer split at whitespace. Its pattern is the SuperBPE reference's
@@ -25,7 +25,7 @@
 //! why).
 
 use crate::encode::{Alphabet, Encoder};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::extend::TokenTexts;
 use crate::pretok::PreTokenizer;
 use crate::scanner::classes::{class_at, is_other, run_bytes, NUMBER, SPACE};
@@ -161,62 +161,95 @@ pub fn allowed(token: &[u8], max_words: Option<u32>) -> bool {
     true
 }
 
-/// A superword tokenizer's merges (merge k makes 256 + k): `stage1` merges
-/// on stage 1's word table (`words`, `counts`, in first-occurrence order),
-/// then more, up to `total` in all, on stage 2's (`superwords`,
-/// `superword_counts`), each of its words first merged whole by stage 1's
-/// merges (split into stage 1's words by `pretok`, stage 1's pattern, where
-/// given: that spares work, and changes nothing). Stage 2 learns a pair only if [`allowed`] (with
-/// `max_words`) allows its token and no token has its bytes yet.
-/// `progress(k)`: k merges made so far. Returns the merges and how many are
-/// stage 1's (fewer than `stage1` where its pairs ran out).
-#[allow(clippy::too_many_arguments)]
-pub fn train_merges(
-    words: &[&str],
-    counts: &[u64],
-    pretok: Option<&PreTokenizer>,
-    superwords: &[&str],
-    superword_counts: &[u64],
-    stage1: usize,
-    total: usize,
-    max_words: Option<u32>,
-    mut progress: impl FnMut(usize) + Send,
-) -> Result<(Vec<Pair>, usize)> {
-    // Stage 1's merges are mostly one after another, on one thread: stage
-    // 2's words are split into stage 1's beside it, which needs no merge.
-    let (trained, split) = rayon::join(
-        || -> Result<_> {
-            let (table, base) = train::symbolize(words, counts, None)?;
-            let mut trainer = Trainer::new(table, base);
-            let merges = trainer.train_where(stage1, &mut progress, |_| true);
-            Ok((trainer, merges))
-        },
-        || Split::new(superwords, words, pretok),
-    );
-    let (trainer, mut merges) = trained?;
-    let done = merges.len();
-    if superwords.is_empty() || done >= total {
-        return Ok((merges, done));
+/// A superword tokenizer's training, in two steps: `stage1` merges on stage
+/// 1's word table ([`Stage1Trained::train`]), then more, up to `total` in
+/// all (merge k makes 256 + k), on stage 2's ([`Stage1Trained::stage2`]),
+/// each of its words first merged whole by stage 1's merges: split into
+/// stage 1's words ([`Split`]) and each part given the tokens stage 1 left
+/// it. Stage 2 learns a pair only if [`allowed`] (with `max_words`) allows
+/// its token and no token has its bytes yet. Two steps, so that the caller
+/// makes stage 2's table and its [`Split`] while stage 1 trains: stage 1's
+/// merges are mostly one after another, on one thread.
+pub struct Stage1Trained {
+    trainer: Trainer,
+    merges: Vec<Pair>,
+    words: usize,
+}
+
+impl Stage1Trained {
+    /// `stage1` merges (fewer where pairs run out) on stage 1's word table
+    /// (`words`, `counts`, in first-occurrence order); `progress(k)`: k
+    /// merges made so far.
+    pub fn train(
+        words: &[&str],
+        counts: &[u64],
+        stage1: usize,
+        progress: impl FnMut(usize),
+    ) -> Result<Self> {
+        let (table, base) = train::symbolize(words, counts, None)?;
+        let mut trainer = Trainer::new(table, base);
+        let merges = trainer.train_where(stage1, progress, |_| true);
+        Ok(Stage1Trained {
+            trainer,
+            merges,
+            words: words.len(),
+        })
     }
-    let ids: Vec<(Pair, u32)> = merges.iter().copied().zip(256..).collect();
-    let bytes: [u32; 256] = std::array::from_fn(|b| b as u32);
-    let stage1_words = Stage1::new(&split, words, &trainer);
-    drop(trainer);
-    let runs = Pieces::new(&bytes, &ids).segment(superwords, Some(&stage1_words));
-    drop(stage1_words);
-    drop(split);
-    let table = Words::from_runs(&runs, superword_counts)?;
-    drop(runs);
-    let mut texts = TokenTexts::new(token_bytes(&merges));
-    // Stage 2's sentences hold millions of rare pairs: only those that may
-    // win are counted (`train/floor.rs`).
-    let more = Trainer::with_floor(table, (256 + done) as u32, total - done).train_where(
-        total - done,
-        |k| progress(done + k),
-        |pair| texts.admit_if(pair, |t| allowed(t, max_words)),
-    );
-    merges.extend(more);
-    Ok((merges, done))
+
+    /// Stage 2 from here on `superwords`, `superword_counts` (in
+    /// first-occurrence order, split by `split`), `words` the table stage 1
+    /// trained on and `split` was made with. Returns the merges of both
+    /// stages and how many are stage 1's (fewer than asked where its pairs
+    /// ran out); `progress(k)` counts stage 1's merges too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn stage2(
+        self,
+        split: Split,
+        words: &[&str],
+        superwords: &[&str],
+        superword_counts: &[u64],
+        total: usize,
+        max_words: Option<u32>,
+        mut progress: impl FnMut(usize),
+    ) -> Result<(Vec<Pair>, usize)> {
+        let Stage1Trained {
+            trainer,
+            mut merges,
+            words: trained_on,
+        } = self;
+        if words.len() != trained_on || split.pieces != superwords.len() {
+            return Err(Error::Train(format!(
+                "stage 2 given {} words and {} superwords; stage 1 trained on {trained_on} \
+                 words and the split holds {}",
+                words.len(),
+                superwords.len(),
+                split.pieces
+            )));
+        }
+        let done = merges.len();
+        if superwords.is_empty() || done >= total {
+            return Ok((merges, done));
+        }
+        let ids: Vec<(Pair, u32)> = merges.iter().copied().zip(256..).collect();
+        let bytes: [u32; 256] = std::array::from_fn(|b| b as u32);
+        let stage1_words = Stage1::new(&split, words, &trainer);
+        drop(trainer);
+        let runs = Pieces::new(&bytes, &ids).segment(superwords, Some(&stage1_words));
+        drop(stage1_words);
+        drop(split);
+        let table = Words::from_runs(&runs, superword_counts)?;
+        drop(runs);
+        let mut texts = TokenTexts::new(token_bytes(&merges));
+        // Stage 2's sentences hold millions of rare pairs: only those that may
+        // win are counted (`train/floor.rs`).
+        let more = Trainer::with_floor(table, (256 + done) as u32, total - done).train_where(
+            total - done,
+            |k| progress(done + k),
+            |pair| texts.admit_if(pair, |t| allowed(t, max_words)),
+        );
+        merges.extend(more);
+        Ok((merges, done))
+    }
 }
 
 /// The bytes of every token of byte-level `merges` (merge k makes 256 + k).
@@ -238,6 +271,9 @@ fn token_bytes(merges: &[Pair]) -> Vec<Option<Vec<u8>>> {
 /// parts (only where a part is too long to name) is merged whole.
 pub struct Split {
     chunks: Vec<SplitRun>,
+    /// How many words were split, in runs of `size`.
+    pieces: usize,
+    size: usize,
 }
 
 struct SplitRun {
@@ -263,8 +299,9 @@ impl Split {
         for (i, &word) in words.iter().enumerate() {
             index.upsert(word, |w| w, |_| {}, || i as u32);
         }
+        let size = chunk_size(pieces.len());
         let chunks = pieces
-            .par_chunks(chunk_size(pieces.len()))
+            .par_chunks(size)
             .map(|chunk| {
                 let mut run = SplitRun {
                     parts: Vec::new(),
@@ -290,7 +327,11 @@ impl Split {
                 run
             })
             .collect();
-        Split { chunks }
+        Split {
+            chunks,
+            pieces: pieces.len(),
+            size,
+        }
     }
 }
 
@@ -535,7 +576,8 @@ impl Pieces {
     /// With `stage1`, whose split is of `words`, runs of stage-1 words are
     /// taken from there.
     pub fn segment(&self, words: &[&str], stage1: Option<&Stage1>) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let size = chunk_size(words.len());
+        // In the runs the split was made in (on another thread pool, maybe).
+        let size = stage1.map_or_else(|| chunk_size(words.len()), |s| s.split.size);
         let segment = |chunk: &[&str], split: Option<&SplitRun>| {
             // Room for a token per stage-1 word, which most words end as.
             let mut symbols = Vec::with_capacity(split.map_or(0, |s| s.parts.len()));
@@ -805,6 +847,25 @@ mod tests {
             .map(|((a, b), id)| ((to_ids(a), to_ids(b)), id))
             .collect();
         check_pieces(&ids, &merges, &PIECES);
+    }
+
+    #[test]
+    fn stage_two_takes_the_tables_stage_one_and_the_split_were_made_with() {
+        let words = ["of", " the", " cat"];
+        let pieces = ["of the cat", "of the"];
+        let pt = PreTokenizer::for_pattern("cl100k").unwrap();
+        // Stage 1 and the split of the full tables, stage 2 given `given`.
+        let stage2 = |given: &[&str], given_pieces: &[&str]| {
+            let trained = Stage1Trained::train(&words, &[5, 5, 5], 2, |_| {}).unwrap();
+            let split = Split::new(&pieces, &words, Some(&pt));
+            let counts = vec![3; given_pieces.len()];
+            trained.stage2(split, given, given_pieces, &counts, 6, None, |_| {})
+        };
+        let (merges, done) = stage2(&words, &pieces).unwrap();
+        assert_eq!((merges.len(), done), (6, 2));
+        let err = stage2(&words[..2], &pieces).unwrap_err().to_string();
+        assert!(err.contains("stage 2 given 2 words"), "{err}");
+        assert!(stage2(&words, &pieces[..1]).is_err());
     }
 
     #[test]

@@ -19,7 +19,9 @@ __all__ = [
     "char_alphabet",
     "train_merges",
     "train_segmented",
-    "train_superword",
+    "superword_stage1",
+    "superword_split",
+    "superword_stage2",
     "parse_tiktoken",
     "derive_merges",
     "table_ids",
@@ -33,6 +35,8 @@ __all__ = [
     "Vocabulary",
     "ModelJson",
     "FileMerges",
+    "SuperwordStage1",
+    "SuperwordSplit",
 ]
 
 class NativeError(ValueError):
@@ -67,19 +71,38 @@ def train_segmented(
     num_merges: int,
     progress: Callable[[int], object] | None = None,
 ) -> list[tuple[int, int]]: ...
-def train_superword(
+def superword_stage1(
     offsets: Buffer,
     data: Buffer,
     start: int,
     n: int,
     counts: Buffer,
+    stage1: int,
+    progress: Callable[[int], object] | None = None,
+) -> SuperwordStage1: ...
+def superword_split(
+    offsets: Buffer,
+    data: Buffer,
+    start: int,
+    n: int,
     pattern: str | None,
     offsets2: Buffer,
     data2: Buffer,
     start2: int,
     n2: int,
+) -> SuperwordSplit: ...
+def superword_stage2(
+    stage1: SuperwordStage1,
+    split: SuperwordSplit,
+    offsets: Buffer,
+    data: Buffer,
+    start: int,
+    n: int,
+    offsets2: Buffer,
+    data2: Buffer,
+    start2: int,
+    n2: int,
     counts2: Buffer,
-    stage1: int,
     total: int,
     max_words: int | None = None,
     progress: Callable[[int], object] | None = None,
@@ -143,6 +166,14 @@ class Vocabulary:
     def merge_fault(self) -> tuple[str, int, int] | None: ...
     def byte_ids(self) -> list[int] | None: ...
     def file_tables(self) -> bytes: ...
+
+@final
+class SuperwordStage1:
+    """Stage 1 trained (superword_stage1), spent by superword_stage2."""
+
+@final
+class SuperwordSplit:
+    """Stage 2's words split into stage 1's (superword_split), spent by superword_stage2."""
 
 @final
 class FileMerges:

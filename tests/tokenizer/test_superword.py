@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 import textbook as tb
 from hypothesis import example, given
@@ -22,6 +23,7 @@ from tokenmill import Tokenizer, _native
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import regex
 from tokenmill.tokenizer import superword
+from tokenmill.tokenizer.core import word_tables
 from tokenmill.tokenizer.superword import CORE, PATTERN
 
 PATTERNS = ["gpt2", "cl100k", "o200k"]
@@ -134,6 +136,23 @@ def test_special_tokens_as_tokenizer_train_takes_them():
     listed = superword.train(corpus, vocab_size=290, superword_at=270, special_tokens=["<|pad|>"])
     after = 256 + len(listed.merges)  # the names in the order given, then <|endoftext|>
     assert listed.special_map == {"<|pad|>": after, "<|endoftext|>": after + 1}
+
+
+def test_stage_two_table_may_be_made_while_stage_one_trains():
+    # run merges stage 2's table on another thread while stage 1 trains: a
+    # function that makes the table gives the same merges, and its error is raised.
+    corpus = pa.array(["one of the best, one of the worst"] * 20 + ["of the two"] * 9)
+    table, table2 = word_tables([corpus.cast(pa.large_string())], "byte", ["gpt2", PATTERN], False)
+    options = {"pattern": "gpt2", "superword_at": 280, "vocab_size": 300}
+    given = superword.train_superword(table["word"], table["count"], table2, **options)
+    made = superword.train_superword(table["word"], table["count"], lambda: table2, **options)
+    assert made.tokenizer.merges == given.tokenizer.merges and made.stage2_merges > 0
+
+    def broken() -> pa.Table:
+        raise TokenmillError("superword-counts.parquet: cannot merge the count tables")
+
+    with pytest.raises(TokenmillError, match="cannot merge the count tables"):
+        superword.train_superword(table["word"], table["count"], broken, **options)
 
 
 @pytest.mark.parametrize(

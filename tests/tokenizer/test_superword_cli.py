@@ -43,6 +43,11 @@ def test_run_trains_both_stages_and_a_rerun_keeps_them(cli, data, tmp_path):
 
     cli("run", data, out, "--vocab-size", 600, "--superword-at", 500)
     assert all(s["redone"] == 0 for s in stages(out).values())
+    # Stage 2's table merged again, the same: the tokenizer is kept, not trained again.
+    (out / "superword-counts.parquet").unlink()
+    cli("run", data, out, "--vocab-size", 600, "--superword-at", 500)
+    again = stages(out)
+    assert again["superword-merge"]["redone"] == 1 and again["train"]["reused"] == 1
     # Another transition point trains again; the word tables are kept.
     cli("run", data, out, "--vocab-size", 600, "--superword-at", 550)
     after = stages(out)

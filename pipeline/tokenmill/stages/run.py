@@ -293,6 +293,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         assert tok is not None  # make_plan: encode only with a tokenizer
         resolved_config = encode_only_config(config, tok, given)
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
+    merge2: Callable[[], None] | None = None  # --superword-at: stage 2's table merged
     if steps in ("all", "count"):
         count, count2 = count_stage(inputs, paths, config, stage)
         tables = [location(f) for f in count.written]
@@ -308,14 +309,27 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         manifest["counts"] = shard_outputs(count.shards, out)
         manifest["files"] = [file_entry(paths["counts_file"], out, rows=merge.words)]
         if count2 is not None:
-            merge2 = merge_superwords(paths, config, count2, stage)
             manifest["counts"] += shard_outputs(count2.shards, out)
-            table = paths["superword_counts_file"]
-            manifest["files"].append(file_entry(table, out, rows=merge2.words))
+            table, files = paths["superword_counts_file"], manifest["files"]
+
+            def merge2() -> None:
+                merged = merge_superwords(paths, config, count2, stage)
+                files.append(file_entry(table, out, rows=merged.words))
+
+            if steps == "count":
+                merge2()
     if steps == "all":
         superwords = paths["superword_counts_file"] if config.superword_at is not None else None
+        # Stage 2's table is merged while stage 1 trains (run_train).
         train = stage(
-            run_train(paths["counts_file"], paths["tokenizer"], config, plan.base, superwords)
+            run_train(
+                paths["counts_file"],
+                paths["tokenizer"],
+                config,
+                plan.base,
+                superwords,
+                merge2,
+            )
         )
         tokenizer_file, tok = paths["tokenizer"], train.tokenizer
     if steps in ("all", "encode"):

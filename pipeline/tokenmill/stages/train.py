@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 from tqdm import tqdm
@@ -14,7 +15,7 @@ from tokenmill.faults import checkpoint
 from tokenmill.io.files import known_sha256
 from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.stages.results import TrainResult
-from tokenmill.stages.state import record_file, reusable_file
+from tokenmill.stages.state import record_file, recorded_state, reusable_file
 from tokenmill.tokenizer import PATTERNS, Tokenizer
 
 
@@ -45,11 +46,13 @@ def run_train(
     config: Config,
     base: Tokenizer | None = None,
     superword_counts: AnyPath | None = None,
+    merge_superwords: Callable[[], object] | None = None,
 ) -> TrainResult:
     """Train on the word table, or with --extend grow `base` (from `load_base`)
     on it; with --superword-at, stage 2 on the word table `superword_counts`
-    (split by its pattern). The result holds the tokenizer saved at
-    `tokenizer_file`."""
+    (split by its pattern), which `merge_superwords`, where given, makes
+    (run's stage-2 merge): while stage 1 trains, unless the tokenizer may be
+    kept. The result holds the tokenizer saved at `tokenizer_file`."""
     start = time.monotonic()
     if config.extend and base is None:
         raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
@@ -77,9 +80,13 @@ def run_train(
             key["extend_alphabet"] = True
     if superword_counts is not None:
         superword_counts = location(superword_counts)
-        key["superword_counts_sha256"] = known_sha256(superword_counts)[1]
         key["superword_at"] = config.superword_at
         key["superword_max_words"] = config.superword_max_words
+        if merge_superwords is not None and may_keep(tokenizer_file, key, config.force):
+            merge_superwords()  # first: the table's sha256 says whether to keep it
+            merge_superwords = None
+        if merge_superwords is None:
+            key["superword_counts_sha256"] = known_sha256(superword_counts)[1]
     if reusable_file(tokenizer_file, key, config.force):
         tok = Tokenizer.load(tokenizer_file)
         grown = extension_summary(base, tok, table) if base is not None else None
@@ -96,7 +103,9 @@ def run_train(
             record_file(tokenizer_file, key)
             return summary(table.num_rows, tok, start, reused=False, extend=grown)
         if superword_counts is not None:
-            tok = train_superwords(table, read_word_table(superword_counts), config, progress)
+            table2 = stage2_table(superword_counts, merge_superwords)
+            tok = train_superwords(table, table2, config, progress)
+            key["superword_counts_sha256"] = known_sha256(superword_counts)[1]
             tok.save(tokenizer_file)
             record_file(tokenizer_file, key)
             return summary(table.num_rows, tok, start, reused=False)
@@ -141,16 +150,40 @@ def read_word_table(counts_file: AnyPath) -> pa.Table:
         ) from None
 
 
-def train_superwords(table: pa.Table, table2: pa.Table, config: Config, progress) -> Tokenizer:
-    """Stage 1 on the word table, stage 2 on `table2` (tokenizer/superword.py)."""
+def may_keep(tokenizer_file: AnyPath, key: dict, force: bool) -> bool:
+    """Whether `tokenizer_file` was trained from `key`, whatever the stage-2
+    table it recorded."""
+    recorded = recorded_state(tokenizer_file).get("key")
+    if force or not isinstance(recorded, dict):
+        return False
+    return {k: v for k, v in recorded.items() if k != "superword_counts_sha256"} == key
+
+
+def stage2_table(
+    superword_counts: AnyPath, merge: Callable[[], object] | None
+) -> Callable[[], pa.Table]:
+    """Stage 2's word table, made by `merge` first where given."""
+
+    def read() -> pa.Table:
+        if merge is not None:
+            merge()
+        return read_word_table(superword_counts)
+
+    return read
+
+
+def train_superwords(
+    table: pa.Table, table2: Callable[[], pa.Table], config: Config, progress
+) -> Tokenizer:
+    """Stage 1 on the word table, stage 2 on `table2` (tokenizer/superword.py:
+    made and read while stage 1 trains)."""
     from tokenmill.tokenizer.superword import train_superword
 
     assert config.superword_at is not None
     return train_superword(
         table["word"],
         table["count"],
-        table2["word"],
-        table2["count"],
+        table2,
         pattern=config.pattern,
         superword_at=config.superword_at,
         vocab_size=config.vocab_size,

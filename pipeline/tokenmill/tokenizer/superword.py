@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -51,6 +52,7 @@ CORE = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
 # core splits by it without a regex engine (native/src/superword.rs).
 PATTERN = rf"(?:{CORE})|(?:(?!(?:{CORE}))[\s\S])+"
 BASE = 256  # byte mode's base tokens: stage 1 starts from them
+Buffers = tuple[memoryview, memoryview, int, int]  # arrow_buffers' form of a word column
 
 
 @dataclass
@@ -85,8 +87,7 @@ def train(
     return train_superword(
         table["word"],
         table["count"],
-        table2["word"],
-        table2["count"],
+        table2,
         pattern=pattern,
         superword_at=superword_at,
         vocab_size=vocab_size,
@@ -99,8 +100,7 @@ def train(
 def train_superword(
     words: pa.Array,
     counts: pa.Array,
-    superwords: pa.Array,
-    superword_counts: pa.Array,
+    table2: pa.Table | Callable[[], pa.Table],
     *,
     pattern: str,
     superword_at: int,
@@ -111,15 +111,20 @@ def train_superword(
     progress: Callable[[int], None] | None = None,
 ) -> Superword:
     """A superword tokenizer: stage 1 on the word table (`words`, `counts`,
-    split by `pattern`) up to `superword_at` ids, stage 2 on the table split
-    by PATTERN (`superwords`, `superword_counts`), both in first-occurrence
-    order, until the vocabulary holds `vocab_size` tokens (or `num_merges`
-    merges are made in all, or no pair is left). Special tokens as
-    `Tokenizer.train` takes them."""
+    split by `pattern`) up to `superword_at` ids, stage 2 on `table2` (word
+    and count columns, split by PATTERN), both in first-occurrence order,
+    until the vocabulary holds `vocab_size` tokens (or `num_merges` merges
+    are made in all, or no pair is left). Special tokens as
+    `Tokenizer.train` takes them.
+
+    `table2` may be a function that makes the table: it is called on
+    another thread while stage 1 trains (stage 1 is mostly one merge after
+    another, on one core), and so is splitting its words into stage 1's."""
     check_superword(superword_at, max_words)
     check_options("byte", pattern)
-    superwords = superwords.cast(pa.large_string())
     stage1_merges = 0
+    buffers = arrow_buffers(words.cast(pa.large_string()))
+    counts_buffer = fixed_width_buffer(counts.cast(pa.uint64()))
 
     def check_range(fixed: int, total: int) -> None:
         if not fixed <= superword_at <= fixed + total:
@@ -129,20 +134,23 @@ def train_superword(
                 "trained size: no stage 2)"
             )
 
+    def stage2_words() -> tuple[Buffers, memoryview, _native.SuperwordSplit]:
+        table = table2() if callable(table2) else table2
+        buffers2 = arrow_buffers(table["word"].cast(pa.large_string()))
+        split = _native.superword_split(*buffers, pattern, *buffers2)
+        return buffers2, fixed_width_buffer(table["count"].cast(pa.uint64())), split
+
     def learn(total: int, fixed: int) -> list[tuple[int, int]]:
         nonlocal stage1_merges
-        stage1 = superword_at - fixed
         try:
-            merges, stage1_merges = _native.train_superword(
-                *arrow_buffers(words.cast(pa.large_string())),
-                fixed_width_buffer(counts.cast(pa.uint64())),
-                pattern,
-                *arrow_buffers(superwords),
-                fixed_width_buffer(superword_counts.cast(pa.uint64())),
-                stage1,
-                total,
-                max_words,
-                progress,
+            with ThreadPoolExecutor(1, thread_name_prefix="superword-table") as pool:
+                side = pool.submit(stage2_words)
+                stage1 = _native.superword_stage1(
+                    *buffers, counts_buffer, superword_at - fixed, progress
+                )
+                buffers2, counts2, split = side.result()
+            merges, stage1_merges = _native.superword_stage2(
+                stage1, split, *buffers, *buffers2, counts2, total, max_words, progress
             )
         except _native.NativeError as e:  # a word table beyond what training can hold
             raise TokenmillError(f"train: {e}") from None
