@@ -1,4 +1,4 @@
-# The Rust core's Python surface (native/src/lib.rs); keep in step with its
+# The Rust core's Python surface (native/src/bindings/); keep in step with its
 # #[pyfunction]s and #[pyclass]es. Buffers are read as C-contiguous bytes:
 # `offsets`/`data` are a large_string array's buffers, `start` its offset.
 
