@@ -187,13 +187,45 @@ def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
         os.close(fd)
         raise TokenmillError(f"{folder / LOCK}: not a regular file; move it away")
     try:
+        if not take_flock(fd, folder):
+            raise in_use(folder, last_holder(folder))
+        _held.add(str(folder))
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise in_use(folder, last_holder(folder)) from None
-        yield HeldLock(fd, folder, last_holder(folder))
+            yield HeldLock(fd, folder, last_holder(folder))
+        finally:
+            _held.discard(str(folder))
     finally:
         os.close(fd)  # releases the flock
+
+
+# Folders this process holds the flock of now.
+_held: set[str] = set()
+# How long a lock this process released may still be held by its children.
+OWN_RELEASE_S = 2.0
+
+
+def take_flock(fd: int, folder: Path) -> bool:
+    """Take the flock of `fd` (FOLDER's lock file), if no other run holds it.
+
+    A process forked by any thread of this one (a git or worker process
+    started by `subprocess`) holds a copy of every descriptor open at that
+    moment until it execs: a lock this process has just released may still
+    be held so for a moment. When the lock file names this process and it
+    holds no lock on the folder, the flock is tried again for a while."""
+    deadline = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            holder = last_holder(folder)
+            ours = holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()
+            if not ours or str(folder) in _held:
+                return False
+            deadline = deadline or time.monotonic() + OWN_RELEASE_S
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
 
 # ---- remote folders: a lease on an object (see the module's docstring) ----
