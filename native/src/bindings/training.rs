@@ -33,17 +33,6 @@ fn train_merges(
 ) -> PyResult<Vec<(u32, u32)>> {
     let words = strings(&offsets, &data, start, n)?;
     let counts = u64s(&counts, n)?;
-    let report = |k: usize| {
-        if let Some(cb) = &progress {
-            if k.is_multiple_of(256) || k == num_merges {
-                Python::attach(|py| cb.call1(py, (k,)).map(|_| ()))
-            } else {
-                Ok(())
-            }
-        } else {
-            Ok(())
-        }
-    };
     py.detach(|| {
         pool::install(|| {
             let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref())?;
@@ -55,11 +44,8 @@ fn train_merges(
                 .into());
             }
             let mut failure = None;
-            let merges = train::Trainer::new(table, base_size).train(num_merges, |k| {
-                if failure.is_none() {
-                    failure = report(k).err();
-                }
-            });
+            let merges = train::Trainer::new(table, base_size)
+                .train(num_merges, reporter(&progress, num_merges, &mut failure));
             match failure {
                 Some(e) => Err(e),
                 None => Ok(merges),
@@ -88,19 +74,7 @@ fn train_segmented(
 ) -> PyResult<Vec<(u32, u32)>> {
     let symbols = u32s(&symbols, "symbols")?;
     let lens = u32s(&lens, "lens")?;
-    let counts = bytes_of(&counts, "counts")?;
-    if counts.len() != lens.len() * 8 {
-        return Err(Error::Arrow(format!(
-            "{} bytes of u64 counts for {} words",
-            counts.len(),
-            lens.len()
-        ))
-        .into());
-    }
-    let counts: Vec<u64> = counts
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect();
+    let counts = u64s(&counts, lens.len())?;
     let base_size = u32::try_from(texts.len())
         .map_err(|_| Error::Train(format!("{} base ids: more than 32 bits hold", texts.len())))?;
     if let Some(&bad) = symbols.iter().find(|&&s| s >= base_size) {
@@ -121,13 +95,7 @@ fn train_segmented(
             let mut failure = None;
             let merges = train::Trainer::new(table, base_size).train_where(
                 num_merges,
-                |k| {
-                    if failure.is_none() && (k.is_multiple_of(256) || k == num_merges) {
-                        if let Some(cb) = &progress {
-                            failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
-                        }
-                    }
-                },
+                reporter(&progress, num_merges, &mut failure),
                 |pair| texts.admit(pair),
             );
             match failure {
