@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
-use crate::wordmap::{short_key_within, INLINE};
+use crate::wordmap::{short_key_within, short_word, INLINE};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 use std::collections::hash_map::Entry;
@@ -119,24 +119,24 @@ impl Counter {
     #[inline(always)]
     fn tally(&mut self, text: &str, word: &str, seen: Seen) {
         match short_key_within(text.as_bytes(), word.as_bytes()) {
-            Some(k) => {
-                self.short
-                    .entry(k)
-                    .and_modify(|s| s.absorb(seen))
-                    .or_insert(seen);
-            }
+            Some(k) => self.add_short(k, seen),
             None => self.long.add(word.as_bytes(), seen),
         }
+    }
+
+    #[inline(always)]
+    fn add_short(&mut self, key: u128, seen: Seen) {
+        self.short
+            .entry(key)
+            .and_modify(|s| s.absorb(seen))
+            .or_insert(seen);
     }
 
     /// Fold `other`'s words into these.
     fn absorb(&mut self, other: Counter) {
         self.short.reserve(other.short.len());
         for (k, seen) in other.short {
-            self.short
-                .entry(k)
-                .and_modify(|s| s.absorb(seen))
-                .or_insert(seen);
+            self.add_short(k, seen);
         }
         for (i, e) in other.long.entries.iter().enumerate() {
             self.long.add(other.long.word(i), e.seen);
@@ -267,10 +267,8 @@ impl Counter {
             if key & LONG == LONG {
                 table.data.extend_from_slice(long.word(key as usize));
             } else {
-                let bytes = key.to_le_bytes();
-                table
-                    .data
-                    .extend_from_slice(&bytes[..bytes[INLINE] as usize]);
+                let (buf, len) = short_word(key);
+                table.data.extend_from_slice(&buf[..len]);
             }
             table.offsets.push(table.data.len() as i64);
             table.counts.push(count);
