@@ -10,7 +10,16 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tokenmill", "rustbpe", "tiktoken", "tokenizers", "fastokens", "pyarrow", "polars")
+PACKAGES = (
+    "tokenmill",
+    "rustbpe",
+    "tiktoken",
+    "tokenizers",
+    "fastokens",
+    "gigatoken",
+    "pyarrow",
+    "polars",
+)
 
 
 def _first_value(path: str, key: str) -> str | None:

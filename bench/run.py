@@ -43,7 +43,9 @@ leaves one out, `--only` keeps those named):
 Each phase is a function of a Context (bench/context.py) returning its rows,
 notes and JSON; this file holds the options, PHASES and the report. The
 report has a table of the whole-process encode rows by worker count
-(`--workers-list 1,2,4,8,16` on a machine with 16 cores: scaling in one run).
+(`--workers-list 1,2,4,8,16` on a machine with 16 cores: scaling in one run),
+and the one measured on a machine with 16 cores, kept in bench/many-cores/
+(bench/manycorerows.py).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ import floorrows
 import layoutrows
 import limitrows
 import machine
+import manycorerows
 import mergerows
 import peerrows
 import realrows
@@ -350,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     date = time.strftime("%Y-%m-%d", time.gmtime())
-    sections = [(WORKERS_TITLE, encoderows.workers_table(rows))]
+    sections = [(WORKERS_TITLE, encoderows.workers_table(rows)), manycorerows.section()]
     lines = floorrows.per_core_line(rows)
     text = render(info, command, corpus, rows, notes, date, sections, lines)
     print(text)
@@ -360,7 +363,8 @@ def main(argv: list[str] | None = None) -> None:
         link = os.path.relpath(args.markdown, args.summary.parent) if args.markdown else ""
         write_summary(args.summary, summary(info, corpus, rows, date, link, lines))
     if args.json:
-        results = {"command": command, "machine": info, "corpus": corpus, "notes": notes}
+        results = {"date": date, "command": command, "machine": info, "corpus": corpus}
+        results |= {"notes": notes}
         results |= {"rows": [r.to_dict() for r in rows], "phase_seconds": durations, **extra}
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     if mismatches(extra):

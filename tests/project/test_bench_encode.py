@@ -25,7 +25,7 @@ def bench():
     sys.path.insert(0, str(REPO / "bench"))
     try:
         names = ("report", "encoderows", "floorrows", "run", "exactness", "gigatoken_process")
-        names += ("corpora",)
+        names += ("corpora", "manycorerows")
         yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(REPO / "bench"))
@@ -85,6 +85,31 @@ def test_the_workers_table_has_a_line_per_corpus_vocabulary_and_worker_count(ben
         "| 2.0 / 2.0 / 2.0 /  /  |",
     ]
     assert enc.workers_table([]) == ""
+
+
+def test_a_row_kept_as_json_comes_back_the_same_row(bench):
+    rows = rows_of(bench, "C", {16: walls(bench, 1.25, 2.5, 2.0)}, cpu=4.0)
+    back = [bench["manycorerows"].row_of(r.to_dict()) for r in rows]
+    table = bench["encoderows"].workers_table
+    assert table(back) == table(rows)
+    assert [(r.seconds, r.speedup, r.n_bytes) for r in back] == [
+        (r.seconds, r.speedup, r.n_bytes) for r in rows
+    ]
+
+
+def test_the_kept_many_core_rows_give_every_corpus_vocabulary_and_worker_count(bench):
+    """bench/many-cores/ as committed: RESULTS.md's table at 1 to 16 workers."""
+    title, text = bench["manycorerows"].section()
+    lines = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    keys = [tuple(cell.strip() for cell in line.split("|")[1:4]) for line in lines[1:]]
+    corpora, vocabs = ("bench", "C", "multilingual"), ("o200k_base", "cl100k_base")
+    assert keys == [(c, v, w) for c in corpora for v in vocabs for w in ("1", "2", "4", "8", "16")]
+    assert "16 cores" in title and "16 cores" in text
+    assert text.count("0 of 3890 documents differ from gigatoken") == 10  # each vocabulary, w1..16
+
+
+def test_no_kept_many_core_rows_is_no_section(bench, tmp_path):
+    assert bench["manycorerows"].section(tmp_path)[1] == ""
 
 
 def test_any_differing_document_counts_as_a_mismatch(bench):

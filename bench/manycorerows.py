@@ -1,0 +1,77 @@
+"""The whole-process encode rows at 1, 2, 4, 8 and 16 workers, measured on a
+machine with 16 cores (the developers' has 2) and kept in bench/many-cores/:
+one JSON per phase (`real`, `code`, `multilingual`), each written there by
+`bench/run.py --only PHASE --workers-list 1,2,4,8,16 --json` (how:
+bench/many-cores/README.md). Every run of bench/run.py renders them into
+RESULTS.md beside its own rows, with the machine and the day they were
+measured on, so that the many-core table is not lost when the 2-core rows
+are measured again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from encoderows import workers_table
+from report import MB, Row
+
+FOLDER = Path(__file__).with_name("many-cores")
+PHASES = ("real", "code", "multilingual")
+TITLE = "Encode at 1 to 16 workers, on a machine with 16 cores"
+# The notes of those runs worth repeating beside their table: which rows ran
+# beside other load, and that every document's ids were compared.
+KEPT_NOTES = ("Exactness, encode", "Measured while other processes", "Other processes used")
+
+
+def row_of(d: dict) -> Row:
+    """A Row back from its `Row.to_dict`, its ratio as it was measured."""
+    return Row(
+        phase=d["phase"],
+        contender=d["contender"],
+        seconds=d["seconds"],
+        peak_rss=round(d["peak_rss_mb"] * MB),
+        tree_rss=round(d["tree_rss_mb"] * MB),
+        n_bytes=round(d["mb_per_s"] * d["seconds"] * MB),
+        cpu_seconds=d["cpu_seconds"],
+        process_seconds=d["process_seconds"],
+        other_cores=d["other_cores"],
+        ratio=d["speedup"],
+    )
+
+
+def runs(folder: Path = FOLDER) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (folder / f"{n}.json" for n in PHASES) if p.exists()]
+
+
+def machine_line(run: dict) -> str:
+    m, v = run["machine"], run["machine"]["versions"]
+    found = ", ".join(f"{k} {v[k]}" for k in v if v[k] != "not installed")
+    return (
+        f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB, {m['os']}; {found}; "
+        f"tokenmill at {m['tokenmill_build']['commit']}"
+    )
+
+
+def section(folder: Path = FOLDER) -> tuple[str, str]:
+    """(title, Markdown) of the many-core table; no text when none is kept."""
+    found = runs(folder)
+    if not found:
+        return TITLE, ""
+    rows = [row_of(d) for run in found for d in run["rows"]]
+    corpora = "; ".join(
+        f"`{run['command'].split('--only ')[1].split()[0]}`: {run['about']}" for run in found
+    )
+    lines = [
+        f"Measured on {', '.join(sorted({run['date'] for run in found}))}, on a lent machine: "
+        f"{machine_line(found[0])}. Each corpus its own `bench/run.py --only PHASE "
+        f"--workers-list 1,2,4,8,16 --repeat 1` run (bench/many-cores/README.md), the corpora "
+        f"being what the machine could take along: {corpora}. Rows as in the table above; the "
+        f"JSON of every row is in bench/many-cores/.",
+        "",
+        workers_table(rows),
+        "",
+    ]
+    notes = [n for run in found for n in run["notes"] if n.startswith(KEPT_NOTES)]
+    lines += [f"- {n}" for n in notes]
+    return TITLE, "\n".join(lines)
