@@ -205,20 +205,32 @@ impl Delta {
         self.made_after.drain().for_each(drop);
     }
 
-    /// The created pairs, in the order first met, each with its statistics
-    /// and first occurrence, leaving none.
-    fn drain_created(&mut self) -> impl Iterator<Item = (Pair, PairStats, (u32, u32))> + '_ {
+    /// The created pairs that occur at least `floor` times, in the order
+    /// first met, each with its statistics and first occurrence, leaving
+    /// none.
+    fn drain_created(
+        &mut self,
+        floor: i64,
+    ) -> impl Iterator<Item = (Pair, PairStats, (u32, u32))> + '_ {
         self.forget_made();
         let stats = &mut self.finished;
         stats.extend(self.created.iter().map(|c| PairStats {
             count: c.count,
-            words: SmallVec::with_capacity(c.n_words as usize),
+            words: if c.count >= floor {
+                SmallVec::with_capacity(c.n_words as usize)
+            } else {
+                SmallVec::new()
+            },
         }));
         for (i, w) in self.noted.drain(..) {
-            stats[i as usize].words.push(w);
+            let st = &mut stats[i as usize];
+            if st.count >= floor {
+                st.words.push(w);
+            }
         }
         (self.created.drain(..))
             .zip(stats.drain(..))
+            .filter(move |(c, _)| c.count >= floor)
             .map(|(c, st)| (c.pair, st, c.first))
     }
 
@@ -704,7 +716,10 @@ impl Trainer {
                 }
             }
         }
-        for (p, st, first) in delta.drain_created() {
+        // A pair made below the floor stays below it (a pair never gains
+        // occurrences after the merge that makes it): like the pairs the
+        // floor left out, it is counted again when the floor is lowered.
+        for (p, st, first) in delta.drain_created(self.floor) {
             let count = st.count;
             // A pair made in one word (half of all pairs made) can never be
             // in another: a pair is made only when the newer of its tokens
@@ -923,17 +938,17 @@ impl PairList {
         }
     }
 
-    /// The entry of `pair`, new (first met at `first`) if it has none.
+    /// The entry of `pair`, new (first met at `first()`) if it has none.
     #[inline(always)]
-    fn entry(&mut self, pair: Pair, first: (u32, u32)) -> &mut PairStats {
+    fn entry(&mut self, pair: Pair, first: impl FnOnce() -> (u32, u32)) -> &mut PairStats {
         let at = self.index(pair, first);
         &mut self.entries[at].1
     }
 
-    /// The index in `entries` of `pair`'s entry, new (first met at `first`)
-    /// if it has none.
+    /// The index in `entries` of `pair`'s entry, new (first met at
+    /// `first()`) if it has none.
     #[inline(always)]
-    fn index(&mut self, pair: Pair, first: (u32, u32)) -> usize {
+    fn index(&mut self, pair: Pair, first: impl FnOnce() -> (u32, u32)) -> usize {
         let fresh = self.entries.len() as u32;
         let at = if pair.0 < DENSE_IDS && pair.1 < DENSE_IDS {
             let slot = &mut self.dense[(pair.0 * DENSE_IDS + pair.1) as usize];
@@ -945,7 +960,7 @@ impl PairList {
             *self.sparse.entry(pair).or_insert(fresh)
         };
         if at == fresh {
-            self.entries.push((pair, PairStats::default(), first));
+            self.entries.push((pair, PairStats::default(), first()));
         }
         at as usize
     }
@@ -978,15 +993,15 @@ fn count_pairs(
             let mut local = PairList::new();
             for &w in starts {
                 let (symbols, count) = word_at(&words.buf[w as usize..]);
-                let mut pos = 0;
-                for s in symbols.windows(2) {
+                for (k, s) in symbols.windows(2).enumerate() {
                     let pair = (s[0], s[1]);
                     if keep(pair) {
-                        let st = local.entry(pair, (w, pos));
+                        // The position only where the pair is new: few are.
+                        let at = || (w, symbols[..k].iter().map(|&t| step(t)).sum());
+                        let st = local.entry(pair, at);
                         st.count += count;
                         st.note_word(w);
                     }
-                    pos += step(s[0]);
                 }
             }
             local
@@ -999,7 +1014,7 @@ fn count_pairs(
     let mut later: Vec<Vec<PairStats>> = Vec::new();
     for part in parts {
         for (pair, st, first) in part.entries {
-            let i = all.index(pair, first);
+            let i = all.index(pair, || first);
             if later.len() <= i {
                 later.resize_with(i + 1, Vec::new);
             }

@@ -6,14 +6,14 @@
 //! its time and memory. Here the pairs are first counted roughly, in a table
 //! of counts by a hash of the pair (two pairs sharing a slot add up, so a
 //! slot's count is never below its pairs' own); only the pairs whose slot
-//! reaches a floor get statistics. A pair's count never grows, and a pair a
-//! merge makes is always counted, so every pair left out stays below the
+//! reaches a floor get statistics. A pair's count never grows after the
+//! merge that makes it, which counts it whole (and leaves it out too when it
+//! is below the floor, as most are), so every pair left out stays below the
 //! floor: the best pair is exact while it reaches the floor. When it no
 //! longer does, the pairs are counted again from the words as they are then,
 //! with a lower floor (last: none), and training goes on, exact throughout.
 
 use super::*;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// The floor is set so that about this many pairs for each merge asked for,
 /// and at least `MIN_COUNTED`, reach it.
@@ -23,6 +23,8 @@ const MIN_COUNTED: usize = 4096;
 const LOWER_BY: i64 = 8;
 /// At most this many slots (8 MB of counts, a 256 KB bitmap of those kept).
 const MAX_SLOTS: usize = 1 << 21;
+/// Slots are counted in at most this many tables at once (32 MB at most).
+const TABLES: usize = 4;
 
 impl Trainer {
     /// A trainer for `merges` merges (or fewer) that counts only the pairs
@@ -91,7 +93,7 @@ fn slot((a, b): Pair, bits: u32) -> usize {
 /// Weighted pair counts by slot: each slot at least the count of every pair
 /// in it (u32::MAX standing for any count beyond).
 struct Slots {
-    counts: Vec<AtomicU32>,
+    counts: Vec<u32>,
     bits: u32,
 }
 
@@ -104,50 +106,72 @@ impl Slots {
         let n = (words.buf.len() / 2)
             .next_power_of_two()
             .clamp(1 << 12, MAX_SLOTS);
-        let slots = Slots {
-            counts: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            bits: n.trailing_zeros(),
-        };
-        words.starts.par_chunks(4096).for_each(|starts| {
-            let mut at: SmallVec<[usize; 32]> = SmallVec::new();
-            for &w in starts {
-                let (symbols, count) = word_at(&words.buf[w as usize..]);
-                let count = count.min(u32::MAX as i64) as u32;
-                // Every slot of the word first: their cache misses overlap.
-                at.clear();
-                for s in symbols.windows(2) {
-                    let i = slot((s[0], s[1]), slots.bits);
-                    prefetch(&slots.counts[i]);
-                    at.push(i);
-                }
-                for &i in &at {
-                    let c = &slots.counts[i];
-                    // Saturating: every add after the one past u32::MAX sets it again.
-                    if c.fetch_add(count, Relaxed).checked_add(count).is_none() {
-                        c.store(u32::MAX, Relaxed);
+        let bits = n.trailing_zeros();
+        // A table per thread (at most TABLES), each counting a run of words,
+        // then added up: shared atomic counters cost a locked add per pair.
+        let threads = rayon::current_num_threads().clamp(1, TABLES);
+        let per = words.starts.len().div_ceil(threads).max(1);
+        let mut tables: Vec<Vec<u32>> = (words.starts.par_chunks(per))
+            .map(|starts| {
+                let mut counts = vec![0u32; n];
+                let mut at: SmallVec<[usize; 32]> = SmallVec::new();
+                for &w in starts {
+                    let (symbols, count) = word_at(&words.buf[w as usize..]);
+                    let count = count.min(u32::MAX as i64) as u32;
+                    // Every slot of the word first: their cache misses overlap.
+                    at.clear();
+                    for s in symbols.windows(2) {
+                        let i = slot((s[0], s[1]), bits);
+                        prefetch(&counts[i]);
+                        at.push(i);
+                    }
+                    for &i in &at {
+                        counts[i] = counts[i].saturating_add(count);
                     }
                 }
-            }
-        });
-        slots
+                counts
+            })
+            .collect();
+        let mut counts = tables.pop().unwrap_or_else(|| vec![0; n]);
+        counts
+            .par_chunks_mut(1 << 14)
+            .enumerate()
+            .for_each(|(k, chunk)| {
+                for table in &tables {
+                    let theirs = &table[k << 14..][..chunk.len()];
+                    for (c, &t) in chunk.iter_mut().zip(theirs) {
+                        *c = c.saturating_add(t);
+                    }
+                }
+            });
+        Slots { counts, bits }
     }
 
-    /// The highest power of two that at least `wanted` slots reach (1 when
-    /// fewer slots are in use).
+    /// The highest count that at least `wanted` slots reach (1 when fewer
+    /// slots are in use): the floor that keeps about `wanted` slots. First
+    /// by powers of two, then, within the one where `wanted` is reached, by
+    /// the counts themselves: a power of two may keep several times more.
     fn floor_for(&self, wanted: usize) -> i64 {
-        let mut reaching = [0usize; 33];
-        for c in &self.counts {
-            let c = c.load(Relaxed);
+        let mut reaching = [0usize; 32];
+        for &c in &self.counts {
             if c > 0 {
                 reaching[c.ilog2() as usize] += 1;
             }
         }
-        let mut at_least = 0;
-        for k in (0..33).rev() {
-            at_least += reaching[k];
-            if at_least >= wanted {
-                return 1 << k;
+        let mut above = 0;
+        for k in (0..32).rev() {
+            if above + reaching[k] >= wanted {
+                if k == 0 {
+                    return 1;
+                }
+                let mut within: Vec<u32> = (self.counts.iter().copied())
+                    .filter(|&c| c > 0 && c.ilog2() as usize == k)
+                    .collect();
+                let nth = wanted - above - 1;
+                let (_, &mut floor, _) = within.select_nth_unstable_by(nth, |a, b| b.cmp(a));
+                return i64::from(floor);
             }
+            above += reaching[k];
         }
         1
     }
@@ -158,8 +182,8 @@ impl Slots {
             return None;
         }
         let mut bits = vec![0u64; self.counts.len().div_ceil(64)];
-        for (i, c) in self.counts.iter().enumerate() {
-            if i64::from(c.load(Relaxed)) >= floor {
+        for (i, &c) in self.counts.iter().enumerate() {
+            if i64::from(c) >= floor {
                 bits[i / 64] |= 1 << (i % 64);
             }
         }
@@ -205,6 +229,19 @@ mod tests {
                 count: 1 + next(3) * next(4),
             })
             .collect()
+    }
+
+    #[test]
+    fn the_floor_keeps_about_the_slots_wanted() {
+        // Counts 1..=1000 once each: the floor for `wanted` slots is the
+        // wanted-th highest count, not the power of two below it.
+        let slots = Slots {
+            counts: (1..=1000).rev().chain([0; 24]).collect(),
+            bits: 10,
+        };
+        for (wanted, floor) in [(1, 1000), (10, 991), (300, 701), (1000, 1), (5000, 1)] {
+            assert_eq!(slots.floor_for(wanted), floor, "{wanted}");
+        }
     }
 
     #[test]
