@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 from tokenmill.tokenizer import Tokenizer
 
@@ -57,8 +57,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("decode")
     write_corpus(base / "data")
     outs = {"eos": base / "out", "no-eos": base / "out-no-eos"}
-    tokenmill("run", base / "data", outs["eos"], *RUN)
-    tokenmill("run", base / "data", outs["no-eos"], *RUN, "--no-eos")
+    tokenmill_here("run", base / "data", outs["eos"], *RUN)
+    tokenmill_here("run", base / "data", outs["no-eos"], *RUN, "--no-eos")
     return outs
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 from conftest import assert_one_line_error, make_documents, write_shard
 from realtext import GPT2_FILE
-from runs import manifest, output_files, tokenmill
+from runs import manifest, output_files, tokenmill_here
 
 from tokenmill.formats import load_any
 
@@ -26,7 +26,9 @@ def encoded(tmp_path_factory):
     write_shard(data / "a.jsonl", DOCS[:SPLIT])
     write_shard(data / "b.parquet", DOCS[SPLIT:])
     out = root / "out"
-    tokenmill("run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--workers", "1")
+    tokenmill_here(
+        "run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--workers", "1"
+    )
     return data, out
 
 
@@ -90,10 +92,12 @@ def test_out_holds_a_copy_of_the_tokenizer_and_verifies(encoded, gpt2):
     copy = out / "tokenizer.json"
     assert hashlib.sha256(copy.read_bytes()).hexdigest() == gpt2.sha256 == m["tokenizer_sha256"]
     assert "tokenizer.json" in [e["path"] for e in m["files"]]
-    assert "files match the manifest" in tokenmill("verify", out).stderr
+    assert "files match the manifest" in tokenmill_here("verify", out).stderr
     # A rerun keeps everything, the copy included.
     before = output_files(out)
-    tokenmill("run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--workers", "1")
+    tokenmill_here(
+        "run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2", "--workers", "1"
+    )
     assert output_files(out) == before
     assert manifest(out)["stages"]["encode"]["redone"] == 0
 

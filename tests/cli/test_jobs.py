@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_one_line_error
-from runs import copy_sample, manifest, output_files, tokenmill
+from runs import copy_sample, manifest, output_files, tokenmill_here
 
 from tokenmill.jobs import load_job
 from tokenmill.tokenizer import Tokenizer
@@ -58,7 +58,7 @@ def test_make_job_runs_the_sample_job(tmp_path):
     assert tok.special_tokens == ["<|endoftext|>", "<|pad|>"]
     assert tok.vocab_size == 4096
     assert m["documents"] == m["documents_in"] > 0
-    tokenmill("verify", out)
+    tokenmill_here("verify", out)
     # the same job again keeps everything
     subprocess.run(["make", "-s", "job", f"JOB={job}"], cwd=ROOT, check=True)
     assert all(s["redone"] == 0 for s in manifest(out)["stages"].values())
@@ -70,10 +70,10 @@ def test_job_equals_the_same_run_from_options_and_options_override_it(tmp_path):
         tmp_path / "jobs" / "j.toml",
         'inputs = "../data"\noutput = "../out"\nvocab_size = 2000\nmode = "char"\nworkers = 2\n',
     )
-    tokenmill("run", "--job", job)
-    tokenmill("run", data, tmp_path / "direct", "--vocab-size", "2000", "--mode", "char")
+    tokenmill_here("run", "--job", job)
+    tokenmill_here("run", data, tmp_path / "direct", "--vocab-size", "2000", "--mode", "char")
     assert output_files(tmp_path / "out") == output_files(tmp_path / "direct")
-    tokenmill("run", "--job", job, "--vocab-size", "1600")
+    tokenmill_here("run", "--job", job, "--vocab-size", "1600")
     assert manifest(tmp_path / "out")["config"]["vocab_size"] == 1600
     assert manifest(tmp_path / "out")["config"]["mode"] == "char"
 
@@ -84,12 +84,12 @@ def test_count_only_and_encode_only_jobs(tmp_path):
         tmp_path / "jobs" / "full.toml",
         'inputs = "../data"\noutput = "../full"\nvocab_size = 700\n',
     )
-    tokenmill("run", "--job", full)
+    tokenmill_here("run", "--job", full)
     counting = write_job(
         tmp_path / "jobs" / "count.toml",
         'inputs = "../data"\noutput = "../counted"\nsteps = "count"\n',
     )
-    tokenmill("run", "--job", counting)
+    tokenmill_here("run", "--job", counting)
     counted = output_files(tmp_path / "counted")
     assert sorted(counted) == sorted(
         f for f in output_files(tmp_path / "full") if f.startswith(("counts", ".counts"))
@@ -99,7 +99,7 @@ def test_count_only_and_encode_only_jobs(tmp_path):
         tmp_path / "jobs" / "encode.toml",
         'inputs = "../data"\noutput = "../encoded"\ntokenizer = "../full/tokenizer.json"\n',
     )
-    tokenmill("run", "--job", encoding)
+    tokenmill_here("run", "--job", encoding)
     encoded = output_files(tmp_path / "encoded")
     assert encoded == {k: v for k, v in output_files(tmp_path / "full").items() if k in encoded}
     shown = sorted(k for k in encoded if not Path(k).name.startswith("."))
@@ -138,14 +138,14 @@ def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):
 def test_a_jobs_extend_base_is_relative_to_the_job_file(tmp_path):
     """`extend` is a path like inputs and output: the job runs the same from any folder."""
     copy_sample(tmp_path / "data", ["lines.txt", "prose-en.parquet"])
-    tokenmill("run", tmp_path / "data", tmp_path / "base", "--vocab-size", "400")
+    tokenmill_here("run", tmp_path / "data", tmp_path / "base", "--vocab-size", "400")
     job = write_job(
         tmp_path / "jobs" / "grow.toml",
         'inputs = "../data"\noutput = "../grown"\nvocab_size = 450\n'
         'extend = "../base/tokenizer.json"\n',
     )
     assert load_job(job)["extend"] == str(tmp_path / "base" / "tokenizer.json")
-    tokenmill("run", "--job", job)  # from the repository's folder, not the job's
+    tokenmill_here("run", "--job", job)  # from the repository's folder, not the job's
     base = Tokenizer.load(tmp_path / "base" / "tokenizer.json")
     grown = Tokenizer.load(tmp_path / "grown" / "tokenizer.json")
     assert manifest(tmp_path / "grown")["config"]["extend"] == str(

@@ -18,7 +18,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents
-from runs import manifest, temporaries, tokenmill
+from runs import manifest, temporaries, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.columns import has_column, read_column
@@ -228,13 +228,13 @@ def test_a_corrupt_arrow_file_is_one_line_or_an_accounted_skip(tmp_path, how):
     known = corrupt(data / "bad.arrow", how)
     assert skipped_file_documents(data / "bad.arrow", known["documents"]) == known
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, check=False)
+    result = tokenmill_here("run", data, out, *RUN, check=False)
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: {data / 'bad.arrow'}: cannot read (")
     assert "Traceback" not in result.stderr
     assert not (out / "tokens/bad.arrow.parquet").exists() and not temporaries(out)
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     (skip,) = m["skipped"]
     assert skip["shard"] == "bad.arrow" and skip["row"] is None

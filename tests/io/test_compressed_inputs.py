@@ -14,7 +14,7 @@ from itertools import pairwise
 import pyarrow.parquet as pq
 import pytest
 from conftest import COMPRESS, make_documents, one_line
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.readers import read_documents, shard_format
@@ -85,20 +85,20 @@ def test_a_damaged_later_stream_is_one_line_or_an_accounted_skip(tmp_path, base,
     name = f"bad{base}{compression}"
     (data / name).write_bytes(first + bytes([second[0] ^ 0xFF]) + second[1:] + third)
     out = tmp_path / "o"
-    result = tokenmill("run", data, out, *RUN, check=False)
+    result = tokenmill_here("run", data, out, *RUN, check=False)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: {data / name}: cannot read ("), last
     assert not (out / "manifest.json").exists()
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     (skip,) = m["skipped"]
     assert skip["shard"] == name and skip["row"] is None
     assert skip["lower_bound"] is True and skip["documents"] <= len(DOCS)
     assert m["documents"] == 1
     assert m["documents_in"] == m["documents"] + m["documents_skipped"]
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 @pytest.mark.parametrize("parts", [1, 3])
@@ -109,8 +109,8 @@ def test_a_run_over_compressed_shards_equals_the_plain_run(tmp_path, parts):
             folder.mkdir(exist_ok=True)
             content = b"".join(streams(suffix, ".jsonl", parts))
             (folder / f"s{i}.jsonl{suffix}").write_bytes(content)
-    tokenmill("run", plain, tmp_path / "a", *RUN)
-    tokenmill("run", packed, tmp_path / "b", *RUN)
+    tokenmill_here("run", plain, tmp_path / "a", *RUN)
+    tokenmill_here("run", packed, tmp_path / "b", *RUN)
     a, b = manifest(tmp_path / "a"), manifest(tmp_path / "b")
     assert a["documents"] == b["documents"] == 5 * len(DOCS)
     for x, y in zip(a["outputs"], b["outputs"], strict=True):
@@ -126,12 +126,12 @@ def test_a_truncated_stream_is_one_line_or_an_accounted_skip(tmp_path, compressi
     (data / "good.txt").write_text("a good document\n")
     whole = COMPRESS[compression](payload(".jsonl") * 20)
     (data / f"bad.jsonl{compression}").write_bytes(whole[: len(whole) // 2])
-    result = tokenmill("run", data, tmp_path / "o", *RUN, check=False)
+    result = tokenmill_here("run", data, tmp_path / "o", *RUN, check=False)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("Error:") and f"bad.jsonl{compression}" in lines[-1]
     assert "Traceback" not in result.stderr
-    tokenmill("run", data, tmp_path / "o", *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, tmp_path / "o", *RUN, "--on-error", "skip")
     (skip,) = manifest(tmp_path / "o")["skipped"]
     assert skip["shard"] == f"bad.jsonl{compression}" and skip["row"] is None
     assert skip["lower_bound"] is True and skip["documents"] <= 20 * len(DOCS)
@@ -151,10 +151,10 @@ def test_a_json_file_that_is_not_json_lines_is_refused_whole(tmp_path, content, 
     data.mkdir()
     (data / f"docs.json{compression}").write_bytes(COMPRESS[compression](content))
     (data / "other.jsonl").write_text('{"text": "fine"}\n')
-    result = tokenmill("run", data, tmp_path / "o", *RUN, check=False)
+    result = tokenmill_here("run", data, tmp_path / "o", *RUN, check=False)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and why in lines[-1] and "docs.json" in lines[-1]
-    tokenmill("run", data, tmp_path / "o", *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, tmp_path / "o", *RUN, "--on-error", "skip")
     m = manifest(tmp_path / "o")
     assert [s["shard"] for s in m["skipped"]] == [f"docs.json{compression}"]
     assert m["documents"] == 1  # nothing of docs.json half-read

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.readers import read_batches
@@ -43,7 +43,7 @@ def test_an_input_named_in_latin1_is_refused_in_one_printable_line(tmp_path, on_
     data = corpus(tmp_path)
     latin1_name(data, b"caf\xe9.txt", b"some text\n")
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, "--on-error", on_error, check=False)
+    result = tokenmill_here("run", data, out, *RUN, "--on-error", on_error, check=False)
     assert result.returncode == 1, result.stderr
     assert last_line(result) == (
         f"Error: {data}/caf\\xe9.txt: file name is not UTF-8, and its outputs are named "
@@ -58,7 +58,7 @@ def test_data_whose_path_is_not_utf8_is_refused_in_one_printable_line(tmp_path):
     os.mkdir(folder)
     Path(folder, "good.txt").write_text("a document\n")
     for i, data in enumerate((folder, Path(folder, "good.txt"))):
-        result = tokenmill("run", data, tmp_path / f"out{i}", *RUN, check=False)
+        result = tokenmill_here("run", data, tmp_path / f"out{i}", *RUN, check=False)
         assert result.returncode == 1, result.stderr
         assert last_line(result) == (
             f"Error: {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: DATA's path is "
@@ -71,14 +71,14 @@ def test_a_file_named_in_latin1_that_is_not_read_is_listed_printably(tmp_path):
     latin1_name(data, b"notes-\xe9.md", b"not an input\n")
     os.mkdir(os.path.join(os.fsencode(data), b".cach\xe9"))
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     m = manifest(out)
     assert m["documents"] == 2
     assert sorted(m["not_read"], key=lambda e: e["path"]) == [
         {"path": ".cach\\xe9/", "reason": "hidden"},
         {"path": "notes-\\xe9.md", "reason": "unknown suffix"},
     ]
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 def read_all(path: Path) -> tuple[list[str], list[str]]:

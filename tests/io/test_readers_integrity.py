@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.readers import (
@@ -91,13 +91,13 @@ def test_blank_text_lines_through_a_run(tmp_path):
     data = good_corpus(tmp_path)
     (data / "b.txt").write_bytes(b"alpha beta\n\n \r\ngamma\n\n")
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     m = manifest(out)
     assert m["documents"] == m["documents_in"] == GOOD_DOCS + 2
     assert token_table(out, "b.txt")["row"].to_pylist() == [0, 1]
     # a bad line's error names its row (documents) and line (of the file)
     (data / "b.txt").write_bytes(b"alpha\n\n\nbad \xff\n")
-    result = tokenmill("run", data, tmp_path / "out2", *RUN, check=False)
+    result = tokenmill_here("run", data, tmp_path / "out2", *RUN, check=False)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].endswith("b.txt: row 1 (line 4): not valid UTF-8")
 
@@ -140,7 +140,7 @@ def test_dictionary_encoded_parquet_through_a_run(tmp_path):
     docs = make_documents(40, seed=3)
     pq.write_table(dictionary_table(pa.string(), docs), data / "cat.parquet", row_group_size=9)
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     m = manifest(out)
     assert m["documents"] == GOOD_DOCS + 40 and not m["skipped"]
     assert token_table(out, "cat.parquet")["row"].to_pylist() == list(range(40))
@@ -180,7 +180,7 @@ def test_upper_case_shards_are_read_and_run(tmp_path):
     for p in sorted(data.iterdir()):
         assert read_all(p)[1] == docs, p.name  # gzip is recognised in upper case too
     out = tmp_path / "out"
-    tokenmill("run", data, out, "--vocab-size", "300")
+    tokenmill_here("run", data, out, "--vocab-size", "300")
     m = manifest(out)
     assert sorted(i["path"] for i in m["inputs"]) == sorted(p.name for p in data.iterdir())
     assert m["documents"] == 12
@@ -221,7 +221,7 @@ def test_a_skipped_parquet_file_counts_its_footer_rows(tmp_path, content):
     (data / "bad.parquet").write_bytes(content)
     assert skipped_file_documents(data / "bad.parquet", 0) == {"documents": 3000}
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     [skip] = m["skipped"]
     assert skip["shard"] == "bad.parquet" and skip["row"] is None
@@ -259,7 +259,7 @@ def test_a_broken_stream_counts_the_documents_read_before_it_broke(tmp_path, nam
     data = good_corpus(tmp_path)
     (data / name).write_bytes(content)
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     [skip] = m["skipped"]
     assert skip["shard"] == name and skip["row"] is None and "cannot read" in skip["reason"]
@@ -298,13 +298,13 @@ def corrupt_gzip() -> bytes:
 def test_corrupt_gzip_is_one_line_error_or_a_skip(tmp_path):
     data = good_corpus(tmp_path)
     (data / "bad.txt.gz").write_bytes(corrupt_gzip())
-    result = tokenmill("count", data, tmp_path / "counts", check=False)
+    result = tokenmill_here("count", data, tmp_path / "counts", check=False)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("Error: ") and "bad.txt.gz: cannot read" in last
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     [skip] = manifest(out)["skipped"]
     assert skip["shard"] == "bad.txt.gz" and skip["row"] is None and skip["lower_bound"]
     # the first member's lines were read before the second broke

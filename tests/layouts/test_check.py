@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from layoutdata import write_nested_corpus
 from realtext import GPT2_FILE
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 from trainers import megatron_indexed_dataset, olmo_core_data_utils, torch_stand_in
 
 from tokenmill.io.metadata import TOKENIZER_SHA256
@@ -29,7 +29,7 @@ def clean(tmp_path_factory):
     """A run with every layout and --bos: (DATA, OUT)."""
     root = tmp_path_factory.mktemp("clean")
     data, out = write_nested_corpus(root / "data"), root / "out"
-    tokenmill("run", data, out, "--vocab-size", "300", "--workers", "1", *LAYOUTS, "--bos")
+    tokenmill_here("run", data, out, "--vocab-size", "300", "--workers", "1", *LAYOUTS, "--bos")
     return data, out
 
 
@@ -101,7 +101,7 @@ def test_without_the_trainers_it_reads_with_its_own_reader_and_says_so(cli, clea
 
 def test_char_mode_compares_the_text_as_it_reads_it(cli, tmp_path):
     data, out = write_nested_corpus(tmp_path / "data"), tmp_path / "out"
-    tokenmill("run", data, out, "--mode", "char", "--lowercase", "--vocab-size", "150",
+    tokenmill_here("run", data, out, "--mode", "char", "--lowercase", "--vocab-size", "150",
               "--format", "bin", "--no-eos")  # fmt: skip
     result = check(cli, out, "--decode", "1000")
     assert not problems(result) and "bin: " in result.output
@@ -123,7 +123,7 @@ def test_a_changed_id_in_a_layout_names_the_document(cli, out, monkeypatch):
 def test_a_dtype_too_narrow_for_the_vocabulary(cli, tmp_path, monkeypatch):
     hide_trainers(monkeypatch)
     data, out = write_nested_corpus(tmp_path / "data"), tmp_path / "out"
-    tokenmill(
+    tokenmill_here(
         "run", data, out, "--tokenizer", GPT2_FILE, "--pattern", "gpt2",
         "--special-token", "<|endoftext|>=50256", "--special-token", f"{BOS}=70000",
         "--format", "datatrove",

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import make_documents
 from layoutdata import framework_documents, write_nested_corpus
 from realtext import GPT2_FILE
-from runs import kill_when_paused, manifest, output_files, temporaries, tokenmill
+from runs import kill_when_paused, manifest, output_files, temporaries, tokenmill_here
 from trainers import torch_stand_in
 
 from tokenmill import Tokenizer, load
@@ -260,14 +260,14 @@ def test_run_killed_while_writing_resumes_to_the_same_files(datatrove, tmp_path)
     .ds under its name; the rerun writes what an uninterrupted run writes, which
     datatrove reads back as the token shards' rows, and the manifest lists."""
     data = write_nested_corpus(tmp_path / "data")
-    tokenmill("run", data, tmp_path / "clean", *RUN)
+    tokenmill_here("run", data, tmp_path / "clean", *RUN)
     out = tmp_path / "out"
     kill_when_paused(["run", data, out, *RUN], "datatrove-write", 1, tmp_path)
     assert temporaries(out / "datatrove") and not list((out / "datatrove").rglob("*.ds"))
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert temporaries(out) == []
     assert output_files(out) == output_files(tmp_path / "clean")
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
     listed = {f["path"] for f in manifest(out)["files"] if f["path"].startswith("datatrove/")}
     assert listed == {
         f"datatrove/{side}/000_corpus.ds{suffix}"

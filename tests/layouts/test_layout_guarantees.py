@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_documents, one_line, write_shard
-from runs import kill_when_paused, manifest, output_files, temporaries, tokenmill
+from runs import kill_when_paused, manifest, output_files, temporaries, tokenmill_here
 from tmpfs import Tmpfs, root_only
 
 from tokenmill.layouts import MODULES, layout
@@ -55,7 +55,7 @@ def reference(data, tmp_path_factory):
     def make(name: str) -> Path:
         if name not in made:
             made[name] = tmp_path_factory.mktemp(f"ref-{name}") / "out"
-            tokenmill("run", data, made[name], *RUN, *options(name))
+            tokenmill_here("run", data, made[name], *RUN, *options(name))
         return made[name]
 
     return make
@@ -130,12 +130,12 @@ def test_a_kill_while_writing_then_a_rerun_is_identical_and_dropping_the_format_
     # Each layout pauses at "<name>-write" with a temporary open (tokenmill.faults).
     kill_when_paused(["run", data, out, *RUN, *options(name)], f"{name}-write", 1, tmp_path)
     assert temporaries(out), "the kill should leave a temporary to clean up"
-    tokenmill("run", data, out, *RUN, *options(name))
+    tokenmill_here("run", data, out, *RUN, *options(name))
     assert temporaries(out) == []
     assert output_files(out) == output_files(reference(name))
     assert verify(out)[1] == []
 
-    result = tokenmill("run", data, out, *RUN)
+    result = tokenmill_here("run", data, out, *RUN)
     assert not (out / layout(name).folder).exists()
     assert "stale" in result.stderr
     assert verify(out)[1] == []
@@ -158,7 +158,7 @@ def test_a_full_disk_while_writing_is_one_line_and_a_rerun_with_room_is_identica
     # Room for every other output and half the layout's: the disk fills as it is written.
     with Tmpfs(tmp_path / "fs", (before + pages(mine) // 2) // 1024) as fs:
         out = fs.path / "o"
-        result = tokenmill("run", data, out, *RUN, *options(name), check=False)
+        result = tokenmill_here("run", data, out, *RUN, *options(name), check=False)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert lines[-1].startswith("Error:") and "No space left on device" in lines[-1]
@@ -166,6 +166,6 @@ def test_a_full_disk_while_writing_is_one_line_and_a_rerun_with_room_is_identica
         assert any(line.startswith("encode:") for line in lines), "full before the layout"
         assert temporaries(out) == []
         fs.resize(4 * pages(files) // 1024 + 1024)
-        tokenmill("run", data, out, *RUN, *options(name))
+        tokenmill_here("run", data, out, *RUN, *options(name))
         assert output_files(out) == output_files(ref)
         assert verify(out)[1] == []

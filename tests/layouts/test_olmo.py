@@ -22,7 +22,7 @@ from layoutdata import (
     shard_rows,
 )
 from layoutdata import write as write_layout
-from runs import kill_when_paused, output_files, temporaries, tokenmill
+from runs import kill_when_paused, output_files, temporaries, tokenmill_here
 from trainers import olmo_core_data_utils
 
 import tokenmill as tm
@@ -182,9 +182,9 @@ def test_a_killed_run_leaves_no_array_and_a_rerun_writes_the_same(encoded, tmp_p
     kill_when_paused(args, "olmo-write", 1, tmp_path)
     olmo = tmp_path / "out" / "olmo"
     assert temporaries(olmo) and not list(olmo.rglob("part-*"))
-    tokenmill(*args)
+    tokenmill_here(*args)
     clean = ["run", data, tmp_path / "clean", *args[3:]]
-    tokenmill(*clean)
+    tokenmill_here(*clean)
     assert output_files(tmp_path / "out") == output_files(tmp_path / "clean")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     listed = {f["path"] for f in manifest["files"] if f["path"].startswith("olmo/")}

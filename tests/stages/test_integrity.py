@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import write_shard
-from runs import manifest, output_files, temporaries, tokenmill
+from runs import manifest, output_files, temporaries, tokenmill_here
 from tmpfs import Tmpfs, root_only
 
 from tokenmill.io.lock import LOCK
@@ -56,15 +56,17 @@ def test_inputs_that_flatten_to_one_name_each_get_their_own_outputs(tmp_path):
     write_shard(data / "a" / "b.txt", ["x from a/b"])
     write_shard(data / "a__b.txt", ["y from a__b"])
     out = tmp_path / "o"
-    result = tokenmill("run", data, out, *RUN)
+    result = tokenmill_here("run", data, out, *RUN)
     assert token_files(out) == ["a/b.txt.parquet", "a__b.txt.parquet"]
     counts = sorted(p.relative_to(out).as_posix() for p in (out / "counts").rglob("*.parquet"))
     assert counts == ["counts/a/b.txt.parquet", "counts/a__b.txt.parquet"]
     for shard, text in (("a/b.txt", "x from a/b"), ("a__b.txt", "y from a__b")):
-        decoded = tokenmill("decode", "--shard", out / "tokens" / f"{shard}.parquet", "--row", 0)
+        decoded = tokenmill_here(
+            "decode", "--shard", out / "tokens" / f"{shard}.parquet", "--row", 0
+        )
         assert decoded.stdout.startswith(text)
-    assert tokenmill("verify", out).returncode == 0
-    again = tokenmill("run", data, out, *RUN)  # the rerun that crashed on a shared temporary
+    assert tokenmill_here("verify", out).returncode == 0
+    again = tokenmill_here("run", data, out, *RUN)  # the rerun that crashed on a shared temporary
     assert "2 kept, 0 done" in again.stderr and "2 shards" in result.stderr
 
 
@@ -72,12 +74,12 @@ def test_a_parquet_input_keeps_its_name_and_real_clashes_are_refused(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "code" / "stdlib.parquet", ["import os"])
     out = tmp_path / "o"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert token_files(out) == ["code/stdlib.parquet"]
     # `x.jsonl` and a Parquet file named `x.jsonl.parquet` would write one output.
     write_shard(data / "x.jsonl", ["one"])
     write_shard(data / "x.jsonl.parquet", ["two"])
-    result = tokenmill("run", data, tmp_path / "o2", *RUN, check=False)
+    result = tokenmill_here("run", data, tmp_path / "o2", *RUN, check=False)
     one_line_error(result, "'x.jsonl'", "'x.jsonl.parquet'", "rename one")
 
 
@@ -90,17 +92,17 @@ def test_a_damaged_output_is_redone_not_kept(tmp_path, folder):
     write_shard(data / "a.jsonl", [f"document {i} with some words" for i in range(200)])
     write_shard(data / "b.txt", [f"line {i} of text" for i in range(100)])
     out, ref = tmp_path / "o", tmp_path / "ref"
-    tokenmill("run", data, ref, *RUN)
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, ref, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     target = out / folder / "a.jsonl.parquet"
     raw = bytearray(target.read_bytes())
     raw[len(raw) // 3] ^= 0xFF  # inside the data pages, not the footer
     target.write_bytes(bytes(raw))
-    result = tokenmill("run", data, out, *RUN)
+    result = tokenmill_here("run", data, out, *RUN)
     stage = "encode" if folder == "tokens" else "count"
     assert f"{stage}: 2 shards (1 kept, 1 done)" in result.stderr
     assert output_files(out) == output_files(ref)
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 # 3. OUT and DATA never overlap.
@@ -111,24 +113,24 @@ def test_out_inside_data_is_left_out_of_the_inputs(tmp_path):
     write_shard(data / "a.jsonl", ["some text here", "more text"])
     write_shard(data / "b.txt", ["plain line"])
     ref = tmp_path / "ref"
-    tokenmill("run", data, ref, *RUN)
+    tokenmill_here("run", data, ref, *RUN)
     out = data / "out"
     for _ in range(2):  # the second run sees the first one's outputs under DATA
-        result = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+        result = tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
         assert "skipped" not in result.stderr
         assert token_files(out) == ["a.jsonl.parquet", "b.txt.parquet"]
     assert {"path": "out/", "reason": "the output folder"} in manifest(out)["not_read"]
     assert manifest(out)["skipped"] == []
     tokens = {k: v for k, v in output_files(out).items() if k.startswith("tokens/")}
     assert tokens == {k: v for k, v in output_files(ref).items() if k.startswith("tokens/")}
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 def test_data_inside_or_equal_to_out_is_refused(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "a.jsonl", ["text"])
-    one_line_error(tokenmill("run", data, data, *RUN, check=False), "DATA is OUT")
-    one_line_error(tokenmill("run", data, tmp_path, *RUN, check=False), "DATA is inside OUT")
+    one_line_error(tokenmill_here("run", data, data, *RUN, check=False), "DATA is OUT")
+    one_line_error(tokenmill_here("run", data, tmp_path, *RUN, check=False), "DATA is inside OUT")
     assert not (data / "manifest.json").exists() and not (tmp_path / "tokens").exists()
 
 
@@ -149,7 +151,7 @@ def test_every_file_under_data_is_read_or_listed_with_its_reason(tmp_path):
     (data / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
     (data / "loop").symlink_to(data)
     (data / "self.txt").symlink_to(data / "self.txt")
-    result = tokenmill("run", data, tmp_path / "o", *RUN)
+    result = tokenmill_here("run", data, tmp_path / "o", *RUN)
     reasons = {e["path"]: e["reason"] for e in manifest(tmp_path / "o")["not_read"]}
     assert reasons == {
         ".git/": "hidden",
@@ -177,7 +179,7 @@ def test_symlinked_files_and_folders_are_read_under_their_own_names(tmp_path):
     (data / "linked").symlink_to(elsewhere)
     (data / "alias.txt").symlink_to(elsewhere / "shared.txt")
     out = tmp_path / "o"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert token_files(out) == ["alias.txt.parquet", "linked/shared.txt.parquet", "own.txt.parquet"]
     assert manifest(out)["not_read"] == []
 
@@ -190,17 +192,17 @@ def test_derived_folders_and_outputs_of_removed_inputs_go(tmp_path):
     write_shard(data / "a.jsonl", [f"doc {i} of a" for i in range(30)])
     write_shard(data / "sub" / "b.txt", [f"line {i} of b" for i in range(30)])
     out = tmp_path / "o"
-    tokenmill("run", data, out, *RUN, "--pack", "16", "--format", "bin")
+    tokenmill_here("run", data, out, *RUN, "--pack", "16", "--format", "bin")
     assert (out / "bin" / "sub" / "b.txt.bin").is_file()
     (data / "sub" / "b.txt").unlink()
-    tokenmill("run", data, out, *RUN, "--pack", "16", "--format", "bin")
+    tokenmill_here("run", data, out, *RUN, "--pack", "16", "--format", "bin")
     every = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert not [p for p in every if "b.txt" in p]
-    assert tokenmill("verify", out).returncode == 0
-    result = tokenmill("run", data, out, *RUN)  # no --pack, no --format bin
+    assert tokenmill_here("verify", out).returncode == 0
+    result = tokenmill_here("run", data, out, *RUN)  # no --pack, no --format bin
     assert not (out / "packed").exists() and not (out / "bin").exists()
     assert "removed" in result.stderr and "stale" in result.stderr
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 def jsonl_corpus(data: Path, **sizes: int) -> Path:
@@ -213,19 +215,19 @@ def jsonl_corpus(data: Path, **sizes: int) -> Path:
 def test_verify_reports_unlisted_files_and_stats_reads_only_the_manifest(tmp_path):
     data = jsonl_corpus(tmp_path / "d", a=20, b=5)
     out = tmp_path / "o"
-    tokenmill("run", data, out, *RUN)
-    before = json.loads(tokenmill("stats", out, "--json").stdout)["documents"]
+    tokenmill_here("run", data, out, *RUN)
+    before = json.loads(tokenmill_here("stats", out, "--json").stdout)["documents"]
     extra = out / "tokens" / "extra.jsonl.parquet"
     extra.write_bytes((out / "tokens" / "a.jsonl.parquet").read_bytes())
     (out / "tokens" / ".a.jsonl.parquet.tmp-1-ab").write_bytes(b"half")
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "extra tokens/extra.jsonl.parquet: not in the manifest" in result.stderr
     assert "extra tokens/.a.jsonl.parquet.tmp-1-ab: not in the manifest" in result.stderr
-    assert json.loads(tokenmill("stats", out, "--json").stdout)["documents"] == before == 25
-    tokenmill("run", data, out, *RUN)  # removes both
+    assert json.loads(tokenmill_here("stats", out, "--json").stdout)["documents"] == before == 25
+    tokenmill_here("run", data, out, *RUN)  # removes both
     assert not extra.exists() and temporaries(out) == []
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 # 6. One run per OUT, and an OUT is not silently reused for another DATA.
@@ -245,13 +247,13 @@ def test_a_second_run_into_the_same_out_fails_at_once_naming_the_holder(tmp_path
         while not marker.exists():
             assert first.poll() is None, "the first run ended before pausing"
             time.sleep(0.05)
-        second = tokenmill("run", data, out, *RUN, "--vocab-size", "400", check=False)
+        second = tokenmill_here("run", data, out, *RUN, "--vocab-size", "400", check=False)
         one_line_error(second, str(out), "in use by another tokenmill run", f"pid {first.pid}")
     finally:
         first.kill()
         first.wait()
-    tokenmill("run", data, out, *RUN)  # the killed holder's lock went with it
-    assert tokenmill("verify", out).returncode == 0
+    tokenmill_here("run", data, out, *RUN)  # the killed holder's lock went with it
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 def test_an_out_of_another_data_is_refused_unless_forced(tmp_path):
@@ -259,11 +261,11 @@ def test_an_out_of_another_data_is_refused_unless_forced(tmp_path):
     write_shard(one / "a.jsonl", ["first corpus"])
     write_shard(two / "b.jsonl", ["second corpus"])
     out = tmp_path / "o"
-    tokenmill("run", one, out, *RUN)
-    result = tokenmill("run", two, out, *RUN, check=False)
+    tokenmill_here("run", one, out, *RUN)
+    result = tokenmill_here("run", two, out, *RUN, check=False)
     one_line_error(result, "another DATA", str(one.resolve()), "--force")
     assert token_files(out) == ["a.jsonl.parquet"]
-    tokenmill("run", two, out, *RUN, "--force")
+    tokenmill_here("run", two, out, *RUN, "--force")
     assert token_files(out) == ["b.jsonl.parquet"]
 
 
@@ -277,8 +279,8 @@ def test_a_killed_first_run_still_tells_which_data_it_was(tmp_path):
     out = tmp_path / "o"
     kill_when_paused(["run", one, out, *RUN], "count", 1, tmp_path)
     assert not (out / "manifest.json").exists()
-    one_line_error(tokenmill("run", two, out, *RUN, check=False), "another DATA")
-    tokenmill("run", one, out, *RUN)
+    one_line_error(tokenmill_here("run", two, out, *RUN, check=False), "another DATA")
+    tokenmill_here("run", one, out, *RUN)
 
 
 # 7. Every error one line.
@@ -288,10 +290,12 @@ def test_out_that_is_a_file_and_names_too_long(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "a.jsonl", ["text"])
     (tmp_path / "file").write_text("x")
-    one_line_error(tokenmill("run", data, tmp_path / "file", *RUN, check=False), "not a folder")
+    one_line_error(
+        tokenmill_here("run", data, tmp_path / "file", *RUN, check=False), "not a folder"
+    )
     long = tmp_path / "long"
     write_shard(long / ("n" * 240 + ".txt"), ["text"])
-    one_line_error(tokenmill("run", long, tmp_path / "o", *RUN, check=False), "too long")
+    one_line_error(tokenmill_here("run", long, tmp_path / "o", *RUN, check=False), "too long")
 
 
 @pytest.mark.parametrize(
@@ -308,7 +312,7 @@ def test_bounded_options_are_checked_before_any_work(tmp_path, option, value, ne
     write_shard(data / "a.jsonl", ["text"])
     out = tmp_path / "o"
     args = ["run", data, out, "--workers", "1", option, value]
-    one_line_error(tokenmill(*args, check=False), needle)
+    one_line_error(tokenmill_here(*args, check=False), needle)
     assert not (out / "counts").exists()
 
 
@@ -327,7 +331,7 @@ def test_bounded_options_are_checked_before_any_work(tmp_path, option, value, ne
 def test_verify_on_a_malformed_manifest_is_one_line(tmp_path, content):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "manifest.json").write_bytes(content)
-    one_line_error(tokenmill("verify", tmp_path / "o", check=False), "manifest.json")
+    one_line_error(tokenmill_here("verify", tmp_path / "o", check=False), "manifest.json")
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.2, 0.3])
@@ -376,7 +380,7 @@ def disk_corpus(tmp_path_factory):
         write_shard(data / f"s{k}.jsonl", lines)
     with gzip.open(data / "s4.txt.gz", "wt") as f:
         f.write("".join(f"gz {i} text\n" for i in range(3000)))
-    tokenmill("run", data, root / "ref", *RUN, "--pack", "64", "--format", "bin")
+    tokenmill_here("run", data, root / "ref", *RUN, "--pack", "64", "--format", "bin")
     size = sum(p.stat().st_size for p in (root / "ref").rglob("*") if p.is_file())
     return data, root / "ref", size
 
@@ -387,13 +391,13 @@ def test_disk_full_is_one_line_and_a_rerun_with_room_is_identical(disk_corpus, t
     data, ref, size = disk_corpus
     fs = tmpfs(max(16, int(size * fraction) // 1024))
     out = fs.path / "o"
-    result = tokenmill("run", data, out, *RUN, "--pack", "64", "--format", "bin", check=False)
+    result = tokenmill_here("run", data, out, *RUN, "--pack", "64", "--format", "bin", check=False)
     one_line_error(result, "No space left on device")
     assert temporaries(out) == []
     fs.resize(4 * size // 1024 + 1024)
-    tokenmill("run", data, out, *RUN, "--pack", "64", "--format", "bin")
+    tokenmill_here("run", data, out, *RUN, "--pack", "64", "--format", "bin")
     assert output_files(out) == output_files(ref)
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 @root_only()
@@ -401,7 +405,7 @@ def test_a_read_only_out_is_one_line(disk_corpus, tmpfs):
     data, _, _ = disk_corpus
     fs = tmpfs(1024)
     fs.resize(1024, readonly=True)
-    one_line_error(tokenmill("run", data, fs.path / "o", *RUN, check=False), "Read-only")
+    one_line_error(tokenmill_here("run", data, fs.path / "o", *RUN, check=False), "Read-only")
 
 
 # 11. run --tokenizer passes --pattern and --special-token on to a .tiktoken file.
@@ -411,15 +415,15 @@ def test_run_with_a_tiktoken_file_takes_pattern_and_special_tokens(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "a.jsonl", [f"some words {i} here" for i in range(50)])
     full = tmp_path / "full"
-    tokenmill("run", data, full, *RUN)
+    tokenmill_here("run", data, full, *RUN)
     ranks = tmp_path / "t.tiktoken"
-    tokenmill("export", full / "tokenizer.json", ranks, "--format", "tiktoken")
+    tokenmill_here("export", full / "tokenizer.json", ranks, "--format", "tiktoken")
     for beside in tmp_path.glob("t.tiktoken.*"):
         beside.unlink()  # no settings file: the pattern must come from the command line
     eot = f"<|endoftext|>={json.loads((full / 'tokenizer.json').read_text())['vocab_size'] - 1}"
     out = tmp_path / "o"
     args = ["run", data, out, "--tokenizer", ranks, "--pattern", "cl100k", "--special-token", eot]
-    tokenmill(*args, "--workers", "1")
+    tokenmill_here(*args, "--workers", "1")
     ids = pq.read_table(out / "tokens" / "a.jsonl.parquet")["ids"].to_pylist()
     assert ids == pq.read_table(full / "tokens" / "a.jsonl.parquet")["ids"].to_pylist()
 
@@ -428,7 +432,7 @@ def test_lock_file_is_the_only_trace_of_a_refused_run(tmp_path):
     data = tmp_path / "d"
     write_shard(data / "a.jsonl", ["x"])
     out = tmp_path / "o"
-    tokenmill("run", data, out, "--vocab-size", str(2**40), check=False)
+    tokenmill_here("run", data, out, "--vocab-size", str(2**40), check=False)
     assert [p.name for p in out.rglob("*")] in ([], [LOCK])
 
 

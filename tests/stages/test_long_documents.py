@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from runs import manifest, output_files, tokenmill
+from runs import manifest, output_files, tokenmill, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.metadata import CONTINUED
@@ -75,12 +75,12 @@ def test_every_layout_reads_a_document_written_over_rows_whole(data, tmp_path):
     # decode, stats, verify and check see one document per row of the input.
     for row in (0, 3, 8):
         shards = [out / "tokens" / "long.jsonl.parquet" for out in (whole, split)]
-        texts = [tokenmill("decode", "--shard", p, "--row", row).stdout for p in shards]
+        texts = [tokenmill_here("decode", "--shard", p, "--row", row).stdout for p in shards]
         assert texts[0] == texts[1] and len(texts[0]) > 300
-    stats = [tokenmill("stats", out).stdout for out in (whole, split)]
+    stats = [tokenmill_here("stats", out).stdout for out in (whole, split)]
     assert stats[0] == stats[1] and "40 documents" in stats[0]
-    assert "match the manifest" in tokenmill("verify", split).stderr
-    result = tokenmill("check", split)
+    assert "match the manifest" in tokenmill_here("verify", split).stderr
+    result = tokenmill_here("check", split)
     check = result.stdout + result.stderr
     assert "packed: 40 documents equal the token shards'" in check
     assert "check: 2 layouts, 40 documents, 40 decoded: 0 problems" in check
@@ -105,7 +105,7 @@ def test_a_mixture_of_documents_written_over_rows(data, tmp_path):
         joined = open_token_shard(split / "mix" / part.name).batches(table.column_names)
         assert pa.Table.from_batches(list(joined)).equals(table)
     assert manifest(split)["mix"] == manifest(whole)["mix"]
-    assert "0 problems" in tokenmill("check", split).stderr
+    assert "0 problems" in tokenmill_here("check", split).stderr
 
 
 def write_shard(path, table, bound, monkeypatch) -> None:

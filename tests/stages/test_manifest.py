@@ -9,7 +9,7 @@ import re
 
 import pyarrow.parquet as pq
 import pytest
-from runs import copy_sample, manifest, tokenmill
+from runs import copy_sample, manifest, tokenmill_here
 
 from tokenmill import __version__
 
@@ -24,7 +24,7 @@ def sha(path):
 def finished(tmp_path):
     data = copy_sample(tmp_path / "data")
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     return data, out
 
 
@@ -69,7 +69,7 @@ def test_manifest_records_inputs_config_tokenizer_outputs_and_timings(finished):
 
 def test_verify_passes_on_an_untouched_run(finished):
     _, out = finished
-    result = tokenmill("verify", out)
+    result = tokenmill_here("verify", out)
     assert re.search(r"verify: \d+ files match the manifest", result.stderr)
 
 
@@ -77,7 +77,7 @@ def test_verify_catches_a_changed_input(finished):
     data, out = finished
     with open(data / "lines.txt", "ab") as f:
         f.write(b"appended\n")
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "verify: input lines.txt: changed" in result.stderr
 
@@ -86,7 +86,7 @@ def test_verify_catches_a_changed_input_of_the_same_size(finished):
     data, out = finished
     text = (data / "lines.txt").read_bytes()
     (data / "lines.txt").write_bytes(text[:10] + bytes([text[10] ^ 1]) + text[11:])
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "input lines.txt: changed, sha256" in result.stderr
 
@@ -96,7 +96,7 @@ def test_verify_catches_a_changed_output(finished):
     shard = out / "tokens" / "multilingual.jsonl.parquet"
     table = pq.read_table(shard)
     pq.write_table(table.slice(1), shard)
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "output tokens/multilingual.jsonl.parquet: changed" in result.stderr
     assert "1 of" in result.stderr
@@ -106,7 +106,7 @@ def test_verify_catches_a_missing_output(finished):
     _, out = finished
     (out / "tokens" / "prose-en.parquet").unlink()
     (out / "tokenizer.json").unlink()
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "output tokens/prose-en.parquet: missing" in result.stderr
     assert "output tokenizer.json: missing" in result.stderr
@@ -130,13 +130,13 @@ def test_verify_holds_the_manifests_numbers_to_its_outputs(finished, edit, said)
     m = manifest(out)
     edit(m)
     (out / "manifest.json").write_text(json.dumps(m))
-    result = tokenmill("verify", out, check=False)
+    result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert said in result.stderr
 
 
 def test_verify_without_manifest_is_a_one_line_error(tmp_path):
-    result = tokenmill("verify", tmp_path, check=False)
+    result = tokenmill_here("verify", tmp_path, check=False)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "manifest.json" in result.stderr
@@ -153,7 +153,7 @@ def test_git_is_asked_before_out_is_locked(tmp_path, monkeypatch):
 
     data = copy_sample(tmp_path / "data")
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)  # OUT/.tokenmill.lock now exists
+    tokenmill_here("run", data, out, *RUN)  # OUT/.tokenmill.lock now exists
     held = []
 
     def revision():

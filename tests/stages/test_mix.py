@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import assert_one_line_error
 from mixdata import appearances, mixture, write_corpus, write_tokenizer
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 from tokenmill.errors import TokenmillError
 from tokenmill.recipe import Recipe, Share, parse_recipe, parse_tokens
@@ -222,8 +222,8 @@ def test_the_readme_shows_what_jobs_recipe_toml_writes(tmp_path):
     (tmp_path / "jobs").mkdir()
     shutil.copy(ROOT / "jobs" / "recipe.toml", tmp_path / "jobs")
     (tmp_path / "sample_data").symlink_to(ROOT / "sample_data")
-    tokenmill("run", "--job", tmp_path / "jobs" / "recipe.toml")
-    stats = tokenmill("stats", tmp_path / "out-recipe-job").stdout.splitlines()
+    tokenmill_here("run", "--job", tmp_path / "jobs" / "recipe.toml")
+    stats = tokenmill_here("stats", tmp_path / "out-recipe-job").stdout.splitlines()
     shown = console.strip().splitlines()
     assert shown[1:] == stats[2 : 2 + len(shown) - 1]
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import assert_one_line_error, make_documents, write_shard
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 GOOD_DOCS = 30
 
@@ -125,7 +125,7 @@ def test_fail_stops_with_one_line_naming_file_and_row(tmp_path, case):
         (name, content, reason), row = FILE_CASES[case], None
     data = corpus_with(tmp_path, name, content)
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, "--on-error", "fail", check=False)
+    result = tokenmill_here("run", data, out, *RUN, "--on-error", "fail", check=False)
     assert result.returncode == 1
     assert_one_line_error(
         _Result(result), name, reason, *([f"row {row}"] if row is not None else [])
@@ -139,7 +139,7 @@ def test_skip_a_bad_document(tmp_path, case):
     name, content, row, rows, reason = DOCUMENT_CASES[case]
     data = corpus_with(tmp_path, name, content)
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    result = tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     [skip] = m["skipped"]
     assert skip["shard"] == name and skip["row"] == row and skip["documents"] == 1
@@ -160,7 +160,7 @@ def test_skip_an_unreadable_file(tmp_path, case):
     name, content, reason = FILE_CASES[case]
     data = corpus_with(tmp_path, name, content)
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    result = tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     [skip] = m["skipped"]
     assert skip["shard"] == name and skip["row"] is None
@@ -179,7 +179,7 @@ def test_skip_lists_every_skip_across_files(tmp_path):
     (data / "c.jsonl.gz").write_bytes(truncated_gzip())
     (data / "d.jsonl").write_bytes(jsonl(b'{"text": 1}', b'{"text": "good"}', b"{"))
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    result = tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     assert [(s["shard"], s["row"]) for s in m["skipped"]] == [
         ("b.txt", 1),
@@ -197,9 +197,9 @@ def test_skip_lists_every_skip_across_files(tmp_path):
 
 def test_stage_commands_take_on_error_too(tmp_path):
     data = corpus_with(tmp_path, "bad.jsonl", jsonl(b'{"text": "ok"}', b"not json"))
-    result = tokenmill("count", data, tmp_path / "counts", "--on-error", "skip")
+    result = tokenmill_here("count", data, tmp_path / "counts", "--on-error", "skip")
     assert "skipped: bad.jsonl: row 1 (line 2): not JSON" in result.stderr
-    result = tokenmill("count", data, tmp_path / "counts2", check=False)
+    result = tokenmill_here("count", data, tmp_path / "counts2", check=False)
     assert result.returncode == 1 and "row 1 (line 2)" in result.stderr
 
 
@@ -207,10 +207,10 @@ def test_a_skipped_shard_is_redone_under_fail(tmp_path):
     """A kept output that had skips would hide them from a --on-error fail rerun."""
     data = corpus_with(tmp_path, "bad.jsonl", jsonl(b'{"text": "ok"}', b"not json"))
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
-    result = tokenmill("run", data, out, *RUN, check=False)
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
+    result = tokenmill_here("run", data, out, *RUN, check=False)
     assert result.returncode == 1 and "bad.jsonl: row 1" in result.stderr
-    again = tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    again = tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     assert "skipped: bad.jsonl: row 1" in again.stderr
     assert manifest(out)["stages"]["count"]["reused"] == 2
 
@@ -227,10 +227,10 @@ def test_blank_json_lines_are_not_documents_and_lines_are_counted_right(tmp_path
     data = corpus_with(
         tmp_path, "gaps.jsonl", jsonl(b'{"text": "a"}', b"", b"  ", b'{"text": "b"}', b"oops")
     )
-    result = tokenmill("count", data, tmp_path / "counts", check=False)
+    result = tokenmill_here("count", data, tmp_path / "counts", check=False)
     assert "gaps.jsonl: row 2 (line 5): not JSON" in result.stderr
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN, "--on-error", "skip")
+    tokenmill_here("run", data, out, *RUN, "--on-error", "skip")
     m = manifest(out)
     assert [(s["row"], s["documents"]) for s in m["skipped"]] == [(2, 1)]
     assert m["documents_in"] == GOOD_DOCS + 3

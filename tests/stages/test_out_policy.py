@@ -12,7 +12,7 @@ import stat
 
 import pytest
 from conftest import write_shard
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill, tokenmill_here
 
 from tokenmill.io.lock import LOCK
 
@@ -80,10 +80,10 @@ def test_a_folder_tokenmill_did_not_write_is_refused_untouched(tmp_path):
     out = tmp_path / "out"
     users_folder(out)
     before = tree(out)
-    result = tokenmill("run", data, out, *RUN, check=False)
+    result = tokenmill_here("run", data, out, *RUN, check=False)
     error_line(result, str(out), "not a tokenmill output folder", "--force")
     assert tree(out) == before  # not even a lock file
-    result = tokenmill("count", data, out, check=False)
+    result = tokenmill_here("count", data, out, check=False)
     error_line(result, str(out), "--force")
     assert tree(out) == before
 
@@ -92,7 +92,7 @@ def test_force_writes_into_it_and_replaces_only_tokenmill_named_outputs(tmp_path
     data = data_folder(tmp_path)
     out = tmp_path / "out"
     files = users_folder(out)
-    result = tokenmill("run", data, out, *RUN, "--force")
+    result = tokenmill_here("run", data, out, *RUN, "--force")
     # Replaced: the names of this run's outputs (tokenizer.json) and a Parquet
     # file in tokens/. Kept: everything else, and named when in tokenmill's folders.
     kept = {n: b for n, b in files.items() if n not in ("tokenizer.json", "tokens/mine.parquet")}
@@ -103,15 +103,15 @@ def test_force_writes_into_it_and_replaces_only_tokenmill_named_outputs(tmp_path
         assert (out / name).read_bytes() == body, name
     assert not (out / "tokens" / "mine.parquet").exists()
     assert manifest(out)["tokenizer"]["path"] == "tokenizer.json"
-    again = tokenmill("run", data, out, *RUN)
+    again = tokenmill_here("run", data, out, *RUN)
     assert "removed" not in again.stderr and "kept 3 files" in kept_line(again)
     for name, body in kept.items():
         assert (out / name).read_bytes() == body, name
     # A stage command's folder likewise (--force on bin and pack too).
     bins = tmp_path / "bins"
     users_folder(bins)
-    error_line(tokenmill("bin", out / "tokens", bins, check=False), str(bins), "--force")
-    tokenmill("bin", out / "tokens", bins, "--force")
+    error_line(tokenmill_here("bin", out / "tokens", bins, check=False), str(bins), "--force")
+    tokenmill_here("bin", out / "tokens", bins, "--force")
     assert (bins / "a.jsonl.bin").exists() and (bins / "bin" / "deploy.sh").exists()
 
 
@@ -119,14 +119,14 @@ def test_an_empty_or_missing_folder_is_fine(tmp_path):
     data = data_folder(tmp_path)
     (tmp_path / "empty").mkdir()
     for out in (tmp_path / "empty", tmp_path / "new" / "out"):
-        tokenmill("run", data, out, *RUN)
-        assert tokenmill("verify", out).returncode == 0
+        tokenmill_here("run", data, out, *RUN)
+        assert tokenmill_here("verify", out).returncode == 0
 
 
 def test_files_of_a_tokenmill_out_that_are_not_its_own_are_kept(tmp_path):
     data = data_folder(tmp_path)
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     mine = {
         "tokens/README.txt": b"notes\n",
         "counts/run.sh": b"#!/bin/sh\n",
@@ -137,10 +137,10 @@ def test_files_of_a_tokenmill_out_that_are_not_its_own_are_kept(tmp_path):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(body)
     (out / "tokens" / "stray.parquet").write_bytes(b"named as a token shard")
-    result = tokenmill("run", data, out, *RUN, "--pack", "16")
+    result = tokenmill_here("run", data, out, *RUN, "--pack", "16")
     assert "removed 1 stale file" in result.stderr and "tokens/stray.parquet" in result.stderr
     assert "kept 3 files" in kept_line(result)
-    tokenmill("run", data, out, *RUN)  # packed/ goes, the rest stays
+    tokenmill_here("run", data, out, *RUN)  # packed/ goes, the rest stays
     assert not (out / "packed").exists()
     for name, body in mine.items():
         assert (out / name).read_bytes() == body, name
@@ -149,21 +149,21 @@ def test_files_of_a_tokenmill_out_that_are_not_its_own_are_kept(tmp_path):
 def test_an_out_inside_another_out_is_refused(tmp_path):
     data = data_folder(tmp_path)
     a = tmp_path / "a"
-    tokenmill("run", data, a, *RUN)
+    tokenmill_here("run", data, a, *RUN)
     before = tree(a)
     for inner in (a / "tokens", a / "runs" / "b"):
-        result = tokenmill("run", data, inner, *RUN, check=False)
+        result = tokenmill_here("run", data, inner, *RUN, check=False)
         error_line(result, str(inner), "inside", str(a))
-    error_line(tokenmill("count", data, a / "counts2", check=False), "inside", str(a))
+    error_line(tokenmill_here("count", data, a / "counts2", check=False), "inside", str(a))
     assert tree(a) == before
 
 
 def test_an_out_holding_another_out_is_refused(tmp_path):
     data = data_folder(tmp_path)
     outer = tmp_path / "outer"
-    tokenmill("run", data, outer / "x" / "inner", *RUN)
+    tokenmill_here("run", data, outer / "x" / "inner", *RUN)
     before = tree(outer)
-    result = tokenmill("run", data, outer, *RUN, "--force", check=False)
+    result = tokenmill_here("run", data, outer, *RUN, "--force", check=False)
     error_line(result, str(outer), str(outer / "x" / "inner"))
     assert tree(outer) == before
 
@@ -177,7 +177,7 @@ def test_a_tokens_folder_linked_to_another_disk_keeps_its_outputs(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "tokens").symlink_to(disk / "tokens", target_is_directory=True)
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     shards = sorted(p.name for p in (disk / "tokens").glob("*.parquet"))
     assert shards == ["a.jsonl.parquet", "b.jsonl.parquet"]
     assert [e["path"] for e in manifest(out)["outputs"]] == [
@@ -185,22 +185,22 @@ def test_a_tokens_folder_linked_to_another_disk_keeps_its_outputs(tmp_path):
         "tokens/b.jsonl.parquet",
     ]
     assert (disk / "unrelated.txt").exists() and (disk / "tokens" / "notes.txt").exists()
-    assert tokenmill("verify", out).returncode == 0
-    again = tokenmill("run", data, out, *RUN)
+    assert tokenmill_here("verify", out).returncode == 0
+    again = tokenmill_here("run", data, out, *RUN)
     assert "encode: 2 shards (2 kept, 0 done)" in again.stderr
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
     # A removed input: its shard is not removed through the link.
     (data / "b.jsonl").unlink()
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert (disk / "tokens" / "b.jsonl.parquet").exists()
     assert (disk / "unrelated.txt").exists() and (out / "tokens").is_symlink()
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
 
 
 def test_a_stale_link_is_removed_never_its_target(tmp_path):
     data = data_folder(tmp_path)
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "bin").mkdir(parents=True)
     precious = elsewhere / "precious.parquet"
@@ -208,7 +208,7 @@ def test_a_stale_link_is_removed_never_its_target(tmp_path):
     (elsewhere / "bin" / "x.bin").write_bytes(b"\0" * 8)
     (out / "tokens" / "old.parquet").symlink_to(precious)
     (out / "bin").symlink_to(elsewhere / "bin", target_is_directory=True)
-    tokenmill("run", data, out, *RUN)  # no --format bin: bin/ is stale
+    tokenmill_here("run", data, out, *RUN)  # no --format bin: bin/ is stale
     assert not (out / "tokens" / "old.parquet").is_symlink()
     assert precious.read_bytes() == b"a file outside OUT\n"
     assert (elsewhere / "bin" / "x.bin").exists()
@@ -219,7 +219,7 @@ def finished(tmp_path_factory):
     """A finished run, copied by each test that changes it."""
     root = tmp_path_factory.mktemp("finished")
     data = data_folder(root)
-    tokenmill("run", data, root / "out", *RUN)
+    tokenmill_here("run", data, root / "out", *RUN)
     return data, root / "out"
 
 
@@ -242,29 +242,29 @@ def test_a_write_target_that_is_no_regular_file_is_refused_untouched(
     shutil.rmtree(path) if path.is_dir() else path.unlink()
     {"fifo": os.mkfifo, "folder": os.mkdir, "file": lambda p: p.write_bytes(b"x")}[kind](path)
     before = tree(out)
-    error_line(tokenmill("run", data, out, *RUN, check=False), str(path))
+    error_line(tokenmill_here("run", data, out, *RUN, check=False), str(path))
     assert tree(out) == before
 
 
 def test_a_fifo_in_a_stage_commands_folder_is_refused_untouched(tmp_path):
     data = data_folder(tmp_path)
     counts = tmp_path / "counts"
-    tokenmill("count", data, counts)
+    tokenmill_here("count", data, counts)
     os.mkfifo(counts / "pipe")
     before = tree(counts)
-    error_line(tokenmill("count", data, counts, check=False), str(counts / "pipe"))
+    error_line(tokenmill_here("count", data, counts, check=False), str(counts / "pipe"))
     assert tree(counts) == before
 
 
 def test_a_lock_file_that_is_a_link_is_never_written_through(tmp_path):
     data = data_folder(tmp_path)
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     target = tmp_path / "important.txt"
     target.write_bytes(b"keep me\n")
     (out / LOCK).unlink()
     (out / LOCK).symlink_to(target)
-    error_line(tokenmill("run", data, out, *RUN, check=False), str(out / LOCK))
+    error_line(tokenmill_here("run", data, out, *RUN, check=False), str(out / LOCK))
     assert target.read_bytes() == b"keep me\n"
     assert json.loads((out / "manifest.json").read_text())["inputs"]
 

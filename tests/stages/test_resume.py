@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from runs import copy_sample, kill_when_paused, manifest, output_files, temporaries, tokenmill
+from runs import copy_sample, kill_when_paused, manifest, output_files, temporaries, tokenmill_here
 
 RUN = ("--vocab-size", "1000", "--workers", "1")
 SHARDS = [
@@ -25,7 +25,7 @@ def reference(tmp_path_factory):
     """An uninterrupted run on a copy of sample_data/."""
     root = tmp_path_factory.mktemp("reference")
     data = copy_sample(root / "data")
-    tokenmill("run", data, root / "out", *RUN)
+    tokenmill_here("run", data, root / "out", *RUN)
     return data, root / "out"
 
 
@@ -57,7 +57,7 @@ def test_killed_run_resumes_to_identical_outputs(reference, tmp_path, stage, ste
     assert finished["encode"] == (step if stage == "encode" else 0)
     assert (out / "tokenizer.json").exists() == (stage == "encode")
 
-    result = tokenmill("run", data, out, *RUN)
+    result = tokenmill_here("run", data, out, *RUN)
     assert output_files(out) == output_files(ref_out)
     assert temporaries(out) == []
     for name, n in kept.items():
@@ -77,15 +77,15 @@ def test_killed_run_resumes_to_identical_outputs(reference, tmp_path, stage, ste
 def test_rerun_of_a_finished_run_redoes_nothing_and_force_redoes_everything(reference, tmp_path):
     data, ref_out = reference
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert {k: v["redone"] for k, v in stages(out).items()} == {
         "count": 0,
         "merge": 0,
         "train": 0,
         "encode": 0,
     }
-    tokenmill("run", data, out, *RUN, "--force")
+    tokenmill_here("run", data, out, *RUN, "--force")
     assert {k: v["reused"] for k, v in stages(out).items()} == {
         "count": 0,
         "merge": 0,
@@ -99,49 +99,49 @@ def test_changed_input_is_redone(reference, tmp_path):
     data, _ = reference
     changed = copy_sample(tmp_path / "data")
     out = tmp_path / "out"
-    tokenmill("run", changed, out, *RUN)
+    tokenmill_here("run", changed, out, *RUN)
     with open(changed / "lines.txt", "a", encoding="utf-8") as f:
         f.write("one more line of text, appended after the first run\n")
-    tokenmill("run", changed, out, *RUN)
+    tokenmill_here("run", changed, out, *RUN)
     count = stages(out)["count"]
     assert (count["reused"], count["redone"]) == (4, 1)
     assert "lines.txt" not in count["reused_shards"]
     fresh = tmp_path / "fresh"
-    tokenmill("run", changed, fresh, *RUN)
+    tokenmill_here("run", changed, fresh, *RUN)
     assert output_files(out) == output_files(fresh)
 
 
 def test_changed_option_is_redone(reference, tmp_path):
     data, _ = reference
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
-    tokenmill("run", data, out, *RUN, "--pattern", "gpt2")
+    tokenmill_here("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN, "--pattern", "gpt2")
     assert stages(out)["count"]["reused"] == 0
     fresh = tmp_path / "fresh"
-    tokenmill("run", data, fresh, *RUN, "--pattern", "gpt2")
+    tokenmill_here("run", data, fresh, *RUN, "--pattern", "gpt2")
     assert output_files(out) == output_files(fresh)
 
 
 def test_new_shards_arriving_are_counted_and_merged_with_the_old_counts(tmp_path):
     data = copy_sample(tmp_path / "data", SHARDS[:3])
     out = tmp_path / "out"
-    tokenmill("run", data, out, "--count-only", "--workers", "1")
+    tokenmill_here("run", data, out, "--count-only", "--workers", "1")
     assert "tokenizer.json" not in output_files(out)
     copy_sample(data, SHARDS[3:])
-    result = tokenmill("run", data, out, "--count-only", "--workers", "1")
+    result = tokenmill_here("run", data, out, "--count-only", "--workers", "1")
     assert stages(out)["count"]["reused_shards"] == SHARDS[:3]
     assert stages(out)["count"]["redone"] == 2
     assert stages(out)["merge"]["redone"] == 1
     assert "count: 5 shards (3 kept, 2 done)" in result.stderr
     fresh = tmp_path / "fresh"
-    tokenmill("run", data, fresh, "--count-only")
+    tokenmill_here("run", data, fresh, "--count-only")
     assert output_files(out) == output_files(fresh)
 
 
 def test_encode_only_with_an_existing_tokenizer(reference, tmp_path):
     data, ref_out = reference
     out = tmp_path / "out"
-    tokenmill("run", data, out, "--tokenizer", ref_out / "tokenizer.json", "--workers", "1")
+    tokenmill_here("run", data, out, "--tokenizer", ref_out / "tokenizer.json", "--workers", "1")
     # The token shards, and the tokenizer copied into OUT as it is.
     wanted = [f for f in output_files(ref_out) if "tokens/" in f or f == "tokenizer.json"]
     assert sorted(output_files(out)) == sorted(wanted)
@@ -156,11 +156,11 @@ def test_encode_only_with_an_existing_tokenizer(reference, tmp_path):
 def test_removed_input_shard_drops_its_outputs(tmp_path):
     data = copy_sample(tmp_path / "data")
     out = tmp_path / "out"
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     (data / "lines.txt").unlink()
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     fresh = tmp_path / "fresh"
-    tokenmill("run", data, fresh, *RUN)
+    tokenmill_here("run", data, fresh, *RUN)
     assert output_files(out) == output_files(fresh)
 
 
@@ -174,7 +174,7 @@ def test_killed_stage_command_resumes(reference, tmp_path, stage):
         args += ["--tokenizer", ref_out / "tokenizer.json"]
     kill_when_paused(args, stage, 2, tmp_path)
     assert len(list(out.glob("*.parquet"))) == 2
-    result = tokenmill(*args)
+    result = tokenmill_here(*args)
     assert f"{stage}: 5 shards (2 kept, 3 done)" in result.stderr
     assert output_files(out) == output_files(ref_out / folder)
     assert temporaries(out) == []
@@ -192,7 +192,7 @@ def test_temporaries_of_killed_runs_are_removed_at_any_depth(reference, tmp_path
     ]
     for p in left:
         p.write_bytes(b"half a file")
-    tokenmill("count", data, counts, "--workers", "1")
+    tokenmill_here("count", data, counts, "--workers", "1")
     assert not any(p.exists() for p in left)
     assert temporaries(counts) == []
 
@@ -205,7 +205,7 @@ def pretraining_reference(tmp_path_factory):
     """An uninterrupted run with packed sequences and flat .bin arrays."""
     root = tmp_path_factory.mktemp("pretraining")
     data = copy_sample(root / "data")
-    tokenmill("run", data, root / "out", *RUN, *PRETRAINING)
+    tokenmill_here("run", data, root / "out", *RUN, *PRETRAINING)
     return data, root / "out"
 
 
@@ -218,11 +218,11 @@ def test_killed_pack_or_bin_resumes_to_identical_outputs(
     # Killed while a packed shard or a .bin file is half-written under its temporary name.
     kill_when_paused(["run", data, out, *RUN, *PRETRAINING], stage, step, tmp_path)
     assert temporaries(out), "the kill should leave a temporary to clean up"
-    tokenmill("run", data, out, *RUN, *PRETRAINING)
+    tokenmill_here("run", data, out, *RUN, *PRETRAINING)
     assert temporaries(out) == []
     assert output_files(out) == output_files(ref_out)
-    assert tokenmill("verify", out).returncode == 0
+    assert tokenmill_here("verify", out).returncode == 0
     # Dropping --pack and --format bin removes what they wrote.
-    tokenmill("run", data, out, *RUN)
+    tokenmill_here("run", data, out, *RUN)
     assert not (out / "packed").exists() and not (out / "bin").exists()
     assert temporaries(out) == []

@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import assert_one_line_error, make_documents, write_shard
 from realtext import GPT2_FILE
-from runs import manifest, tokenmill
+from runs import manifest, tokenmill_here
 
 SKIP = ("--text-column", "content", "--on-error", "skip", "--workers", "1")
 RUN = ("--vocab-size", "300", *SKIP)
@@ -24,7 +24,7 @@ def test_the_skipped_documents_printed_are_the_manifests(tmp_path):
     docs = make_documents(5, seed=1)
     write_jsonl(data / "b.jsonl", [{"content": d} for d in docs] + [{"text": "x"}] * 3)
     out = tmp_path / "out"
-    result = tokenmill("run", data, out, *RUN)
+    result = tokenmill_here("run", data, out, *RUN)
     m = manifest(out)
     assert (m["documents_skipped"], len(m["skipped"])) == (8 + 3, 1 + 3)
     said = f"{m['documents_skipped']} documents skipped (1 whole file, 3 rows)"

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
-from runs import tokenmill
+from runs import tokenmill_here
 
 from tokenmill.stages.split import document_hashes, is_val
 
@@ -34,7 +34,7 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def run(data: Path, out: Path, *args) -> Path:
-    tokenmill("run", data, out, "--vocab-size", 400, "--val-fraction", F, *args)
+    tokenmill_here("run", data, out, "--vocab-size", 400, "--val-fraction", F, *args)
     return out
 
 
@@ -177,13 +177,13 @@ def test_same_split_whatever_the_workers_executor_and_other_shards(one_worker, c
 
 def test_bin_command_splits_token_shards_like_run(one_worker, tmp_path):
     out = tmp_path / "bins"
-    tokenmill("bin", one_worker / "tokens", out, "--val-fraction", F)
+    tokenmill_here("bin", one_worker / "tokens", out, "--val-fraction", F)
     for name in ("train.bin", "val.bin", "train.idx.npy", "val.idx.npy"):
         assert (out / name).read_bytes() == (one_worker / "bin" / name).read_bytes()
 
 
 def test_val_fraction_out_of_range_is_one_line(corpus, tmp_path):
-    result = tokenmill("run", corpus, tmp_path / "o", "--val-fraction", 1, check=False)
+    result = tokenmill_here("run", corpus, tmp_path / "o", "--val-fraction", 1, check=False)
     assert result.returncode != 0
     assert "--val-fraction" in result.stderr
     assert "Traceback" not in result.stderr
@@ -191,7 +191,7 @@ def test_val_fraction_out_of_range_is_one_line(corpus, tmp_path):
 
 def test_without_a_split_outputs_are_unchanged(corpus, tmp_path):
     out = tmp_path / "plain"
-    tokenmill("run", corpus, out, "--vocab-size", 400, "--format", "bin")
+    tokenmill_here("run", corpus, out, "--vocab-size", 400, "--format", "bin")
     assert "split" not in pq.read_schema(next((out / "tokens").rglob("*.parquet"))).names
     assert "split" not in json.loads((out / "manifest.json").read_text())
     assert (out / "bin" / "b.jsonl.bin").exists()
