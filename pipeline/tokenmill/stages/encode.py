@@ -12,6 +12,8 @@ reader joins back (stages/tokens.py).
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -132,7 +134,8 @@ def encode_shard(task: EncodeTask) -> dict:
             data_page_version=DATA_PAGE_VERSION,
         ) as writer:
             rows = RowWriter(writer)
-            for table in after_the_next(tables()):
+            made = after_the_next(tables())
+            for table in made_ahead(made) if task.split else made:
                 rows.write_table(table)
             writer.add_key_value_metadata({STATE: state(result), **rows.metadata()})
         return result
@@ -156,6 +159,53 @@ def after_the_next(items: Iterator[T]) -> Iterator[T]:
         yield from held
         held = [item]
     yield from held
+
+
+def made_ahead(items: Iterator[T]) -> Iterator[T]:
+    """`items`, made on a thread of their own while the caller writes the one
+    before: a task that splits its batches over the native pool (fewer shards
+    than workers) otherwise leaves the pool idle while it reads and writes.
+    Reading, encoding and PyArrow's writing all release the GIL. At most one
+    item waits between the two, so what is held is what `after_the_next`
+    holds, and one more batch's ids."""
+    slot: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def hand(last: bool, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                slot.put((last, value), timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def make() -> None:
+        try:
+            for item in items:
+                if not hand(False, item):
+                    return
+            hand(True, None)
+        except BaseException as error:  # raised again where the items are taken
+            hand(True, error)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    maker = threading.Thread(target=make, name="tokenmill-encode-ahead", daemon=True)
+    maker.start()
+    try:
+        while True:
+            last, value = slot.get()
+            if last:
+                if value is not None:
+                    raise value
+                return
+            yield value
+    finally:
+        stop.set()
+        maker.join()
 
 
 def run_encode(
