@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from encoderows import workers_table
-from report import MB, Row
+from report import Row
 
 FOLDER = Path(__file__).with_name("many-cores")
 PHASES = ("real", "code", "multilingual")
@@ -24,24 +24,10 @@ TITLE = "Encode at 1 to 16 workers, on a machine with 16 cores"
 KEPT_NOTES = ("Exactness, encode", "Measured while other processes", "Other processes used")
 
 
-def row_of(d: dict) -> Row:
-    """A Row back from its `Row.to_dict`, its ratio as it was measured."""
-    return Row(
-        phase=d["phase"],
-        contender=d["contender"],
-        seconds=d["seconds"],
-        peak_rss=round(d["peak_rss_mb"] * MB),
-        tree_rss=round(d["tree_rss_mb"] * MB),
-        n_bytes=round(d["mb_per_s"] * d["seconds"] * MB),
-        cpu_seconds=d["cpu_seconds"],
-        process_seconds=d["process_seconds"],
-        other_cores=d["other_cores"],
-        ratio=d["speedup"],
-    )
-
-
-def runs(folder: Path = FOLDER) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (folder / f"{n}.json" for n in PHASES) if p.exists()]
+def runs(folder: Path = FOLDER) -> dict[str, dict]:
+    """Each kept phase's run, by phase name."""
+    files = {name: folder / f"{name}.json" for name in PHASES}
+    return {name: json.loads(p.read_text()) for name, p in files.items() if p.exists()}
 
 
 def machine_line(run: dict) -> str:
@@ -55,13 +41,12 @@ def machine_line(run: dict) -> str:
 
 def section(folder: Path = FOLDER) -> tuple[str, str]:
     """(title, Markdown) of the many-core table; no text when none is kept."""
-    found = runs(folder)
-    if not found:
+    by_phase = runs(folder)
+    if not by_phase:
         return TITLE, ""
-    rows = [row_of(d) for run in found for d in run["rows"]]
-    corpora = "; ".join(
-        f"`{run['command'].split('--only ')[1].split()[0]}`: {run['about']}" for run in found
-    )
+    found = list(by_phase.values())
+    rows = [Row.from_dict(d) for run in found for d in run["rows"]]
+    corpora = "; ".join(f"`{name}`: {run['about']}" for name, run in by_phase.items())
     lines = [
         f"Measured on {', '.join(sorted({run['date'] for run in found}))}, on a lent machine: "
         f"{machine_line(found[0])}. Each corpus its own `bench/run.py --only PHASE "

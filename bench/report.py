@@ -62,6 +62,22 @@ class Row:
             "other_cores": round(self.other_cores, 2),
         }
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Row:
+        """A row back from its `to_dict` (a run's JSON), its ratio as measured."""
+        return cls(
+            phase=d["phase"],
+            contender=d["contender"],
+            seconds=d["seconds"],
+            peak_rss=round(d["peak_rss_mb"] * MB),
+            tree_rss=round(d["tree_rss_mb"] * MB),
+            n_bytes=round(d["mb_per_s"] * d["seconds"] * MB),
+            cpu_seconds=d["cpu_seconds"],
+            process_seconds=d["process_seconds"],
+            other_cores=d["other_cores"],
+            ratio=d["speedup"],
+        )
+
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 3)

@@ -89,7 +89,7 @@ def test_the_workers_table_has_a_line_per_corpus_vocabulary_and_worker_count(ben
 
 def test_a_row_kept_as_json_comes_back_the_same_row(bench):
     rows = rows_of(bench, "C", {16: walls(bench, 1.25, 2.5, 2.0)}, cpu=4.0)
-    back = [bench["manycorerows"].row_of(r.to_dict()) for r in rows]
+    back = [bench["report"].Row.from_dict(r.to_dict()) for r in rows]
     table = bench["encoderows"].workers_table
     assert table(back) == table(rows)
     assert [(r.seconds, r.speedup, r.n_bytes) for r in back] == [
