@@ -166,8 +166,9 @@ def made_ahead(items: Iterator[T]) -> Iterator[T]:
     before: a task that splits its batches over the native pool (fewer shards
     than workers) otherwise leaves the pool idle while it reads and writes.
     Reading, encoding and PyArrow's writing all release the GIL. At most one
-    item waits between the two, so what is held is what `after_the_next`
-    holds, and one more batch's ids."""
+    item waits between the two: beside what `after_the_next` holds, at most
+    two more batches' ids (the one waiting, the one being written), never a
+    batch's text once it is written."""
     slot: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
