@@ -12,7 +12,7 @@
 //! fixed `White_Space` list, which agrees with `regex-syntax` 0.8 (Unicode
 //! 16.0.0) used by `fancy-regex`; the tests check this exhaustively.
 
-mod blocks;
+pub(crate) mod blocks;
 mod cl100k;
 pub(crate) mod classes;
 mod gpt2;
