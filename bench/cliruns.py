@@ -25,12 +25,13 @@ from report import Row
 STAGES = ("count", "merge", "train", "encode")
 
 
-def measured(cmd: list[str]) -> dict:
-    """Run `cmd`; its wall seconds, CPU seconds, ru_maxrss (its largest single
-    process) and the largest sum of RSS over its tree, sampled."""
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run `cmd` (in `env`, else this environment); its wall seconds, CPU
+    seconds, ru_maxrss (its largest single process) and the largest sum of
+    RSS over its tree, sampled."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         sampler = TreeSampler(proc.pid)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)

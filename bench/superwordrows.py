@@ -3,8 +3,9 @@ same size, 65536 ids, the transition at 90% of them (the paper puts it at
 80-90%):
 
 - training: count, merge and train as `tokenmill run` does them, through the
-  tokenizer, ordinary and superword in turn, ROUNDS times (the fastest of
-  each counts), each in a child process of its own; the bar: superword
+  tokenizer, ordinary and superword in turn, ROUNDS times or more (the
+  fastest of each counts), each in a child process of its own, with the
+  variables a `tokenmill` process sets for itself; the bar: superword
   training takes at most TRAIN_TARGET times ordinary training. Peak RSS of
   each child (its interpreter included, alike for both).
 - encoding: both tokenizers on the whole corpus, in one child each.
@@ -16,7 +17,7 @@ same size, 65536 ids, the transition at 90% of them (the paper puts it at
 
 run.py runs it as the `superword` phase; alone:
 
-    python bench/superwordrows.py [CORPUS] [--multilingual DIR] [--rounds 2] [--tmp DIR]
+    python bench/superwordrows.py [CORPUS] [--multilingual DIR] [--rounds 3] [--tmp DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -35,13 +37,15 @@ from corpus import TEXT, corpus_stats, parquet_shards
 from measure import busy_seconds, wait_for_quiet
 from report import MB, Row
 
+from tokenmill.entry import process_environment
+
 VOCAB = 65536  # ids in all, <|endoftext|> included, both tokenizers
 SHARE = 0.9  # the transition point's share of the ids
 TRAIN_TARGET = 2.0  # superword training time ÷ ordinary, at most
 HELD_OUT = 10  # one document in this many is held out (by a hash of its text)
 GROUPS = ("source", "language")  # the held-out rows, per value of these columns
 MOST_GROUPS = 12  # of each column, the values with the most held-out bytes
-ROUNDS = 2  # times --repeat, at most
+ROUNDS = 3  # training rounds, at least (--repeat when more): a few seconds each
 PROSE = "prose-en"  # the bench corpus's English prose (bench/build_corpus.py)
 
 
@@ -55,9 +59,8 @@ def transition(vocab: int) -> int:
 def superword(ctx) -> tuple[list[Row], list[str], dict]:
     vocab = getattr(ctx, "superword_vocab", VOCAB)
     at = transition(vocab)
-    rounds = min(ctx.repeat, ROUNDS) if ctx.repeat > 1 else 1
     runs: dict[str, list[dict]] = {"ordinary": [], "superword": []}
-    for _ in range(rounds):
+    for _ in range(max(ctx.repeat, ROUNDS)):
         for kind in runs:
             params = {"corpus": str(ctx.corpus), "vocab": vocab, "workers": ctx.workers}
             params["superword_at"] = at if kind == "superword" else None
@@ -129,7 +132,9 @@ def child(ctx, mode: str, params: dict) -> dict:
         wait_for_quiet(ctx.quiet_wait)
     print(f"running superword {mode} {params} ...", file=sys.stderr, flush=True)
     busy = busy_seconds()
-    m = measured([sys.executable, __file__, "--child", mode, json.dumps(params), str(out)])
+    # The variables a `tokenmill` process sets for itself (allocators, BLAS).
+    env = process_environment() | dict(os.environ)
+    m = measured([sys.executable, __file__, "--child", mode, json.dumps(params), str(out)], env)
     other = max(0.0, busy_seconds() - busy - m["cpu_seconds"]) / m["seconds"]
     result = json.loads(out.read_text())
     print(f"  {result['seconds']:.2f} s", file=sys.stderr)

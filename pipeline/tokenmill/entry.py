@@ -17,28 +17,37 @@ def _on_sigint(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def process_environment() -> dict[str, str]:
+    """The variables tokenmill's own processes run with, unless already set
+    (`bench/` runs its in-process children with them too, as `tokenmill`
+    would)."""
+    return {
+        # Polars' jemalloc otherwise keeps freed pages for seconds, which adds
+        # its whole working set to the resident size of the stages that follow
+        # it in the same process. Returning them at once (a decay of 0) made
+        # merge fault the same pages in again and again. So pages wait 100 ms,
+        # and a background thread returns them even once Polars is idle. Must
+        # be set before polars is first imported.
+        "_RJEM_MALLOC_CONF": "dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:true",
+        # NumPy (imported by PyArrow) would start an OpenBLAS thread per core
+        # that spins beside the native core's threads (0.1 s of a core at each
+        # start); tokenmill does no linear algebra.
+        "OPENBLAS_NUM_THREADS": "1",
+        # PyArrow's allocator (mimalloc) returns freed pages to the system
+        # after 10 ms, less than a batch takes: every batch's buffers, read
+        # and written, were faulted in and zeroed again (huge pages), a tenth
+        # of encoding a shard. Pages unused for a second are returned, and
+        # release_memory returns the rest at once. Must be set before pyarrow
+        # is first imported.
+        "MIMALLOC_PURGE_DELAY": "1000",
+    }
+
+
 def _set_process_environment() -> None:
     """Settings for tokenmill's own processes only: a program that imports
     tokenmill keeps its environment. Child processes inherit them."""
-    # Polars' jemalloc otherwise keeps freed pages for seconds, which adds its
-    # whole working set to the resident size of the stages that follow it in
-    # the same process. Returning them at once (a decay of 0) made merge fault
-    # the same pages in again and again. So pages wait 100 ms, and a
-    # background thread returns them even once Polars is idle. Must be set
-    # before polars is first imported.
-    os.environ.setdefault(
-        "_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:true"
-    )
-    # NumPy (imported by PyArrow) would start an OpenBLAS thread per core that
-    # spins beside the native core's threads; tokenmill does no linear algebra.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # PyArrow's allocator (mimalloc) returns freed pages to the system after
-    # 10 ms, less than a batch takes: every batch's buffers, read and
-    # written, were faulted in and zeroed again (huge pages), a tenth of
-    # encoding a shard. Pages unused for a second are returned, and
-    # release_memory returns the rest at once. Must be set before pyarrow
-    # is first imported.
-    os.environ.setdefault("MIMALLOC_PURGE_DELAY", "1000")
+    for name, value in process_environment().items():
+        os.environ.setdefault(name, value)
 
 
 def main() -> None:
