@@ -5,7 +5,8 @@ one JSON per phase (`real`, `code`, `multilingual`), each written there by
 bench/many-cores/README.md). Every run of bench/run.py renders them into
 RESULTS.md beside its own rows, with the machine and the day they were
 measured on, so that the many-core table is not lost when the 2-core rows
-are measured again.
+are measured again. The same for superword training against ordinary
+training at 2 to 16 workers (`superword.json`, bench/many-cores/superword.sh).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from report import Row
 FOLDER = Path(__file__).with_name("many-cores")
 PHASES = ("real", "code", "multilingual")
 TITLE = "Encode at 1 to 16 workers, on a machine with 16 cores"
+SUPERWORD_TITLE = "Superword training at 2 to 16 workers, on a machine with 16 cores"
+MB = 1 << 20
 # The notes of those runs worth repeating beside their table: which rows ran
 # beside other load, and that every document's ids were compared.
 KEPT_NOTES = ("Exactness, encode", "Measured while other processes", "Other processes used")
@@ -60,3 +63,29 @@ def section(folder: Path = FOLDER) -> tuple[str, str]:
     notes = [n for run in found for n in run["notes"] if n.startswith(KEPT_NOTES)]
     lines += [f"- {n}" for n in notes]
     return TITLE, "\n".join(lines)
+
+
+def superword_section(folder: Path = FOLDER) -> tuple[str, str]:
+    """(title, Markdown) of the kept superword training run; no text when
+    none is kept."""
+    path = folder / "superword.json"
+    if not path.exists():
+        return SUPERWORD_TITLE, ""
+    run = json.loads(path.read_text())
+    lines = [
+        f"Measured on {run['date']}, on the lent machine of the table above, by "
+        f"bench/many-cores/superword.sh: the superword phase's training child (count, merge and "
+        f"train as `tokenmill run` does them, {run['vocab']} ids, the transition at 90%) on the "
+        f"bench corpus, ordinary and superword in turn, {len(run['rows'][0]['ordinary'])} "
+        "rounds, the fastest of each.",
+        "",
+        "| workers | ordinary (s) | superword (s) | superword ÷ ordinary | peak RSS, MB |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in run["rows"]:
+        rss = r["peak_rss"]
+        lines.append(
+            f"| {r['workers']} | {min(r['ordinary']):.2f} | {min(r['superword']):.2f} | "
+            f"{r['ratio']:.2f} | {rss['ordinary'] / MB:.0f} / {rss['superword'] / MB:.0f} |"
+        )
+    return SUPERWORD_TITLE, "\n".join(lines)

@@ -354,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     corpus = {"path": str(args.corpus), **stats}
     date = time.strftime("%Y-%m-%d", time.gmtime())
     sections = [(WORKERS_TITLE, encoderows.workers_table(rows)), manycorerows.section()]
+    sections.append(manycorerows.superword_section())
     lines = floorrows.per_core_line(rows)
     text = render(info, command, corpus, rows, notes, date, sections, lines)
     print(text)

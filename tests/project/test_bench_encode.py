@@ -6,6 +6,7 @@ choose worker counts and phases."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from types import SimpleNamespace
 
@@ -110,6 +111,21 @@ def test_the_kept_many_core_rows_give_every_corpus_vocabulary_and_worker_count(b
 
 def test_no_kept_many_core_rows_is_no_section(bench, tmp_path):
     assert bench["manycorerows"].section(tmp_path)[1] == ""
+    assert bench["manycorerows"].superword_section(tmp_path)[1] == ""
+
+
+def test_the_kept_superword_run_gives_each_worker_count_and_its_ratio(bench):
+    """bench/many-cores/superword.json as committed: one row a worker count,
+    the ratio of the fastest rounds."""
+    kept = json.loads((REPO / "bench/many-cores/superword.json").read_text())
+    title, text = bench["manycorerows"].superword_section()
+    lines = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[1:]]
+    assert [c[0] for c in cells] == ["2", "4", "8", "16"]
+    for row, c in zip(kept["rows"], cells, strict=True):
+        best = min(row["superword"]) / min(row["ordinary"])
+        assert float(c[3]) == round(best, 2) == round(row["ratio"], 2)
+    assert "16 cores" in title
 
 
 def test_any_differing_document_counts_as_a_mismatch(bench):
