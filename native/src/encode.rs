@@ -431,10 +431,16 @@ impl Encoder {
         out: &mut Vec<u32>,
     ) {
         // A superword tokenizer's long pieces are sentences, nearly all met
-        // once: looked up and kept, they only crowd the caches.
-        if self.superword.is_some() && short_key(word.as_bytes()).is_none() {
-            out.extend_from_slice(&self.encode_word(word));
-            return;
+        // once: looked up and kept, they only crowd the caches. Merged
+        // straight into `out`.
+        if let Some(pieces) = &self.superword {
+            if short_key(word.as_bytes()).is_none() {
+                match self.whole_words.as_ref().and_then(|w| w.get(word)) {
+                    Some(&id) => out.push(id),
+                    None => pieces.encode_into(word, out),
+                }
+                return;
+            }
         }
         let short_key = short_key(word.as_bytes()).map(halves);
         let wide_key = wide_key(word.as_bytes());
