@@ -124,10 +124,12 @@ impl Default for Run<'_> {
 
 /// Word -> ids.
 #[derive(Default)]
-struct WordCache {
+pub(crate) struct WordCache {
     words: WordMap<Box<str>, CachedIds>,
     /// Ids of words with more than `INLINE_IDS` tokens.
     spilled: Vec<u32>,
+    /// A superword tokenizer's: the cache of its pieces' runs (`for_runs`).
+    runs: Option<Box<WordCache>>,
 }
 
 const INLINE_IDS: usize = 3;
@@ -143,6 +145,13 @@ struct CachedIds {
 }
 
 impl WordCache {
+    /// The cache a superword tokenizer's pieces encode their runs with
+    /// (`superword::Pieces`, whose own encoder gives runs other ids than
+    /// this cache's words have): one to each of its encoder's caches.
+    fn for_runs(&mut self) -> &mut WordCache {
+        self.runs.get_or_insert_with(Box::default)
+    }
+
     fn insert(&mut self, word: &str, ids: &[u32]) {
         if self.words.len() >= CACHE_LIMIT {
             self.words.clear();
@@ -306,11 +315,21 @@ impl Encoder {
     /// Append the ids of `words` (pieces of `text`, split already), as
     /// encoding `text` would.
     pub fn encode_split(&self, text: &str, words: &[&str], out: &mut Vec<u32>) {
-        self.with_cache(|cache| {
-            for part in words.chunks(MANY) {
-                self.encode_words(text, part, cache, out);
-            }
-        });
+        self.with_cache(|cache| self.encode_split_with(text, words, cache, out));
+    }
+
+    /// `encode_split` with a cache the caller holds (one this encoder's
+    /// words only are ever cached in).
+    pub(crate) fn encode_split_with(
+        &self,
+        text: &str,
+        words: &[&str],
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) {
+        for part in words.chunks(MANY) {
+            self.encode_words(text, part, cache, out);
+        }
     }
 
     /// Merging for short words: the lowest-ranked, leftmost pair each round.
@@ -437,7 +456,7 @@ impl Encoder {
             if short_key(word.as_bytes()).is_none() {
                 match self.whole_words.as_ref().and_then(|w| w.get(word)) {
                     Some(&id) => out.push(id),
-                    None => pieces.encode_into(word, out),
+                    None => pieces.encode_into_with(word, cache.for_runs(), out),
                 }
                 return;
             }
@@ -461,7 +480,20 @@ impl Encoder {
         if !new && cache.extend(word, out) {
             return;
         }
-        let ids = self.encode_word(word);
+        let ids = match &self.superword {
+            Some(pieces)
+                if self
+                    .whole_words
+                    .as_ref()
+                    .and_then(|w| w.get(word))
+                    .is_none() =>
+            {
+                let mut ids = Vec::new();
+                pieces.encode_into_with(word, cache.for_runs(), &mut ids);
+                ids
+            }
+            _ => self.encode_word(word),
+        };
         out.extend_from_slice(&ids);
         if short_key.is_some_and(|k| self.shared.short.insert(&k, &ids))
             || wide_key.is_some_and(|k| self.shared.wide.insert(&k, &ids))
