@@ -660,7 +660,7 @@ impl Encoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::train::{Trainer, Word};
 
@@ -806,22 +806,27 @@ mod tests {
             enc.pretok
                 .for_each_word(&text, |w| want.extend(enc.encode_word(w)))
                 .unwrap();
-            for pass in 0..2 {
-                let mut got = Vec::new();
-                enc.encode_text(&text, None, &mut got).unwrap();
-                assert_eq!(got, want, "{name}, pass {pass}");
-            }
-            // Threads sharing the caches agree too.
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        let mut got = Vec::new();
-                        enc.encode_text(&text, None, &mut got).unwrap();
-                        assert_eq!(got, want, "{name}, threads");
-                    });
-                }
-            });
+            assert_encodes_again_alike(&enc, &text, &want, name);
         }
+    }
+
+    /// `enc` gives `text` the ids `want` twice over (the second time from
+    /// its caches), and on two threads sharing them.
+    pub(crate) fn assert_encodes_again_alike(enc: &Encoder, text: &str, want: &[u32], name: &str) {
+        for pass in 0..2 {
+            let mut got = Vec::new();
+            enc.encode_text(text, None, &mut got).unwrap();
+            assert_eq!(got, want, "{name}, pass {pass}");
+        }
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut got = Vec::new();
+                    enc.encode_text(text, None, &mut got).unwrap();
+                    assert_eq!(got, want, "{name}, threads");
+                });
+            }
+        });
     }
 
     /// Ids of `word` with atoms and with every character from its bytes.

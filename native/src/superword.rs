@@ -900,20 +900,7 @@ mod tests {
         .join(" ");
         let mut want = Vec::new();
         for_each_piece(&text, |p| want.extend(pieces.encode(p)));
-        for pass in 0..2 {
-            let mut got = Vec::new();
-            enc.encode_text(&text, None, &mut got).unwrap();
-            assert_eq!(got, want, "pass {pass}");
-        }
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    let mut got = Vec::new();
-                    enc.encode_text(&text, None, &mut got).unwrap();
-                    assert_eq!(got, want, "threads");
-                });
-            }
-        });
+        crate::encode::tests::assert_encodes_again_alike(&enc, &text, &want, "superword");
     }
 
     #[test]
