@@ -719,6 +719,27 @@ mod tests {
         }
     }
 
+    /// `texts` texts of fewer than `most` atoms, each chosen by `atom` from a
+    /// xorshift number: the scanner splits each as the regex does.
+    fn scanner_agrees_on(
+        mut seed: u64,
+        texts: usize,
+        most: u64,
+        atom: impl Fn(u64) -> &'static str,
+    ) {
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..texts {
+            let n = next() % most;
+            let text: String = (0..n).map(|_| atom(next())).collect();
+            assert_eq!(pieces(&text), regex_pieces(&text), "{text:?}");
+        }
+    }
+
     #[test]
     fn scanner_agrees_with_the_regex_on_random_text() {
         let atoms = [
@@ -726,21 +747,9 @@ mod tests {
             "!", "/", "'", ":", "-", "\u{a0}", "\u{3000}", "\u{85}", "\u{301}", "_", "\u{1}",
             "\u{1f}", "\u{7f}", "\u{b}",
         ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..1000 {
-            let mut text = String::new();
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let n = (seed % 24) as usize;
-            for _ in 0..n {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                text.push_str(atoms[(seed % atoms.len() as u64) as usize]);
-            }
-            assert_eq!(pieces(&text), regex_pieces(&text), "{text:?}");
-        }
+        scanner_agrees_on(0x9e37_79b9_7f4a_7c15, 1000, 24, |r| {
+            atoms[(r % atoms.len() as u64) as usize]
+        });
     }
 
     #[test]
@@ -751,23 +760,13 @@ mod tests {
             "a", "Zz", "word", " ", " ", " of", "  ", "\n", ".", ", ", "1", "é", "中", "--", "\t",
             " /", ": ",
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..500 {
-            let mut text = String::new();
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let n = (seed % 300) as usize;
-            for _ in 0..n {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                // Letters and single spaces nine times in ten.
-                let k = (seed % 97) as usize;
-                text.push_str(if k < 87 { atoms[k % 7] } else { atoms[k - 80] });
+        // Letters and single spaces nine times in ten.
+        scanner_agrees_on(0x2545_f491_4f6c_dd1d, 500, 300, |r| {
+            match (r % 97) as usize {
+                k @ 0..87 => atoms[k % 7],
+                k => atoms[k - 80],
             }
-            assert_eq!(pieces(&text), regex_pieces(&text), "{text:?}");
-        }
+        });
     }
 
     /// Merges learned on `texts`, each split by `pattern` (None: whole),
