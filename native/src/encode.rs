@@ -452,14 +452,8 @@ impl Encoder {
         // A superword tokenizer's long pieces are sentences, nearly all met
         // once: looked up and kept, they only crowd the caches. Merged
         // straight into `out`.
-        if let Some(pieces) = &self.superword {
-            if short_key(word.as_bytes()).is_none() {
-                match self.whole_words.as_ref().and_then(|w| w.get(word)) {
-                    Some(&id) => out.push(id),
-                    None => pieces.encode_into_with(word, cache.for_runs(), out),
-                }
-                return;
-            }
+        if self.superword.is_some() && short_key(word.as_bytes()).is_none() {
+            return self.encode_word_into(word, cache, out);
         }
         let short_key = short_key(word.as_bytes()).map(halves);
         let wide_key = wide_key(word.as_bytes());
@@ -480,28 +474,29 @@ impl Encoder {
         if !new && cache.extend(word, out) {
             return;
         }
-        let ids = match &self.superword {
-            Some(pieces)
-                if self
-                    .whole_words
-                    .as_ref()
-                    .and_then(|w| w.get(word))
-                    .is_none() =>
-            {
-                let mut ids = Vec::new();
-                pieces.encode_into_with(word, cache.for_runs(), &mut ids);
-                ids
-            }
-            _ => self.encode_word(word),
-        };
-        out.extend_from_slice(&ids);
-        if short_key.is_some_and(|k| self.shared.short.insert(&k, &ids))
-            || wide_key.is_some_and(|k| self.shared.wide.insert(&k, &ids))
+        let start = out.len();
+        self.encode_word_into(word, cache, out);
+        let ids = &out[start..];
+        if short_key.is_some_and(|k| self.shared.short.insert(&k, ids))
+            || wide_key.is_some_and(|k| self.shared.wide.insert(&k, ids))
         {
             return;
         }
         if word.len() <= CACHE_WORD_BYTES {
-            cache.insert(word, &ids);
+            cache.insert(word, ids);
+        }
+    }
+
+    /// `encode_word` appended to `out`; a superword tokenizer's pieces
+    /// encode their runs with `cache`'s cache for them.
+    fn encode_word_into(&self, word: &str, cache: &mut WordCache, out: &mut Vec<u32>) {
+        match (
+            &self.superword,
+            self.whole_words.as_ref().and_then(|w| w.get(word)),
+        ) {
+            (_, Some(&id)) => out.push(id),
+            (Some(pieces), None) => pieces.encode_into_with(word, cache.for_runs(), out),
+            (None, None) => out.extend_from_slice(&self.merge_symbols(self.base_symbols(word))),
         }
     }
 
