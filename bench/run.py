@@ -45,7 +45,7 @@ notes and JSON; this file holds the options, PHASES and the report. The
 report has a table of the whole-process encode rows by worker count
 (`--workers-list 1,2,4,8,16` on a machine with 16 cores: scaling in one run),
 and the one measured on a machine with 16 cores, kept in bench/many-cores/
-(bench/manycorerows.py).
+with superword training at 2 to 16 workers (bench/manycorerows.py).
 """
 
 from __future__ import annotations
@@ -353,8 +353,11 @@ def main(argv: list[str] | None = None) -> None:
     notes += build_warnings(info["tokenmill_build"], machine.tokenmill_build())
     corpus = {"path": str(args.corpus), **stats}
     date = time.strftime("%Y-%m-%d", time.gmtime())
-    sections = [(WORKERS_TITLE, encoderows.workers_table(rows)), manycorerows.section()]
-    sections.append(manycorerows.superword_section())
+    sections = [
+        (WORKERS_TITLE, encoderows.workers_table(rows)),
+        manycorerows.section(),
+        manycorerows.superword_section(),
+    ]
     lines = floorrows.per_core_line(rows)
     text = render(info, command, corpus, rows, notes, date, sections, lines)
     print(text)

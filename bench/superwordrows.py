@@ -59,12 +59,7 @@ def transition(vocab: int) -> int:
 def superword(ctx) -> tuple[list[Row], list[str], dict]:
     vocab = getattr(ctx, "superword_vocab", VOCAB)
     at = transition(vocab)
-    runs: dict[str, list[dict]] = {"ordinary": [], "superword": []}
-    for _ in range(max(ctx.repeat, ROUNDS)):
-        for kind in runs:
-            params = {"corpus": str(ctx.corpus), "vocab": vocab, "workers": ctx.workers}
-            params["superword_at"] = at if kind == "superword" else None
-            runs[kind].append(child(ctx, "train", params))
+    runs = train_rounds(ctx, ctx.corpus, vocab, ctx.workers, max(ctx.repeat, ROUNDS))
     ordinary = min(runs["ordinary"], key=lambda r: r["seconds"])
     sw = min(runs["superword"], key=lambda r: r["seconds"])
     base = row(ctx, "train ordinary BPE", ordinary)
@@ -104,6 +99,18 @@ def superword(ctx) -> tuple[list[Row], list[str], dict]:
         notes.append(held_out_note(about[name], result, at))
     extra = {"superword": {"train": runs, "encode": encode, "held_out": held}}
     return rows, notes, extra
+
+
+def train_rounds(ctx, corpus: Path, vocab: int, workers: int, rounds: int) -> dict[str, list[dict]]:
+    """`rounds` training children of each kind, ordinary and superword in
+    turn, on `workers` workers: each kind's results."""
+    runs: dict[str, list[dict]] = {"ordinary": [], "superword": []}
+    for _ in range(rounds):
+        for kind in runs:
+            at = transition(vocab) if kind == "superword" else None
+            params = {"corpus": str(corpus), "vocab": vocab, "workers": workers}
+            runs[kind].append(child(ctx, "train", params | {"superword_at": at}))
+    return runs
 
 
 def row(ctx, contender: str, run: dict, baseline: Row | None = None) -> Row:

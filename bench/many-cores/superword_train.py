@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from superwordrows import VOCAB, child, transition  # noqa: E402
+from superwordrows import VOCAB, train_rounds  # noqa: E402
 
 
 def main(corpus: Path, out: Path, workers: list[int], rounds: int) -> None:
@@ -23,12 +23,7 @@ def main(corpus: Path, out: Path, workers: list[int], rounds: int) -> None:
     ctx = argparse.Namespace(tmp=tmp, quiet_wait=0.0)
     rows = []
     for n in workers:
-        runs: dict[str, list[dict]] = {"ordinary": [], "superword": []}
-        for _ in range(rounds):
-            for kind in runs:
-                at = transition(VOCAB) if kind == "superword" else None
-                params = {"corpus": str(corpus), "vocab": VOCAB, "workers": n, "superword_at": at}
-                runs[kind].append(child(ctx, "train", params))
+        runs = train_rounds(ctx, corpus, VOCAB, n, rounds)
         best = {kind: min(r, key=lambda x: x["seconds"]) for kind, r in runs.items()}
         rows.append(
             {
