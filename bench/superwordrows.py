@@ -245,8 +245,10 @@ def train_child(p: dict) -> dict:
     if p["superword_at"] is not None:
         table2 = tmp / "superword-counts.parquet"
 
-        def merge2() -> None:  # as run does it: beside stage 1's training
-            stages["superword-merge"] = run_merge(tmp / "superword-counts", table2)["seconds"]
+        def merge2():  # as run does it: beside stage 1's training, handing the table over
+            merged = run_merge(tmp / "superword-counts", table2, keep=True)
+            stages["superword-merge"] = merged.seconds
+            return merged.table
 
     train = run_train(tmp / "counts.parquet", tmp / "tokenizer.json", config, None, table2, merge2)
     stages["train"] = train["seconds"]

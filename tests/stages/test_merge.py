@@ -155,6 +155,27 @@ def test_many_tables_merge_in_bounded_batches_to_the_one_shot_bytes(
     assert not [p.name for p in out.iterdir() if is_temporary(p.name)]
 
 
+@pytest.mark.parametrize("fan_in", [TABLES, 16])
+def test_a_table_kept_in_memory_is_the_one_written(tables, tmp_path, monkeypatch, fan_in):
+    """run_merge(keep=True), as superword training's stage-2 table is merged:
+    the table comes back, as read from the file, which is the same bytes as
+    a merge that does not keep it; a table kept from before is not returned."""
+    counts = tables[0].parent
+    monkeypatch.setattr(merge, "FAN_IN", fan_in)
+    plain, kept = tmp_path / "plain.parquet", tmp_path / "kept.parquet"
+    run_merge(counts, plain, 2)
+    result = run_merge(counts, kept, 2, keep=True)
+    assert kept.read_bytes() == plain.read_bytes()
+    assert result.table is not None and result.table.equals(pq.read_table(plain))
+    assert result.table.schema.field("word").type == pa.large_string()
+    assert (result.words, result.occurrences) == (
+        len(result.table),
+        sum(result.table["count"].to_pylist()),
+    )
+    again = run_merge(counts, kept, 2, keep=True)
+    assert again.reused and again.table is None and again.words == result.words
+
+
 def test_a_merged_table_is_the_same_bytes_every_time(tmp_path):
     """Polars' streaming engine hands the writer morsels whose sizes follow
     its threads' timing; the row groups must not, or a rerun's table (and the

@@ -127,13 +127,17 @@ def partial_file(counts_file: AnyPath) -> Path:
     return Path(name)
 
 
-def merge_tables(files: list[AnyPath], dest: Path, counts_file: AnyPath, min_count: int) -> None:
+def merge_tables(
+    files: list[AnyPath], dest: Path, counts_file: AnyPath, min_count: int, keep: bool = False
+) -> pl.DataFrame | None:
     """Sum `files` into `dest`, at most FAN_IN tables at a time: Polars holds
     some state for each file a query reads (over 20 KB each when every table
     was a scan of its own), which a million small tables would not fit in.
     Batches of consecutive tables are summed into partial tables, those
     again, until at most FAN_IN are left for the last sum. Only that one
-    drops words under `min_count`: a word may be rare in every batch."""
+    drops words under `min_count`: a word may be rare in every batch.
+    `keep`: the last sum is made in memory and returned too (then written
+    by the same sink, so the file is the same bytes)."""
     made: list[Path] = []
     try:
         level: list[AnyPath] = files
@@ -148,7 +152,13 @@ def merge_tables(files: list[AnyPath], dest: Path, counts_file: AnyPath, min_cou
                 for done in level:  # partials of the level before: summed now
                     done.unlink()
             level = summed_level
-        sink(summed(scan_tables(level), min_count), dest)
+        last = summed(scan_tables(level), min_count)
+        if not keep:
+            sink(last, dest)
+            return None
+        frame = last.collect(engine="streaming").rechunk()
+        sink(frame.lazy(), dest)
+        return frame
     finally:
         for part in made:
             part.unlink(missing_ok=True)
@@ -161,9 +171,12 @@ def run_merge(
     *,
     files: list[AnyPath] | None = None,
     force: bool = False,
+    keep: bool = False,
 ) -> MergeResult:
     """Merge the tables of `counts_dir` (or exactly `files`, in that order).
-    An existing COUNTS_FILE made from the same tables is kept unless `force`."""
+    An existing COUNTS_FILE made from the same tables is kept unless `force`.
+    `keep`: a table merged now is also returned, as the result's `table`
+    (word and count), for a caller that would read it back at once."""
     start = time.monotonic()
     if min_count < 1:
         raise TokenmillError(f"--min-count must be at least 1, not {min_count}")
@@ -180,18 +193,24 @@ def run_merge(
     }
     files = [f for _, f in tables]
     reused = reusable_file(counts_file, key, force)
+    frame = None
     if not reused:
         with atomic_path(counts_file) as tmp:
             try:
-                merge_tables(files, tmp, location(counts_file), min_count)
+                frame = merge_tables(files, tmp, location(counts_file), min_count, keep)
             except pl.exceptions.PolarsError as e:
                 raise TokenmillError(
                     f"{counts_file}: cannot merge the count tables ({one_line(e)})"
                 ) from None
         record_file(counts_file, key)
-    words = scan_tables([location(counts_file)]).select(pl.len(), pl.col("count").sum()).collect()
-    n_words, n_total = words.row(0)
+    if frame is None:
+        sums = scan_tables([location(counts_file)]).select(pl.len(), pl.col("count").sum())
+        n_words, n_total = sums.collect().row(0)
+    else:
+        n_words, n_total = frame.height, frame["count"].sum()
     return MergeResult(
+        # Arrow's large_string, as a word table is read (train.read_word_table).
+        table=None if frame is None else frame.to_arrow(compat_level=pl.CompatLevel.oldest()),
         tables=len(files),
         words=n_words,
         occurrences=n_total or 0,

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from tokenmill.errors import TokenmillError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from tokenmill.tokenizer import Tokenizer
 
 
@@ -156,6 +158,8 @@ class MergeResult(StageResult):
     tables: int
     words: int
     occurrences: int
+    # run_merge(keep=True): the table merged now (word, count), not read back.
+    table: pa.Table | None = field(default=None, repr=False, compare=False)
 
     def what(self) -> str:
         return (

@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
@@ -63,6 +63,9 @@ from tokenmill.stages.tokens import TokenShard, token_shards
 from tokenmill.stages.train import run_train
 from tokenmill.stages.views import current_views
 from tokenmill.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 S = TypeVar("S", bound=StageResult)
 
@@ -222,13 +225,17 @@ def count_stage(inputs: Inputs, paths: dict, config: Config, stage):
 
 
 def merge_superwords(paths: dict, config: Config, count2: ShardStageResult, stage):
-    """--superword-at: stage 2's count tables merged as counts.parquet is."""
+    """--superword-at: stage 2's count tables merged as counts.parquet is; the
+    result's table is the one merged now (None when kept), for training to
+    take without reading it back."""
     folder, table = paths["superword_counts_dir"], paths["superword_counts_file"]
     # Every stage-2 word is kept: most (sentences) occur once.
     merge = run_merge(
-        folder, table, 1, files=[location(f) for f in count2.written], force=config.force
+        folder, table, 1, files=[location(f) for f in count2.written], force=config.force, keep=True
     )
-    return stage(dataclasses.replace(merge, stage="superword-merge"))
+    # The stage's record does not hold the table through the rest of the run.
+    stage(dataclasses.replace(merge, stage="superword-merge", table=None))
+    return merge
 
 
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
@@ -293,7 +300,8 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         assert tok is not None  # make_plan: encode only with a tokenizer
         resolved_config = encode_only_config(config, tok, given)
     manifest = base_manifest(data, resolved_config or config.to_dict(), steps)
-    merge2: Callable[[], None] | None = None  # --superword-at: stage 2's table merged
+    # --superword-at: stage 2's table merged (and returned, when merged now)
+    merge2: Callable[[], pa.Table | None] | None = None
     if steps in ("all", "count"):
         count, count2 = count_stage(inputs, paths, config, stage)
         tables = [location(f) for f in count.written]
@@ -312,9 +320,10 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
             manifest["counts"] += shard_outputs(count2.shards, out)
             table, files = paths["superword_counts_file"], manifest["files"]
 
-            def merge2() -> None:
+            def merge2() -> pa.Table | None:
                 merged = merge_superwords(paths, config, count2, stage)
                 files.append(file_entry(table, out, rows=merged.words))
+                return merged.table
 
             if steps == "count":
                 merge2()

@@ -46,13 +46,14 @@ def run_train(
     config: Config,
     base: Tokenizer | None = None,
     superword_counts: AnyPath | None = None,
-    merge_superwords: Callable[[], object] | None = None,
+    merge_superwords: Callable[[], pa.Table | None] | None = None,
 ) -> TrainResult:
     """Train on the word table, or with --extend grow `base` (from `load_base`)
     on it; with --superword-at, stage 2 on the word table `superword_counts`
     (split by its pattern), which `merge_superwords`, where given, makes
-    (run's stage-2 merge): while stage 1 trains, unless the tokenizer may be
-    kept. The result holds the tokenizer saved at `tokenizer_file`."""
+    (run's stage-2 merge, returning the table when it merged it now): while
+    stage 1 trains, unless the tokenizer may be kept. The result holds the
+    tokenizer saved at `tokenizer_file`."""
     start = time.monotonic()
     if config.extend and base is None:
         raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
@@ -160,14 +161,14 @@ def may_keep(tokenizer_file: AnyPath, key: dict, force: bool) -> bool:
 
 
 def stage2_table(
-    superword_counts: AnyPath, merge: Callable[[], object] | None
+    superword_counts: AnyPath, merge: Callable[[], pa.Table | None] | None
 ) -> Callable[[], pa.Table]:
-    """Stage 2's word table, made by `merge` first where given."""
+    """Stage 2's word table, made by `merge` first where given: the table it
+    returns, else the file it wrote (or kept)."""
 
     def read() -> pa.Table:
-        if merge is not None:
-            merge()
-        return read_word_table(superword_counts)
+        made = merge() if merge is not None else None
+        return made if made is not None else read_word_table(superword_counts)
 
     return read
 
