@@ -101,6 +101,45 @@ pub struct Encoder {
     caches: Mutex<Vec<WordCache>>,
     /// Superword tokens' pieces (sentences, often) merge by runs instead.
     superword: Option<Box<Pieces>>,
+    /// Where set (`with_pair_filter`), pairs it rules out are not looked up.
+    filter: Option<PairFilter>,
+}
+
+/// A bit per hashed pair, set for every merge's: a pair whose bit is clear
+/// is no merge. An encoder of few merges (superword tokens' second step,
+/// over pieces of stage-1 tokens that mostly no merge joins) looks up only
+/// the pairs it lets through, one load from a table in cache.
+struct PairFilter {
+    bits: Vec<u64>,
+    shift: u32,
+}
+
+impl PairFilter {
+    fn new<'p>(pairs: impl ExactSizeIterator<Item = &'p Pair>) -> Self {
+        // About 16 bits a merge: one pair in 16 that is none gets through.
+        let n = (pairs.len() * 16).next_power_of_two().max(1 << 12);
+        let mut filter = PairFilter {
+            bits: vec![0; n / 64],
+            shift: 64 - n.trailing_zeros(),
+        };
+        for &pair in pairs {
+            let i = filter.slot(pair);
+            filter.bits[i / 64] |= 1 << (i % 64);
+        }
+        filter
+    }
+
+    #[inline(always)]
+    fn slot(&self, (a, b): Pair) -> usize {
+        let key = (u64::from(a) << 32 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (key >> self.shift) as usize
+    }
+
+    #[inline(always)]
+    fn may_hold(&self, pair: Pair) -> bool {
+        let i = self.slot(pair);
+        self.bits[i / 64] & (1 << (i % 64)) != 0
+    }
 }
 
 /// Words whose ids are on their way: their keys and hashes.
@@ -258,7 +297,25 @@ impl Encoder {
             shared: SharedCache::default(),
             caches: Mutex::default(),
             superword,
+            filter: None,
         }
+    }
+
+    /// This encoder, looking up only the pairs a filter of its merges lets
+    /// through: for an encoder of few merges over symbols that mostly none
+    /// of them join.
+    pub fn with_pair_filter(mut self) -> Self {
+        self.filter = Some(PairFilter::new(self.merges.keys()));
+        self
+    }
+
+    /// (rank, id made) of the merge of `pair`, if one merges it.
+    #[inline(always)]
+    fn merge_of(&self, pair: Pair) -> Option<(u32, u32)> {
+        if self.filter.as_ref().is_some_and(|f| !f.may_hold(pair)) {
+            return None;
+        }
+        self.merges.get(&pair).copied()
     }
 
     fn base_symbols(&self, word: &str) -> Vec<u32> {
@@ -337,14 +394,18 @@ impl Encoder {
     /// only the two pairs it changes (as tiktoken does).
     fn merge_short(&self, symbols: &mut Vec<u32>) {
         const NO_MERGE: (u32, u32) = (u32::MAX, 0);
-        let pair_at = |s: &[u32], i: usize| match s.get(i + 1) {
-            Some(&b) => self.merges.get(&(s[i], b)).copied().unwrap_or(NO_MERGE),
-            None => NO_MERGE,
-        };
+        // A function, not a closure: the closure was not inlined.
+        #[inline(always)]
+        fn pair_at(encoder: &Encoder, s: &[u32], i: usize) -> (u32, u32) {
+            match s.get(i + 1) {
+                Some(&b) => encoder.merge_of((s[i], b)).unwrap_or(NO_MERGE),
+                None => NO_MERGE,
+            }
+        }
         let mut n = symbols.len();
         let mut pairs: SmallVec<[(u32, u32); SHORT_WORD]> = smallvec![NO_MERGE; n.max(1)];
         for (i, p) in pairs.iter_mut().enumerate().take(n.saturating_sub(1)) {
-            *p = pair_at(symbols, i);
+            *p = pair_at(self, symbols, i);
         }
         loop {
             let mut best = 0;
@@ -365,9 +426,9 @@ impl Encoder {
             }
             n -= 1;
             pairs[n - 1] = NO_MERGE;
-            pairs[best] = pair_at(symbols, best);
+            pairs[best] = pair_at(self, symbols, best);
             if best > 0 {
-                pairs[best - 1] = pair_at(symbols, best - 1);
+                pairs[best - 1] = pair_at(self, symbols, best - 1);
             }
         }
     }
@@ -394,7 +455,7 @@ impl Encoder {
         let mut prev: Vec<u32> = (0..n as u32).map(|i| i.wrapping_sub(1)).collect();
         let mut queue = RankQueue::default();
         let enqueue = |queue: &mut RankQueue, sym: &[u32], i: usize, j: usize| {
-            if let Some(&(rank, _)) = self.merges.get(&(sym[i], sym[j])) {
+            if let Some((rank, _)) = self.merge_of((sym[i], sym[j])) {
                 queue.push(rank, i as u32);
             }
         };
@@ -707,6 +768,46 @@ pub(crate) mod tests {
                 );
             }
         }
+    }
+
+    /// A pair filter changes which pairs are looked up, never the ids, in
+    /// either merge loop, and it rules out most pairs that are no merge.
+    #[test]
+    fn a_pair_filter_changes_no_ids() {
+        let mut seed = 11;
+        let words: Vec<Word> = (0..300)
+            .map(|i| Word {
+                symbols: random_symbols(&mut seed, 2 + i % 9, 40),
+                count: 1 + i as u64 % 5,
+            })
+            .collect();
+        let pairs = Trainer::new(words, 256).train(150, |_| {});
+        let merges: Vec<(Pair, u32)> = (pairs.iter().copied()).zip(256..).collect();
+        let make = || {
+            Encoder::new(
+                PreTokenizer::whitespace(false),
+                Alphabet::identity_bytes(),
+                &merges,
+                None,
+            )
+        };
+        let (plain, filtered) = (make(), make().with_pair_filter());
+        for len in [2, 3, 10, 47, 49, 100, 2000] {
+            let symbols = random_symbols(&mut seed, len, 40);
+            assert_eq!(
+                filtered.merge_symbols(symbols.clone()),
+                plain.merge_symbols(symbols),
+                "len {len}"
+            );
+        }
+        let filter = filtered.filter.as_ref().unwrap();
+        assert!(pairs.iter().all(|&p| filter.may_hold(p)));
+        let others: Vec<Pair> = (0..10_000u32)
+            .map(|k| (1000 + k, 7))
+            .filter(|p| !plain.merges.contains_key(p))
+            .collect();
+        let through = others.iter().filter(|&&p| filter.may_hold(p)).count();
+        assert!(through * 5 < others.len(), "{through} of {}", others.len());
     }
 
     /// An encoder for a vocabulary shipped in the repository.

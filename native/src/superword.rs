@@ -508,7 +508,7 @@ impl Pieces {
         Pieces {
             seams,
             runs: encoder(&merges[..split]),
-            later: (split < merges.len()).then(|| encoder(&merges[split..])),
+            later: (split < merges.len()).then(|| encoder(&merges[split..]).with_pair_filter()),
         }
     }
 
