@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from build_corpus import MULTILINGUAL
-from corpus import TEXT, corpus_stats, parquet_shards
+from corpus import TEXT, corpus_stats, link_corpus, parquet_shards
 
 CODE_BYTES = 500e6  # the C corpus of the encode rows: the prefix of shards nearest this
 CODE_REPEAT = 2  # its runs take a minute each: at most this many rounds
@@ -88,7 +88,11 @@ def multilingual(ctx) -> Corpus | None:
         f"Greek, Devanagari and Latin): {stats['documents']} documents, "
         f"{stats['bytes'] / 1e6:.1f} MB"
     )
-    return Corpus("multilingual", ctx.multilingual, stats["bytes"], stats["documents"], about)
+    # Its Parquet shards only, as the peers read them (its README.txt is an input too).
+    folder = ctx.tmp / "multilingual"
+    if not folder.exists():
+        link_corpus(ctx.multilingual, folder)
+    return Corpus("multilingual", folder, stats["bytes"], stats["documents"], about)
 
 
 # ---- the multilingual slice ---------------------------------------------------

@@ -257,3 +257,22 @@ def test_the_c_corpus_takes_at_most_its_rounds(bench):
     assert [c.rounds(SimpleNamespace(repeat=n)) for n in (1, 2, 5)] == [1, 2, 2]
     other = bench["corpora"].Corpus("bench", REPO, 1, 1, "bench")
     assert other.rounds(SimpleNamespace(repeat=5)) == 5
+
+
+def test_the_multilingual_corpus_is_read_as_its_parquet_shards_only(bench, tmp_path):
+    """tokenmill reads every known format of a folder, the peers only its
+    Parquet: the multilingual rows get the shards alone, not the README.txt
+    that bench/build_multilingual.py writes beside them."""
+    source = tmp_path / "multilingual"
+    (source / "more").mkdir(parents=True)
+    for name in ("shard-00000.parquet", "more/shard-00001.parquet"):
+        pq.write_table(pa.table({"text": ["ein Satz", "一つの文"]}), source / name)
+    (source / "README.txt").write_text("built by bench/build_multilingual.py\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ctx = SimpleNamespace(multilingual=source, tmp=scratch)
+    corpus = bench["corpora"].multilingual(ctx)
+    files = sorted(p.relative_to(corpus.path).as_posix() for p in corpus.path.rglob("*"))
+    assert files == ["more", "more/shard-00001.parquet", "shard-00000.parquet"]
+    assert (corpus.documents, corpus.name) == (4, "multilingual")
+    assert bench["corpora"].multilingual(ctx).path == corpus.path  # linked once
