@@ -224,15 +224,16 @@ def count_stage(inputs: Inputs, paths: dict, config: Config, stage):
     return count, check_read(stage(dataclasses.replace(more[0], stage="superword-count")))
 
 
-def merge_superwords(paths: dict, config: Config, count2: ShardStageResult, stage):
-    """--superword-at: stage 2's count tables merged as counts.parquet is; the
-    result's table is the one merged now (None when kept), for training to
-    take without reading it back."""
+def merge_superwords(
+    paths: dict, config: Config, count2: ShardStageResult, stage, keep: bool = True
+):
+    """--superword-at: stage 2's count tables merged as counts.parquet is; with
+    `keep`, the result's table is the one merged now (None when kept), for
+    training to take without reading it back."""
     folder, table = paths["superword_counts_dir"], paths["superword_counts_file"]
+    files = [location(f) for f in count2.written]
     # Every stage-2 word is kept: most (sentences) occur once.
-    merge = run_merge(
-        folder, table, 1, files=[location(f) for f in count2.written], force=config.force, keep=True
-    )
+    merge = run_merge(folder, table, 1, files=files, force=config.force, keep=keep)
     # The stage's record does not hold the table through the rest of the run.
     stage(dataclasses.replace(merge, stage="superword-merge", table=None))
     return merge
@@ -321,7 +322,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
             table, files = paths["superword_counts_file"], manifest["files"]
 
             def merge2() -> pa.Table | None:
-                merged = merge_superwords(paths, config, count2, stage)
+                merged = merge_superwords(paths, config, count2, stage, keep=steps == "all")
                 files.append(file_entry(table, out, rows=merged.words))
                 return merged.table
 
