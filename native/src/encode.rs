@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::sharedcache::{halves, hash, wide_key, Held, Key, SharedCache, MANY, NO_KEY, SHORT_IDS};
 use crate::superword::Pieces;
-use crate::train::Pair;
+use crate::train::{Pair, PairBits};
 use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -102,44 +102,7 @@ pub struct Encoder {
     /// Superword tokens' pieces (sentences, often) merge by runs instead.
     superword: Option<Box<Pieces>>,
     /// Where set (`with_pair_filter`), pairs it rules out are not looked up.
-    filter: Option<PairFilter>,
-}
-
-/// A bit per hashed pair, set for every merge's: a pair whose bit is clear
-/// is no merge. An encoder of few merges (superword tokens' second step,
-/// over pieces of stage-1 tokens that mostly no merge joins) looks up only
-/// the pairs it lets through, one load from a table in cache.
-struct PairFilter {
-    bits: Vec<u64>,
-    shift: u32,
-}
-
-impl PairFilter {
-    fn new<'p>(pairs: impl ExactSizeIterator<Item = &'p Pair>) -> Self {
-        // About 16 bits a merge: one pair in 16 that is none gets through.
-        let n = (pairs.len() * 16).next_power_of_two().max(1 << 12);
-        let mut filter = PairFilter {
-            bits: vec![0; n / 64],
-            shift: 64 - n.trailing_zeros(),
-        };
-        for &pair in pairs {
-            let i = filter.slot(pair);
-            filter.bits[i / 64] |= 1 << (i % 64);
-        }
-        filter
-    }
-
-    #[inline(always)]
-    fn slot(&self, (a, b): Pair) -> usize {
-        let key = (u64::from(a) << 32 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (key >> self.shift) as usize
-    }
-
-    #[inline(always)]
-    fn may_hold(&self, pair: Pair) -> bool {
-        let i = self.slot(pair);
-        self.bits[i / 64] & (1 << (i % 64)) != 0
-    }
+    filter: Option<PairBits>,
 }
 
 /// Words whose ids are on their way: their keys and hashes.
@@ -301,18 +264,19 @@ impl Encoder {
         }
     }
 
-    /// This encoder, looking up only the pairs a filter of its merges lets
-    /// through: for an encoder of few merges over symbols that mostly none
-    /// of them join.
+    /// This encoder, looking up only the pairs a bit filter of its merges
+    /// lets through, one load from a table in cache: for an encoder of few
+    /// merges over symbols that mostly none of them join (superword tokens'
+    /// second step, over pieces of stage-1 tokens).
     pub fn with_pair_filter(mut self) -> Self {
-        self.filter = Some(PairFilter::new(self.merges.keys()));
+        self.filter = Some(PairBits::of_pairs(self.merges.keys()));
         self
     }
 
     /// (rank, id made) of the merge of `pair`, if one merges it.
     #[inline(always)]
     fn merge_of(&self, pair: Pair) -> Option<(u32, u32)> {
-        if self.filter.as_ref().is_some_and(|f| !f.may_hold(pair)) {
+        if self.filter.as_ref().is_some_and(|f| !f.holds(pair)) {
             return None;
         }
         self.merges.get(&pair).copied()
@@ -348,15 +312,11 @@ impl Encoder {
         }
     }
 
-    /// The token ids of one pre-tokenized word.
+    /// The token ids of one pre-tokenized word, merged (no cache holds it).
     pub fn encode_word(&self, word: &str) -> Vec<u32> {
-        if let Some(&id) = self.whole_words.as_ref().and_then(|w| w.get(word)) {
-            return vec![id];
-        }
-        if let Some(pieces) = &self.superword {
-            return pieces.encode(word);
-        }
-        self.merge_symbols(self.base_symbols(word))
+        let mut out = Vec::new();
+        self.encode_word_into(word, &mut WordCache::default(), &mut out);
+        out
     }
 
     /// `symbols` merged as a word's base symbols are.
@@ -801,12 +761,12 @@ pub(crate) mod tests {
             );
         }
         let filter = filtered.filter.as_ref().unwrap();
-        assert!(pairs.iter().all(|&p| filter.may_hold(p)));
+        assert!(pairs.iter().all(|&p| filter.holds(p)));
         let others: Vec<Pair> = (0..10_000u32)
             .map(|k| (1000 + k, 7))
             .filter(|p| !plain.merges.contains_key(p))
             .collect();
-        let through = others.iter().filter(|&&p| filter.may_hold(p)).count();
+        let through = others.iter().filter(|&&p| filter.holds(p)).count();
         assert!(through * 5 < others.len(), "{through} of {}", others.len());
     }
 

@@ -17,6 +17,7 @@ use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
 
 mod floor;
+pub(crate) use floor::PairBits;
 
 pub type Pair = (u32, u32);
 

@@ -181,29 +181,53 @@ impl Slots {
         if floor <= 1 {
             return None;
         }
-        let mut bits = vec![0u64; self.counts.len().div_ceil(64)];
+        let mut kept = PairBits::with_slots(self.bits);
         for (i, &c) in self.counts.iter().enumerate() {
             if i64::from(c) >= floor {
-                bits[i / 64] |= 1 << (i % 64);
+                kept.set(i);
             }
         }
-        Some(Kept {
-            bits,
-            slot_bits: self.bits,
-        })
+        Some(kept)
     }
 }
 
-/// The pairs whose slot reached the floor: a bit a slot, small enough to
-/// stay in cache where the counts would not.
-struct Kept {
+/// The pairs whose slot reached the floor.
+type Kept = PairBits;
+
+/// A bit per slot of hashed pairs (`slot`): a pair whose bit is clear is
+/// none of those set; one that is set may be. Small enough to stay in cache
+/// where a table of the pairs would not: the floor's pairs that may win,
+/// or an encoder's few merges (`Encoder::with_pair_filter`).
+pub(crate) struct PairBits {
     bits: Vec<u64>,
     slot_bits: u32,
 }
 
-impl Kept {
+impl PairBits {
+    fn with_slots(slot_bits: u32) -> Self {
+        PairBits {
+            bits: vec![0; (1usize << slot_bits).div_ceil(64)],
+            slot_bits,
+        }
+    }
+
+    fn set(&mut self, i: usize) {
+        self.bits[i / 64] |= 1 << (i % 64);
+    }
+
+    /// The bits of `pairs`, about 16 a pair: one pair in 16 that is none of
+    /// them is let through.
+    pub(crate) fn of_pairs<'p>(pairs: impl ExactSizeIterator<Item = &'p Pair>) -> Self {
+        let n = (pairs.len() * 16).next_power_of_two().max(1 << 12);
+        let mut bits = PairBits::with_slots(n.trailing_zeros());
+        for &pair in pairs {
+            bits.set(slot(pair, bits.slot_bits));
+        }
+        bits
+    }
+
     #[inline(always)]
-    fn holds(&self, pair: Pair) -> bool {
+    pub(crate) fn holds(&self, pair: Pair) -> bool {
         let i = slot(pair, self.slot_bits);
         self.bits[i / 64] & (1 << (i % 64)) != 0
     }
