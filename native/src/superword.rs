@@ -889,19 +889,24 @@ mod tests {
             check_pieces(&bytes, &learned(&texts, None, n), &PIECES);
         }
         // Stage 2's merges after stage 1's: the split rank falls between.
-        let mut merges = learned(&texts, Some("cl100k"), 12);
+        let merges = two_step_merges(&texts);
+        assert!(Pieces::new(&bytes, &merges).later.is_some(), "two steps");
+        check_pieces(&bytes, &merges, &PIECES);
+    }
+
+    /// Stage 1's merges on `texts` split by cl100k, then those learned on
+    /// the whole texts that stage 1 lacks, renumbered after them (kept only
+    /// where both parts exist by then): a split rank between the two.
+    fn two_step_merges(texts: &[&str]) -> Vec<(Pair, u32)> {
+        let mut merges = learned(texts, Some("cl100k"), 12);
         let known: std::collections::HashSet<Pair> = merges.iter().map(|m| m.0).collect();
-        let later = learned(&texts, None, 80).into_iter().map(|m| m.0);
-        let later: Vec<Pair> = later.filter(|p| !known.contains(p)).collect();
-        for pair in later {
-            // Renumbered: kept only where both parts exist by then.
+        for pair in learned(texts, None, 80).into_iter().map(|m| m.0) {
             let made = 256 + merges.len() as u32;
-            if pair.0 < made && pair.1 < made {
+            if !known.contains(&pair) && pair.0 < made && pair.1 < made {
                 merges.push((pair, made));
             }
         }
-        assert!(Pieces::new(&bytes, &merges).later.is_some(), "two steps");
-        check_pieces(&bytes, &merges, &PIECES);
+        merges
     }
 
     #[test]
@@ -911,14 +916,7 @@ mod tests {
         // two, still give each piece the ids of merging it whole.
         let texts = ["ab ab, abc abc\n  ab\tab,b a,b", "x  \n  ab,b ab ab é ab é"];
         let bytes: [u32; 256] = std::array::from_fn(|b| b as u32);
-        let mut merges = learned(&texts, Some("cl100k"), 12);
-        let known: std::collections::HashSet<Pair> = merges.iter().map(|m| m.0).collect();
-        for pair in learned(&texts, None, 80).into_iter().map(|m| m.0) {
-            let made = 256 + merges.len() as u32;
-            if !known.contains(&pair) && pair.0 < made && pair.1 < made {
-                merges.push((pair, made));
-            }
-        }
+        let merges = two_step_merges(&texts);
         let alphabet = || Alphabet::Bytes {
             ids: Box::new(bytes),
         };
