@@ -209,8 +209,12 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
         if address:
             ray.init(address=address, **options)
         else:
-            ray.init(num_cpus=workers, **options)
-    except (ConnectionError, RuntimeError) as e:
+            # "local", not None: with None, Ray joins the last cluster
+            # `ray start` recorded on this machine (its ray_current_cluster
+            # file, left behind when that cluster stops without cleaning up),
+            # and then refuses num_cpus.
+            ray.init(address="local", num_cpus=workers, **options)
+    except (ConnectionError, RuntimeError, ValueError) as e:
         where = f"Ray at {address}" if address else "a local Ray"
         raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
 

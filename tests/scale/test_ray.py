@@ -3,6 +3,9 @@ with the same outputs as the local executors."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from runs import copy_sample, manifest, output_files, tokenmill
 
@@ -39,3 +42,19 @@ def test_ray_address_and_errors_come_back_as_one_line(tmp_path):
     local = tmp_path / "local"
     tokenmill("run", data, local, *RUN, "--on-error", "skip")
     assert output_files(out) == output_files(local)
+
+
+def test_a_run_with_no_address_starts_its_own_ray_beside_a_stale_cluster_record(tmp_path):
+    """`ray start` records its cluster in RAY_TMPDIR/ray/ray_current_cluster,
+    and a cluster that stops without cleaning up leaves the record behind: a
+    run given no address must start a local Ray, not join (or fail on) that."""
+    data = copy_sample(tmp_path / "data", ["lines.txt"])
+    # Ray's sockets live under RAY_TMPDIR: a short path keeps them in AF_UNIX's limit.
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="tm-ray-") as ray_tmp:
+        (Path(ray_tmp) / "ray").mkdir()
+        (Path(ray_tmp) / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
+        env = {"RAY_TMPDIR": ray_tmp, "RAY_ADDRESS": ""}
+        tokenmill("run", data, tmp_path / "ray", *RUN, "--executor", "ray", env=env)
+    tokenmill("run", data, tmp_path / "local", *RUN)
+    assert output_files(tmp_path / "ray") == output_files(tmp_path / "local")
+    assert manifest(tmp_path / "ray")["config"]["ray_address"] is None
