@@ -61,6 +61,8 @@ def section(folder: Path = FOLDER) -> tuple[str, str]:
         "",
     ]
     notes = [n for run in found for n in run["notes"] if n.startswith(KEPT_NOTES)]
+    # What was found wrong with a kept run after it ran, said beside its rows.
+    notes += [n for run in found for n in run.get("errata", [])]
     lines += [f"- {n}" for n in notes]
     return TITLE, "\n".join(lines)
 

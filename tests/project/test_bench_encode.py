@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from types import SimpleNamespace
 
@@ -107,6 +108,22 @@ def test_the_kept_many_core_rows_give_every_corpus_vocabulary_and_worker_count(b
     assert keys == [(c, v, w) for c in corpora for v in vocabs for w in ("1", "2", "4", "8", "16")]
     assert "16 cores" in title and "16 cores" in text
     assert text.count("0 of 3890 documents differ from gigatoken") == 10  # each vocabulary, w1..16
+
+
+def test_a_kept_run_whose_token_totals_differ_says_why_beside_its_rows(bench):
+    """A kept run cannot be run again here: where its contenders' token totals
+    differ, its errata must say why, in the section RESULTS.md shows."""
+    mc = bench["manycorerows"]
+    for name, run in mc.runs().items():
+        totals = [
+            set(re.findall(r" (\d+)(?=,|\.?$)", n.split("Tokens: ", 1)[1]))
+            for n in run["notes"]
+            if n.startswith("Exactness, encode") and "Tokens: " in n
+        ]
+        assert totals, name
+        if any(len(t) > 1 for t in totals):
+            assert run.get("errata"), f"{name}: token totals differ, and no erratum says why"
+            assert all(e in mc.section()[1] for e in run["errata"])
 
 
 def test_no_kept_many_core_rows_is_no_section(bench, tmp_path):
