@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -40,7 +41,7 @@ from tokenmill.cli_options import (
     workers_option,
 )
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError, WorkerLost, cli_message, one_line
+from tokenmill.errors import TokenmillError, WorkerLost, cli_message, escaped, one_line
 from tokenmill.formats import FORMATS
 from tokenmill.stages.results import (
     NothingRead,
@@ -70,11 +71,17 @@ def user_errors(f):
         except WorkerLost as e:
             raise Killed(str(e)) from None
         except TokenmillError as e:
-            raise click.ClickException(cli_message(str(e))) from None
+            raise click.ClickException(escaped(cli_message(str(e)))) from None
         except OSError as e:
-            raise click.ClickException(os_error_line(e)) from None
+            raise click.ClickException(escaped(os_error_line(e))) from None
         except RecursionError:
             raise click.ClickException("input nested too deeply to read") from None
+        except UnicodeEncodeError as e:
+            # A name or text that is not UTF-8 met where it must be (a tokenize TEXT's option).
+            from tokenmill.io.inputs import printable
+
+            shown = printable(e.object) if isinstance(e.object, str) else repr(e.object)
+            raise click.ClickException(f"{shown}: not UTF-8, where UTF-8 is needed") from None
         except MemoryError:
             raise click.ClickException("out of memory") from None
         except KeyboardInterrupt:
@@ -121,6 +128,43 @@ def output_folder(data: Path | None, folder: Path, option: str, force: bool = Fa
         yield
 
 
+def output_file(
+    target: Path,
+    reads: list,
+    option: str,
+    force: bool = False,
+    ours: Callable[[Path], bool] | None = None,
+) -> None:
+    """A single-file output (merge's table, train's tokenizer, an export):
+    never a file or in a folder the command reads, and never an existing
+    file tokenmill cannot tell it wrote (`ours`; by default, one with its
+    state file beside it) unless `force`. Local paths only: an object
+    store's outputs are a run's, under its lock."""
+    from tokenmill.io.storage import is_remote, location
+    from tokenmill.stages.state import state_file
+
+    if is_remote(location(target)):
+        return
+    at = Path(target).resolve()
+    for read in reads:
+        if read is None or is_remote(location(read)):
+            continue
+        source = Path(read).resolve()
+        if at == source or source in at.parents:
+            where = "is" if at == source else "is inside"
+            raise TokenmillError(f"{target}: {option} {where} {read}, which this command reads")
+    if not at.exists() or force:
+        return
+    if ours is None and not state_file(at).exists():
+        raise TokenmillError(
+            f"{target}: {option} exists and tokenmill did not write it; give --force to replace it"
+        )
+    if ours is not None and not ours(at):
+        raise TokenmillError(
+            f"{target}: {option} exists and is not what this command writes; remove it first"
+        )
+
+
 def echo_summary(result: StageResult) -> None:
     """One line per finished stage: what it did, how much, how fast."""
     click.echo(result.describe(), err=True)
@@ -131,7 +175,7 @@ def echo_not_read(result: ShardStageResult) -> None:
     from tokenmill.io.inputs import not_read_line
 
     if line := not_read_line(len(result.shards), result.not_read):
-        click.echo(line, err=True)
+        click.echo(escaped(line), err=True)
 
 
 def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
@@ -139,10 +183,29 @@ def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
     for skip in result.skipped:
         n = skip.get("documents", 0)
         count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
-        click.echo(f"skipped: {skip['shard']}: {skip['reason']}{count}", err=True)
+        click.echo(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"), err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Python hands a non-UTF-8 argument over with its bytes as lone
+        # surrogates, which no file name, option or pattern tokenmill writes
+        # may hold: refused before any work (tokenize says so of its TEXT).
+        if args[:1] != ["tokenize"]:
+            for arg in args:
+                try:
+                    arg.encode("utf-8")
+                except UnicodeEncodeError:
+                    from tokenmill.io.inputs import printable
+
+                    raise click.ClickException(
+                        f"{printable(arg)}: argument is not UTF-8; names, options and "
+                        "patterns must be"
+                    ) from None
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tokenmill")
 def main():
     """tokenmill: turn text corpora into token-ID Parquet shards with BPE.
@@ -196,6 +259,7 @@ def merge(counts_dir, counts_file, min_count, force):
     order (lazy and streaming: the tables need not fit in memory)."""
     from tokenmill.stages.merge import run_merge
 
+    output_file(counts_file, [counts_dir], "COUNTS_FILE", force)
     echo_summary(run_merge(counts_dir, counts_file, min_count, force=force))
 
 
@@ -233,6 +297,9 @@ def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
 
     if options["extend"] is not None:
         options["extend"] = str(options["extend"])
+    extend = options["extend"]  # a file, or a preset's name
+    reads = [counts_file, superword_counts, extend if extend and Path(extend).exists() else None]
+    output_file(tokenizer_file, reads, "TOKENIZER_FILE", options["force"])
     base, config = load_base(Config(**options), extend_pattern(ctx, options))
     echo_summary(run_train(counts_file, tokenizer_file, config, base, superword_counts))
 
@@ -464,7 +531,11 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
 
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
-        text = utf8_text(click.get_binary_stream("stdin").read(), "standard input")
+        try:
+            stdin = click.get_binary_stream("stdin")
+        except RuntimeError:  # no file descriptor 0
+            raise TokenmillError("standard input is closed; give TEXT") from None
+        text = utf8_text(stdin.read(), "standard input")
     else:
         # Python hands a non-UTF-8 argument over with its bytes as surrogate
         # escapes, which the encoder would silently turn into U+FFFD.
@@ -602,8 +673,12 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
     """Write TOKENIZER_FILE (any format `encode` reads) as OUT in another tool's
     format, giving exactly the same ids."""
     from tokenmill.formats import export as export_tokenizer
-    from tokenmill.formats import load_any
+    from tokenmill.formats import export_targets, is_export, load_any
 
+    # A ranks file is read with the settings beside it.
+    reads = [tokenizer_file, Path(f"{tokenizer_file}.json")]
+    for target in export_targets(out, fmt):
+        output_file(target, reads, "OUT", ours=lambda p, fmt=fmt: is_export(p, fmt))
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     for path in export_tokenizer(tok, out, fmt):
         click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)

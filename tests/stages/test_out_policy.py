@@ -283,3 +283,40 @@ def test_on_a_store_a_prefix_of_other_objects_is_refused_and_nesting_too(s3, tmp
     assert "tokens/README.txt" in kept_line(tokenmill("run", data, url, *RUN, "--force"))
     assert {name: fs.cat_file(name) for name in theirs} == theirs
     error_line(tokenmill("run", data, f"{url}/tokens/x", *RUN, check=False), "inside", url)
+
+
+def test_a_single_file_output_never_replaces_an_input_or_a_file_of_the_users(tmp_path):
+    """merge's table, train's tokenizer and an export are one file each: never
+    the command's own input, nor inside a folder it reads, nor an existing
+    file tokenmill cannot tell it wrote (unless --force, where it has one)."""
+    data = data_folder(tmp_path)
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, *RUN)
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes\n")
+    shard = data / "a.jsonl"
+    before = {p: p.read_bytes() for p in (notes, shard, out / "tokenizer.json")}
+    refused = [
+        (("merge", out / "counts", shard), "COUNTS_FILE exists and tokenmill did not write it"),
+        (("merge", out / "counts", out / "counts" / "m.parquet"), "is inside"),
+        (("train", out / "counts.parquet", notes, *RUN[:2]), "--force"),
+        (("train", out / "counts.parquet", out / "counts.parquet", *RUN[:2]), "which this"),
+        # A ranks file's settings go beside it, OUT + ".json": here the input.
+        (("export", out / "tokenizer.json", out / "tokenizer", "--format", "tiktoken"), "reads"),
+        (("export", out / "tokenizer.json", out / "tokenizer.json", "--format", "hf"), "reads"),
+        (("export", out / "tokenizer.json", notes, "--format", "hf"), "remove it first"),
+    ]
+    for args, needle in refused:
+        error_line(tokenmill_here(*args, check=False), needle)
+        assert {p: p.read_bytes() for p in before} == before, args
+    assert not (out / "counts" / "m.parquet").exists()
+    assert not (data / ".a.jsonl.state.json").exists()
+    # Its own outputs it replaces, and a file of the user's with --force.
+    merged, tok, hf = tmp_path / "m.parquet", tmp_path / "t.json", tmp_path / "hf.json"
+    for _ in range(2):
+        tokenmill_here("merge", out / "counts", merged)
+        tokenmill_here("train", merged, tok, *RUN[:2])
+        tokenmill_here("export", tok, hf, "--format", "hf")
+        tokenmill_here("export", tok, tmp_path / "t.tiktoken", "--format", "tiktoken")
+    tokenmill_here("train", merged, notes, *RUN[:2], "--force")
+    assert notes.read_bytes() == tok.read_bytes()

@@ -118,6 +118,33 @@ def _load(path: AnyPath, pattern: str | None, special_tokens: dict[str, int] | N
     return Tokenizer._from_file(d, data, str(path))
 
 
+def export_targets(path: Path, fmt: str) -> list[Path]:
+    """The files `export(..., path, fmt)` writes."""
+    from tokenmill.formats import tiktoken, transformers
+
+    path = Path(path)
+    if fmt == "tiktoken":
+        return [path, tiktoken.sidecar_path(path)]
+    if fmt == "transformers":
+        return [path / name for name in transformers.FILES]
+    return [path]
+
+
+def is_export(path: Path, fmt: str) -> bool:
+    """Whether the existing file `path` is what an export as `fmt` writes
+    there, so that exporting again may replace it."""
+    if fmt == "transformers":
+        return True  # a folder, whose own check (transformers.save) judges its files
+    if fmt == "tiktoken" and not path.name.endswith(".json"):
+        first = path.open("rb").readline(1 << 16).split()
+        return len(first) == 2 and first[1].isdigit()
+    try:
+        kind = detect(path)[0]
+    except TokenmillError:
+        return False
+    return kind == ("tiktoken-settings" if fmt == "tiktoken" else "hf")
+
+
 def export(tok: Tokenizer, path: Path, fmt: str) -> list[Path]:
     """Write `tok` as `fmt` (hf, tiktoken, transformers: `path` is a folder);
     returns the files written."""
