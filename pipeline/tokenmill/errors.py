@@ -32,6 +32,20 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+# Control characters as Python writes them in a string's repr: a file name
+# may hold a line break, and an error is one line.
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in [*range(32), 127]}
+
+
+def escaped(text: str) -> str:
+    r"""`text` with its control characters escaped, so that it prints as one line.
+
+    >>> escaped("data/bad\nname.jsonl: row 0")
+    'data/bad\\nname.jsonl: row 0'
+    """
+    return text.translate(_CONTROLS)
+
+
 class TokenmillError(ValueError):
     """A problem the user can fix; the message names the file, row or argument."""
 

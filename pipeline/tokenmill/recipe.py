@@ -28,7 +28,6 @@ deterministic subset) is stages/mix.py's.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from pathlib import Path
 from tokenmill.errors import TokenmillError
 
 FORMS = ("tokens", "weight", "epochs")
+# Epochs of one source, at most: more is no recipe (and 1e308 is no budget).
+MAX_EPOCHS = 1_000_000
 RESERVED = ("total", "column")
 # Powers of 1000, as token counts are quoted ("20B" tokens): G is B.
 SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
@@ -146,8 +147,10 @@ def parse_share(name: str, value: object, where: str) -> Share:
             raise TokenmillError(f"{at}.weight: a share of total (0 to 1), not {given!r}")
         return Share(name, weight=weight(float(given), f"{at}.weight"), files=files)
     is_number = isinstance(given, float | int) and not isinstance(given, bool)
-    if not is_number or not 0 <= given < math.inf:
-        raise TokenmillError(f"{at}.epochs: a number of epochs (2.0, 0.5), not {given!r}")
+    if not is_number or not 0 <= given <= MAX_EPOCHS:
+        raise TokenmillError(
+            f"{at}.epochs: a number of epochs (2.0, 0.5; at most {MAX_EPOCHS:,}), not {given!r}"
+        )
     return Share(name, epochs=float(given), files=files)
 
 

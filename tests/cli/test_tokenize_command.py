@@ -124,3 +124,22 @@ def test_text_that_is_not_utf8_is_one_line(trained, args, stdin, where):
     )
     assert result.returncode == 1 and result.stdout == b""
     assert result.stderr.decode().strip() == f"Error: {where}"
+
+
+def test_a_closed_stdin_or_a_pattern_that_is_not_utf8_is_one_line(trained):
+    """No file descriptor 0 at all; a .tiktoken file's --pattern given in other bytes."""
+    closed = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", str(trained), "-"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert closed.returncode == 1 and closed.stdout == b""
+    assert closed.stderr.decode().strip() == "Error: standard input is closed; give TEXT"
+    pattern = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", str(GPT2_FILE),
+         "--pattern", b"(\xe9", "x"],
+        capture_output=True,
+    )  # fmt: skip
+    assert pattern.returncode == 1 and pattern.stdout == b""
+    assert pattern.stderr.decode().strip() == "Error: (\\xe9: not UTF-8, where UTF-8 is needed"

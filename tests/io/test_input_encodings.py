@@ -53,7 +53,8 @@ def test_an_input_named_in_latin1_is_refused_in_one_printable_line(tmp_path, on_
 
 
 def test_data_whose_path_is_not_utf8_is_refused_in_one_printable_line(tmp_path):
-    # The manifest records DATA's path. os.fsdecode: a name as Python holds it.
+    # The manifest records DATA's path, so it is refused as every argument
+    # that is not UTF-8 is, before any work. os.fsdecode: a name as Python holds it.
     folder = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"d\xe9"))
     os.mkdir(folder)
     Path(folder, "good.txt").write_text("a document\n")
@@ -61,9 +62,10 @@ def test_data_whose_path_is_not_utf8_is_refused_in_one_printable_line(tmp_path):
         result = tokenmill_here("run", data, tmp_path / f"out{i}", *RUN, check=False)
         assert result.returncode == 1, result.stderr
         assert last_line(result) == (
-            f"Error: {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: DATA's path is "
-            "not UTF-8, and the manifest records it; rename it"
+            f"Error: {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: argument is "
+            "not UTF-8; names, options and patterns must be"
         )
+        assert not (tmp_path / f"out{i}").exists()
 
 
 def test_a_file_named_in_latin1_that_is_not_read_is_listed_printably(tmp_path):
@@ -117,3 +119,30 @@ def test_text_with_a_utf16_or_utf32_byte_order_mark_is_a_bad_file(tmp_path, enco
     name = encoding[:6].upper()
     with pytest.raises(TokenmillError, match=rf"wide\.txt: {name} text .*not UTF-8; convert it"):
         list(read_batches(path, txt_unit=unit))
+
+
+def test_a_name_with_a_line_break_stays_on_one_line(tmp_path):
+    """A file name may hold any byte but / and NUL: errors and skips are one line each."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "bad\nname.jsonl").write_bytes(b"not json\n")
+    failed = tokenmill_here("run", data, tmp_path / "out", *RUN, check=False)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1].startswith(f"Error: {data}/bad\\nname.jsonl: ")
+    (data / "ok.jsonl").write_text('{"text": "some fine words"}\n')
+    skipped = tokenmill_here("run", data, tmp_path / "out", *RUN, "--on-error", "skip")
+    [line] = [line for line in skipped.stderr.splitlines() if line.startswith("skipped:")]
+    assert line.startswith("skipped: bad\\nname.jsonl: row 0 (line 1): not JSON")
+
+
+def test_an_option_that_is_not_utf8_is_refused_before_any_work(tmp_path):
+    data = corpus(tmp_path)
+    token = os.fsdecode(b"<|\xe9|>")
+    result = tokenmill_here(
+        "run", data, tmp_path / "out", *RUN, "--special-token", token, check=False
+    )
+    assert result.returncode == 1
+    assert last_line(result) == (
+        "Error: <|\\xe9|>: argument is not UTF-8; names, options and patterns must be"
+    )
+    assert not (tmp_path / "out").exists()

@@ -266,3 +266,13 @@ def test_stats_counts_per_nested_source(tmp_path, cli):
     got = {s["name"]: s["documents"] for s in stats["sources"]}
     assert got == {"web": 6, "books": 2, "code": 2, "s.jsonl": 1}
     assert stats["documents"] == 11
+
+
+def test_two_columns_of_the_text_columns_name_are_refused(tmp_path):
+    """Parquet allows two columns of one name: which holds the text is not known,
+    so neither is taken."""
+    path = tmp_path / "d.parquet"
+    table = pa.Table.from_arrays([pa.array(["A"]), pa.array(["B"])], names=["text", "text"])
+    pq.write_table(table, path)
+    with pytest.raises(TokenmillError, match=r"d.parquet: 2 columns are named 'text'"):
+        list(read_documents(path, "text"))

@@ -454,3 +454,24 @@ def test_ctrl_c_turned_into_another_error_by_an_import_is_still_one_line():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (130, "interrupted\n")
+
+
+def test_verify_adds_up_the_skips_and_refuses_numbers_that_are_not_counts(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"text": "ok words"}\nnot json\n{"text": null}\n')
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "270", "--on-error", "skip")
+    tokenmill_here("verify", out)
+    original = (out / "manifest.json").read_text()
+    for change, needle in (
+        (lambda m: m["skipped"].pop(0), "manifest documents_skipped: 2, its skips list 1"),
+        (lambda m: m.update(documents="1"), "manifest documents: '1' is not a count"),
+        (lambda m: m["skipped"][0].update(documents=-1), "-1 is not a count"),
+    ):
+        m = json.loads(original)
+        change(m)
+        (out / "manifest.json").write_text(json.dumps(m))
+        result = tokenmill_here("verify", out, check=False)
+        assert result.returncode == 3, result.stderr
+        assert needle in result.stderr and "Traceback" not in result.stderr

@@ -156,6 +156,7 @@ def test_the_same_recipe_writes_the_same_bytes(cli, corpus, tmp_path):
         ({"code": True}, "mix.code: give a token budget"),
         ({"x": {"tokens": 1, "epochs": 1}}, "mix.x: give exactly one of tokens, weight, epochs"),
         ({"x": {"epochs": -1}}, "mix.x.epochs: a number of epochs"),
+        ({"x": {"epochs": 1e308}}, "mix.x.epochs: a number of epochs (2.0, 0.5; at most"),
         ({"x": {"tokens": 1, "glob": "a/*"}}, "mix.x: unknown key 'glob'"),
         ({"x": {"tokens": 1, "files": 3}}, "mix.x.files: a glob of input names"),
         ({"total": "1M", "x": "5"}, "mix.total: no source is a weight of it"),

@@ -238,6 +238,23 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
     return len(checks), differences
 
 
+def recorded_counts(manifest: dict) -> list[tuple[str, object]]:
+    """(where, value) of every number the manifest's accounting adds up."""
+    found: list[tuple[str, object]] = [
+        (key, manifest[key])
+        for key in ("documents", "tokens", "documents_in", "documents_skipped")
+        if key in manifest
+    ]
+    for group in ("outputs", "counts", "skipped"):
+        for entry in manifest.get(group, []):
+            for key in ("documents", "tokens"):
+                if isinstance(entry, dict) and entry.get(key) is not None:
+                    found.append(
+                        (f"{group} {entry.get('path', entry.get('shard'))} {key}", entry[key])
+                    )
+    return found
+
+
 def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
     """Where the manifest's own numbers do not follow from its outputs: each
     shard output's documents and tokens against what the output records of
@@ -245,6 +262,13 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
     totals against the sums. The files' hashes cannot show these: the
     manifest is the record they are checked against."""
     inputs = {e["path"]: e for e in manifest.get("inputs", [])}
+    not_counts = [
+        f"manifest {where}: {value!r} is not a count"
+        for where, value in recorded_counts(manifest)
+        if type(value) is not int or value < 0
+    ]
+    if not_counts:
+        return not_counts  # the sums below would mean nothing
     differences = []
     for group, stage in (("outputs", "encode"), ("counts", "count")):
         for entry in manifest.get(group, []):
@@ -281,6 +305,12 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
         "documents", 0
     ) + manifest.get("documents_skipped", 0):
         differences.append("manifest documents_in: not documents + documents_skipped")
+    listed = [e.get("documents") for e in manifest.get("skipped", []) if isinstance(e, dict)]
+    counted = [n for n in listed if isinstance(n, int)]
+    # A skipped file whose documents could not be counted lists none.
+    skipped = manifest.get("documents_skipped", 0)
+    if len(counted) == len(listed) and skipped != sum(counted):
+        differences.append(f"manifest documents_skipped: {skipped}, its skips list {sum(counted)}")
     if isinstance(manifest.get("mix"), dict):
         # A mixture's account is recorded in its first part too (stages/mix.py).
         state = parquet_json_metadata(listed_path(out, MIX_ACCOUNT), STATE)
