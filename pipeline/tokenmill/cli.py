@@ -617,6 +617,7 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
     from tokenmill.stages.pack import run_pack
 
     workers = check_workers(workers or default_workers(), "threads")
+    check_split(tokens_dir, val_fraction)
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force):
         summary = run_pack(
             tokens_dir,
@@ -628,6 +629,14 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
             workers=workers,
         )
     echo_summary(summary)
+
+
+def check_split(tokens_dir: Path, val_fraction: float) -> None:
+    """pack and bin split documents as encode recorded it, or refuse."""
+    from tokenmill.stages.split import check_recorded_split
+    from tokenmill.stages.tokens import token_shards
+
+    check_recorded_split(token_shards(tokens_dir), val_fraction)
 
 
 @main.command("bin")
@@ -646,6 +655,7 @@ def bin_command(tokens_dir, bin_dir, workers, val_fraction, force):
     from tokenmill.layouts.bin import run_bin
 
     workers = check_workers(workers or default_workers(), "threads")
+    check_split(tokens_dir, val_fraction)
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
         summary = run_bin(tokens_dir, bin_dir, workers=workers, val_fraction=val_fraction)
     echo_summary(summary)

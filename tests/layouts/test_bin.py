@@ -61,3 +61,32 @@ def test_bin_with_a_split_reads_back_train_then_val(encoded, tmp_path):
     assert [d.split for d in read] == sorted(d.split for d in read)  # train first
     every = sorted(ids for docs in rows.values() for ids in docs)
     assert sorted(d.ids.tolist() for d in read) == every
+
+
+def test_standalone_pack_and_bin_split_as_encode_did_or_refuse(tmp_path):
+    """Shards encoded with --val-fraction record each document's split: bin and
+    pack without it, or with another fraction, would train on validation
+    documents or split anew; with the same fraction they write what run does."""
+    from runs import tokenmill_here
+
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", make_documents(60, seed=7))
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "300", "--val-fraction", "0.2",
+                   "--format", "bin")  # fmt: skip
+    tokens = out / "tokens"
+    for args in (
+        ("bin", tokens, tmp_path / "b"),
+        ("pack", tokens, tmp_path / "p", "--seq-len", "8"),
+    ):
+        for fraction in ((), ("--val-fraction", "0.3")):
+            result = tokenmill_here(*args, *fraction, check=False)
+            assert result.returncode == 1, result.stderr
+            last = result.stderr.strip().splitlines()[-1]
+            assert last.startswith(
+                f"Error: {tokens}/a.jsonl.parquet: encode split its documents by"
+            )
+            assert not args[2].exists()
+    tokenmill_here("bin", tokens, tmp_path / "b", "--val-fraction", "0.2")
+    for name in ("train.bin", "val.bin", "train.idx.npy", "val.idx.npy", "index.json"):
+        assert (tmp_path / "b" / name).read_bytes() == (out / "bin" / name).read_bytes(), name

@@ -94,3 +94,27 @@ def total_counts(results: list[dict]) -> dict:
     for r in results:
         total = add_counts(total, r.get("split") or {})
     return total
+
+
+def check_recorded_split(shards, fraction: float) -> None:
+    """Refuse to split token shards other than as encode split them: rows that
+    record their split (encode's --val-fraction) must be those `fraction`
+    gives, or a standalone pack or bin would put validation documents into
+    training data, or split them anew. A mixture's part is one split whole."""
+    import pyarrow.compute as pc
+
+    from tokenmill.errors import TokenmillError
+
+    for shard in shards:
+        if shard.split or not shard.split_column:
+            continue
+        for batch in shard.batches(columns=("row", "split")):
+            rows = batch.column("row").to_numpy()
+            recorded = pc.equal(batch.column("split"), VAL).to_numpy(zero_copy_only=False)
+            if not np.array_equal(recorded, shard_is_val(shard, rows, fraction)):
+                given = (
+                    f"another --val-fraction than {fraction:g}" if fraction else "--val-fraction"
+                )
+                raise TokenmillError(
+                    f"{shard.path}: encode split its documents by {given}; give the one it ran with"
+                )

@@ -59,6 +59,8 @@ class TokenShard:
     # A mixture's part of one split ("train", "val"; stages/mix.py), else "": its
     # rows' split is that of their documents (stages/split.shard_is_val).
     split: str = ""
+    # Whether each row records its document's split (encode with --val-fraction).
+    split_column: bool = False
     # The documents written over several rows: row -> (rows, ids).
     continued: dict[int, tuple[int, int]] = field(default_factory=dict, hash=False)
 
@@ -260,6 +262,7 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         # By name ("uint16"): before pyarrow 26, to_pandas_dtype() needs pandas installed.
         id_dtype=np.dtype(str(id_type)),
         split=meta.get(SPLIT, b"").decode(),
+        split_column="split" in schema.names,
         continued=continued,
     )
 
