@@ -32,6 +32,7 @@ from tokenmill.cli_options import (
     output_format_options,
     parse_special_tokens,
     pattern_option,
+    regular_file,
     special_token_option,
     superword_options,
     tokenizer_option,
@@ -186,8 +187,42 @@ def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
         click.echo(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"), err=True)
 
 
+# A bare command's help, which click 8.2 and later raise as a usage error
+# (older ones print it and exit): shown as click shows it.
+HELP_ERRORS = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
+class UsageLine(click.UsageError):
+    """A usage error on one line, as every failure is, naming where help is
+    (click's own is three: the usage, the hint, then the error)."""
+
+    def show(self, file=None) -> None:
+        where = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{where}", err=True, file=file)
+
+
 class Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (UsageLine, *HELP_ERRORS):
+            raise
+        except click.UsageError as e:
+            raise UsageLine(e.format_message(), e.ctx) from None
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return self._parse_args(ctx, args)
+        except (UsageLine, *HELP_ERRORS):
+            raise
+        except click.UsageError as e:
+            raise UsageLine(e.format_message(), e.ctx) from None
+
+    def _parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Python hands a non-UTF-8 argument over with its bytes as lone
         # surrogates, which no file name, option or pattern tokenmill writes
         # may hold: refused before any work (tokenize says so of its TEXT).
@@ -343,6 +378,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
     "--job",
     "job_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, value: regular_file(value, "--job"),
     help="A job file (TOML: inputs, output and any of these options, with _ for -); "
     "options given here override it.",
 )

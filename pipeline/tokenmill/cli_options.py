@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from tokenmill.config import EXECUTORS, ON_ERROR, OUTPUT_FORMATS, TXT_UNITS
+from tokenmill.config import (
+    EXECUTORS,
+    MAX_RAY_WORKERS,
+    ON_ERROR,
+    OUTPUT_FORMATS,
+    TXT_UNITS,
+    WORKERS_PER_CORE,
+)
 from tokenmill.errors import TokenmillError
 from tokenmill.tokenizer import MODES, PATTERNS
 
@@ -88,7 +95,12 @@ def number_option(name: str, default: int | None, help: str, metavar: str | None
     )
 
 
-workers_option = number_option("--workers", 0, "Parallel shard tasks (0: one per core).")
+workers_option = number_option(
+    "--workers",
+    0,
+    f"Parallel shard tasks (0: one per core; at most {WORKERS_PER_CORE} per core, or "
+    f"{MAX_RAY_WORKERS} Ray tasks).",
+)
 
 
 def text_column_option(f):
@@ -145,6 +157,16 @@ def bos_option(f):
     )(f)
 
 
+def regular_file(value, option: str):
+    """`value`, unless a local path to something other than a regular file: a
+    FIFO would be read forever, a device or folder is no file to read."""
+    from pathlib import Path
+
+    if isinstance(value, Path) and value.exists() and not value.is_file():
+        raise click.ClickException(f"{value}: {option} is not a regular file")
+    return value
+
+
 def tokenizer_option(help_text: str, required: bool = False):
     """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
 
@@ -156,7 +178,7 @@ def tokenizer_option(help_text: str, required: bool = False):
                 "missing --tokenizer FILE: the tokenizer to use (tokenmill's tokenizer.json, "
                 "a Hugging Face tokenizer.json or a .tiktoken file)"
             )
-        return value
+        return regular_file(value, "--tokenizer")
 
     return click.option(
         "--tokenizer",

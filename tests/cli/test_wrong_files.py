@@ -52,3 +52,40 @@ CASES = [
 def test_a_file_of_the_wrong_kind_is_a_one_line_error(cli, files, monkeypatch, args, named, wanted):
     monkeypatch.chdir(files)
     assert_one_line_error(cli(*args, ok=False), f"{named}:", wanted)
+
+
+def test_a_fifo_or_device_as_tokenizer_or_job_is_refused_not_read_forever(cli, files):
+    import os
+
+    fifo = files / "fifo"
+    os.mkfifo(fifo)
+    for args, option in (
+        (["encode", "plain", "out", "--tokenizer", fifo], "--tokenizer"),
+        (["tokenize", "--tokenizer", "/dev/null", "x"], "--tokenizer"),
+        (["run", "--job", fifo], "--job"),
+    ):
+        result = cli(*args, ok=False)
+        assert result.exit_code == 1
+        assert_one_line_error(result, f"{option} is not a regular file")
+    result = cli("run", "/dev/null", files / "out", ok=False)
+    assert_one_line_error(result, "/dev/null: not a regular file or folder")
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted", "command"),
+    [
+        (["nosuch"], "No such command 'nosuch'.", ""),
+        (["count"], "Missing argument 'DATA'.", " count"),
+        (
+            ["run", "a", "b", "--vocab-size", "x"],
+            "Invalid value for '--vocab-size': 'x' is not a valid integer range.",
+            " run",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line_with_exit_status_2(cli, args, wanted, command):
+    result = cli(*args, ok=False)
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    # The program's name is how it was started (CliRunner: the function's, main).
+    assert line == f"Error: {wanted} (see 'main{command} --help')"

@@ -165,3 +165,13 @@ def test_a_long_first_line_of_json_lines_is_not_mistaken_for_a_document(tmp_path
     docs = ["x" * 200_000, "short"]
     path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     assert [d for b in read_documents(path) for d in b.to_pylist()] == docs
+
+
+@pytest.mark.parametrize("compression", [".gz", ".zst", ".bz2", ".xz"])
+def test_a_file_of_no_bytes_holds_no_documents_in_every_compression(tmp_path, compression):
+    path = tmp_path / f"empty.jsonl{compression}"
+    path.write_bytes(b"")
+    assert list(read_documents(path)) == []
+    path.write_bytes(b"x")  # one byte is no stream of any of them
+    with pytest.raises(TokenmillError, match="empty.jsonl"):
+        list(read_documents(path))

@@ -185,6 +185,9 @@ def test_the_three_forms():
 def test_a_source_without_inputs_fails_naming_it(cli, corpus, tmp_path):
     result = run_recipe(cli, corpus, tmp_path / "out", "nope = 10\n", ok=False)
     assert_one_line_error(result, "mix.nope: no input is under nope/", "sources here: books,")
+    # Known from the inputs' places alone: said before any work.
+    assert "encode:" not in result.output
+    assert not (tmp_path / "out" / "tokens").exists()
 
 
 def test_a_job_file_holds_the_recipe_and_the_seed(cli, corpus, tmp_path):

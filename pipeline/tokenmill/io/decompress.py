@@ -57,6 +57,7 @@ class Streams(io.RawIOBase):
         self._decompressor = new_decompressor()
         self._input = b""  # read from the source, not yet given to the decompressor
         self._stream = 1
+        self._empty = True  # nothing read from the source yet
 
     def readable(self) -> bool:
         return True
@@ -70,6 +71,9 @@ class Streams(io.RawIOBase):
             data = b""
             if self._decompressor.needs_input:
                 data, self._input = self._input or self._source.read(SOURCE_BYTES), b""
+                if not data and self._empty:
+                    return 0  # a file of no bytes holds no documents, as a .gz or .zst of none
+                self._empty = False
                 if not data:
                     raise EOFError(
                         f"{self._what} stream {self._stream} ends before its end-of-stream marker"

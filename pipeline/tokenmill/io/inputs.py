@@ -190,7 +190,8 @@ def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] 
             raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")
         return _checked(Inputs(data, [Shard(data, data.name)]))
     if not data.is_dir():
-        raise TokenmillError(f"{data}: no such file or directory")
+        why = "not a regular file or folder" if data.exists() else "no such file or directory"
+        raise TokenmillError(f"{data}: {why}")
     # A remote output folder is never inside a local DATA.
     excluded = {os.path.realpath(e) for e in exclude if not is_remote(e)}
     inputs = Inputs(data, [])

@@ -277,6 +277,10 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
     paths = output_paths(out)
     inputs = find_inputs(data, config.glob, exclude=(out,))
     check_targets(out, inputs, config, steps)
+    if config.mix is not None and steps in ("all", "encode"):
+        from tokenmill.stages.sources import check_placed  # pyarrow.compute: not at start-up
+
+        check_placed(config.mix, [s.name for s in inputs.shards])
     lock.record(data)  # sure to write now: a refused run leaves the last holder's record
     if line := inputs.not_read_line():
         note(f"{line}; listed in the manifest under not_read")

@@ -192,6 +192,20 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index], where: 
     return Sources(groups, members, group_of)
 
 
+def check_placed(recipe: Recipe, names: list[str], where: str = "mix") -> None:
+    """Before any work: a recipe that takes its sources by place (no column, no
+    files glob) names only sources some input of `names` is in."""
+    if recipe.column is not None:
+        return  # a document's column may name any source: known once encoded
+    present = {default_source(n) for n in names}
+    for share in recipe.sources:
+        if share.files is None and share.name not in present:
+            shown = ", ".join(sorted(present)[:20]) + (", ..." if len(present) > 20 else "")
+            raise TokenmillError(
+                f"{where}.{share.name}: {why_empty(share, None, False)} (sources here: {shown})"
+            )
+
+
 def why_empty(share: Share, column: str | None, placed: bool) -> str:
     """Why no document is in `share`; `placed`: some input is its by place."""
     if share.files:
