@@ -166,6 +166,13 @@ def output_file(
         )
 
 
+def standard_output() -> None:
+    """For a command whose output is what it prints: a closed standard output
+    (no file descriptor 1) would print nothing and exit 0."""
+    if sys.stdout is None:
+        raise TokenmillError("standard output is closed: nowhere to print to")
+
+
 def echo_summary(result: StageResult) -> None:
     """One line per finished stage: what it did, how much, how fast."""
     click.echo(result.describe(), err=True)
@@ -522,6 +529,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     shard (the token --shard's `row` column: a skipped document leaves a gap).
     The text is written exactly, as UTF-8, with no newline added; for --shard,
     without the <|endoftext|> encode appended, so that it equals the document."""
+    standard_output()
     from tokenmill.io.files import parquet_json_metadata
     from tokenmill.io.metadata import STATE
     from tokenmill.stages.tokens import open_token_shard, read_row, read_tokenizer, shard_tokenizer
@@ -565,6 +573,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     UTF-8 text, as the documents `encode` reads: other bytes are an error."""
     from tokenmill.formats import load_any
 
+    standard_output()
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
         try:
@@ -744,6 +753,8 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
     import json
 
     from tokenmill.stages.stats import format_stats, run_stats
+
+    standard_output()
 
     result = run_stats(
         out, data=data, tokenizer=tokenizer_file, source_column=source_column or None

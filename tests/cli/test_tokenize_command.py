@@ -143,3 +143,14 @@ def test_a_closed_stdin_or_a_pattern_that_is_not_utf8_is_one_line(trained):
     )  # fmt: skip
     assert pattern.returncode == 1 and pattern.stdout == b""
     assert pattern.stderr.decode().strip() == "Error: (\\xe9: not UTF-8, where UTF-8 is needed"
+
+
+def test_a_closed_stdout_is_an_error_not_a_silent_success(trained):
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", str(trained), "hello"],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert result.returncode == 1
+    assert result.stderr.decode().strip() == "Error: standard output is closed: nowhere to print to"

@@ -475,3 +475,17 @@ def test_verify_adds_up_the_skips_and_refuses_numbers_that_are_not_counts(tmp_pa
         result = tokenmill_here("verify", out, check=False)
         assert result.returncode == 3, result.stderr
         assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_verify_reports_an_input_added_to_data_since_the_run(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"text": "ok words"}\n')
+    (data / "notes.md").write_text("not an input\n")
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "270")
+    tokenmill_here("verify", out)
+    (data / "b.jsonl").write_text('{"text": "more words"}\n')
+    result = tokenmill_here("verify", out, check=False)
+    assert result.returncode == 3
+    assert "input b.jsonl: under DATA but not in the manifest" in result.stderr

@@ -235,6 +235,7 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
             differences.append(f"extra {relative_path}: not in the manifest")
     if not differences:  # the numbers are read from outputs just found intact
         differences += accounting_differences(manifest, out)
+    differences += unlisted_inputs(manifest, data, out)
     return len(checks), differences
 
 
@@ -253,6 +254,26 @@ def recorded_counts(manifest: dict) -> list[tuple[str, object]]:
                         (f"{group} {entry.get('path', entry.get('shard'))} {key}", entry[key])
                     )
     return found
+
+
+def unlisted_inputs(manifest: dict, data: AnyPath, out: AnyPath) -> list[str]:
+    """Inputs now under DATA that the manifest names nowhere (read, skipped or
+    not read): added since the run, so OUT no longer follows from DATA."""
+    from tokenmill.io.inputs import find_inputs
+
+    if not data.exists():
+        return []  # every input it lists is reported missing
+    config = manifest.get("config")
+    glob = config.get("glob") if isinstance(config, dict) else None
+    found = find_inputs(data, glob or "**/*", exclude=(out,))
+    named = {e.get("path") for e in manifest.get("inputs", []) if isinstance(e, dict)}
+    for group, key in (("not_read", "path"), ("skipped", "shard")):
+        named |= {e.get(key) if isinstance(e, dict) else e for e in manifest.get(group, [])}
+    return [
+        f"input {s.name}: under DATA but not in the manifest (added since the run: run again)"
+        for s in found.shards
+        if s.name not in named
+    ]
 
 
 def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
