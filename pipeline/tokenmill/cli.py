@@ -687,11 +687,16 @@ def check_split(tokens_dir: Path, val_fraction: float) -> None:
 @main.command("bin")
 @click.argument("tokens_dir", type=EXISTING)
 @click.argument("bin_dir", type=EXISTING)
+@bos_option
+@tokenizer_option(
+    "With --bos: the tokenizer the shards were encoded with. Default: tokenizer.json "
+    "beside TOKENS_DIR."
+)
 @workers_option
 @val_fraction_option
 @force_option
 @user_errors
-def bin_command(tokens_dir, bin_dir, workers, val_fraction, force):
+def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction, force):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
     <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
@@ -702,7 +707,14 @@ def bin_command(tokens_dir, bin_dir, workers, val_fraction, force):
     workers = check_workers(workers or default_workers(), "threads")
     check_split(tokens_dir, val_fraction)
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
-        summary = run_bin(tokens_dir, bin_dir, workers=workers, val_fraction=val_fraction)
+        summary = run_bin(
+            tokens_dir,
+            bin_dir,
+            workers=workers,
+            val_fraction=val_fraction,
+            bos=bos,
+            tokenizer=tokenizer_file,
+        )
     echo_summary(summary)
 
 

@@ -64,10 +64,30 @@ def main() -> None:
         cli()
     except KeyboardInterrupt:
         _exit_interrupted()
+    except OSError as e:
+        # Only click's own writes (help, version, a usage error) get here: every
+        # command turns its OSErrors into one line. A full disk or closed pipe
+        # under `tokenmill --help > FILE` is said, not a traceback.
+        if _interrupted:
+            _exit_interrupted()
+        _exit_unwritten(e)
     except Exception:
         if _interrupted:
             _exit_interrupted()
         raise
+
+
+def _exit_unwritten(e: OSError) -> None:
+    try:
+        sys.stderr.write(f"Error: cannot write the output: {e.strerror or e}\n")
+    except OSError:
+        pass  # stderr is gone too
+    # Python would flush stdout again at exit, and fail again: nothing more goes there.
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
+    sys.exit(1)
 
 
 def _exit_interrupted() -> None:

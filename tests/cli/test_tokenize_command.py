@@ -154,3 +154,14 @@ def test_a_closed_stdout_is_an_error_not_a_silent_success(trained):
     )
     assert result.returncode == 1
     assert result.stderr.decode().strip() == "Error: standard output is closed: nowhere to print to"
+
+
+def test_help_written_to_a_full_disk_is_one_line():
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "tokenmill", "--help"], stdout=full, stderr=subprocess.PIPE
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        "Error: cannot write the output: No space left on device"
+    ]

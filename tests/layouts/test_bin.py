@@ -90,3 +90,18 @@ def test_standalone_pack_and_bin_split_as_encode_did_or_refuse(tmp_path):
     tokenmill_here("bin", tokens, tmp_path / "b", "--val-fraction", "0.2")
     for name in ("train.bin", "val.bin", "train.idx.npy", "val.idx.npy", "index.json"):
         assert (tmp_path / "b" / name).read_bytes() == (out / "bin" / name).read_bytes(), name
+
+
+def test_standalone_bin_with_bos_writes_what_run_does(tmp_path):
+    from runs import tokenmill_here
+
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", make_documents(40, seed=3))
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "300", "--bos", "--format", "bin")
+    tokenmill_here("bin", out / "tokens", tmp_path / "b", "--bos")
+    names = sorted(p.name for p in (out / "bin").iterdir() if not p.name.startswith("."))
+    assert "index.json" in names
+    for name in names:
+        assert (tmp_path / "b" / name).read_bytes() == (out / "bin" / name).read_bytes(), name
+    assert json.loads((tmp_path / "b" / "index.json").read_text())["bos_id"] is not None

@@ -43,7 +43,7 @@ from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, shard_is_val, split_counts
-from tokenmill.stages.tokens import TokenShard, list_ids, token_shards
+from tokenmill.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
 from tokenmill.tokenizer import BOS
 
 INDEX = "index.json"
@@ -288,7 +288,12 @@ def run_bin(
     *,
     workers: int = 1,
     val_fraction: float = 0.0,
+    bos: bool = False,
+    tokenizer: AnyPath | None = None,
 ) -> LayoutResult:
-    """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`."""
+    """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`.
+    `bos`: <|bos|> before each document, as `run --bos` puts it, its id from
+    `tokenizer` (default: tokenizer.json beside `tokens_dir`)."""
     shards = token_shards(tokens_dir)
-    return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction)
+    bos_id = shard_tokenizer(shards[0], tokenizer).special_id(BOS) if bos else None
+    return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_id)
