@@ -14,6 +14,7 @@ import click
 from click.core import ParameterSource
 
 from tokenmill import memory
+from tokenmill.cli_group import Commands
 from tokenmill.cli_options import (
     EXISTING,
     bos_option,
@@ -78,7 +79,7 @@ def user_errors(f):
         except RecursionError:
             raise click.ClickException("input nested too deeply to read") from None
         except UnicodeEncodeError as e:
-            # A name or text that is not UTF-8 met where it must be (a tokenize TEXT's option).
+            # Text that is not UTF-8 where it must be: an option tokenize takes as it is.
             from tokenmill.io.inputs import printable
 
             shown = printable(e.object) if isinstance(e.object, str) else repr(e.object)
@@ -192,59 +193,6 @@ def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
         n = skip.get("documents", 0)
         count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
         click.echo(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"), err=True)
-
-
-# A bare command's help, which click 8.2 and later raise as a usage error
-# (older ones print it and exit): shown as click shows it.
-HELP_ERRORS = tuple(
-    getattr(click.exceptions, name)
-    for name in ("NoArgsIsHelpError",)
-    if hasattr(click.exceptions, name)
-)
-
-
-class UsageLine(click.UsageError):
-    """A usage error on one line, as every failure is, naming where help is
-    (click's own is three: the usage, the hint, then the error)."""
-
-    def show(self, file=None) -> None:
-        where = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"Error: {self.format_message()}{where}", err=True, file=file)
-
-
-class Commands(click.Group):
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except (UsageLine, *HELP_ERRORS):
-            raise
-        except click.UsageError as e:
-            raise UsageLine(e.format_message(), e.ctx) from None
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return self._parse_args(ctx, args)
-        except (UsageLine, *HELP_ERRORS):
-            raise
-        except click.UsageError as e:
-            raise UsageLine(e.format_message(), e.ctx) from None
-
-    def _parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        # Python hands a non-UTF-8 argument over with its bytes as lone
-        # surrogates, which no file name, option or pattern tokenmill writes
-        # may hold: refused before any work (tokenize says so of its TEXT).
-        if args[:1] != ["tokenize"]:
-            for arg in args:
-                try:
-                    arg.encode("utf-8")
-                except UnicodeEncodeError:
-                    from tokenmill.io.inputs import printable
-
-                    raise click.ClickException(
-                        f"{printable(arg)}: argument is not UTF-8; names, options and "
-                        "patterns must be"
-                    ) from None
-        return super().parse_args(ctx, args)
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,0 +1,64 @@
+"""The `tokenmill` command group: every failure is one line, a usage error
+too, and an argument that is not UTF-8 is refused before any work."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import click
+
+# A bare command's help, which click 8.2 and later raise as a usage error
+# (older ones print it and exit): shown as click shows it.
+HELP_ERRORS = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
+class UsageLine(click.UsageError):
+    """A usage error on one line, naming where help is (click's own is three:
+    the usage, the hint, then the error)."""
+
+    def show(self, file=None) -> None:
+        where = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{where}", err=True, file=file)
+
+
+@contextlib.contextmanager
+def usage_on_one_line() -> Iterator[None]:
+    try:
+        yield
+    except (UsageLine, *HELP_ERRORS):
+        raise
+    except click.UsageError as e:
+        raise UsageLine(e.format_message(), e.ctx) from None
+
+
+def check_utf8(args: list[str]) -> None:
+    """Python hands a non-UTF-8 argument over with its bytes as lone
+    surrogates, which no file name, option or pattern tokenmill writes may
+    hold: refused before any work (`tokenize` says so of its TEXT itself)."""
+    if args[:1] == ["tokenize"]:
+        return
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            from tokenmill.io.inputs import printable
+
+            raise click.ClickException(
+                f"{printable(arg)}: argument is not UTF-8; names, options and patterns must be"
+            ) from None
+
+
+class Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        with usage_on_one_line():
+            return super().invoke(ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        check_utf8(args)
+        with usage_on_one_line():
+            return super().parse_args(ctx, args)
