@@ -136,7 +136,8 @@ def is_export(path: Path, fmt: str) -> bool:
     if fmt == "transformers":
         return True  # a folder, whose own check (transformers.save) judges its files
     if fmt == "tiktoken" and not path.name.endswith(".json"):
-        first = path.open("rb").readline(1 << 16).split()
+        with path.open("rb") as f:
+            first = f.readline(1 << 16).split()
         return len(first) == 2 and first[1].isdigit()
     try:
         kind = detect(path)[0]
