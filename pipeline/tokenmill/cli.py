@@ -142,19 +142,16 @@ def output_file(
     file tokenmill cannot tell it wrote (`ours`; by default, one with its
     state file beside it) unless `force`. Local paths only: an object
     store's outputs are a run's, under its lock."""
-    from tokenmill.io.storage import is_remote, location
+    from tokenmill.io.storage import is_inside, is_remote, location
     from tokenmill.stages.state import state_file
 
     if is_remote(location(target)):
         return
-    at = Path(target).resolve()
     for read in reads:
-        if read is None or is_remote(location(read)):
-            continue
-        source = Path(read).resolve()
-        if at == source or source in at.parents:
-            where = "is" if at == source else "is inside"
+        if read is not None and is_inside(target, location(read)):
+            where = "is" if is_inside(location(read), target) else "is inside"
             raise TokenmillError(f"{target}: {option} {where} {read}, which this command reads")
+    at = Path(target).resolve()
     if not at.exists() or force:
         return
     if ours is None and not state_file(at).exists():
@@ -689,9 +686,10 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
     format, giving exactly the same ids."""
     from tokenmill.formats import export as export_tokenizer
     from tokenmill.formats import export_targets, is_export, load_any
+    from tokenmill.formats.tiktoken import sidecar_path
 
     # A ranks file is read with the settings beside it.
-    reads = [tokenizer_file, Path(f"{tokenizer_file}.json")]
+    reads = [tokenizer_file, sidecar_path(tokenizer_file)]
     for target in export_targets(out, fmt):
         output_file(target, reads, "OUT", ours=lambda p, fmt=fmt: is_export(p, fmt))
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))

@@ -160,8 +160,6 @@ def bos_option(f):
 def regular_file(value, option: str):
     """`value`, unless a local path to something other than a regular file: a
     FIFO would be read forever, a device or folder is no file to read."""
-    from pathlib import Path
-
     if isinstance(value, Path) and value.exists() and not value.is_file():
         raise click.ClickException(f"{value}: {option} is not a regular file")
     return value

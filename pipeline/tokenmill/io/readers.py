@@ -360,10 +360,9 @@ def check_column(schema: pa.Schema, column: str, path: AnyPath) -> list[str]:
             f"{path}: no column {column!r} (columns: {', '.join(_leaf_names(schema))}); "
             "use --text-column"
         )
-    if len(schema.get_all_field_indices(steps[0])) > 1:
+    if (named := len(schema.get_all_field_indices(steps[0]))) > 1:
         raise TokenmillError(
-            f"{path}: {len(schema.get_all_field_indices(steps[0]))} columns are named "
-            f"{steps[0]!r}; which holds the text is not known"
+            f"{path}: {named} columns are named {steps[0]!r}; which holds the text is not known"
         )
     return steps
 

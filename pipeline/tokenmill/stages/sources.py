@@ -200,9 +200,9 @@ def check_placed(recipe: Recipe, names: list[str], where: str = "mix") -> None:
     present = {default_source(n) for n in names}
     for share in recipe.sources:
         if share.files is None and share.name not in present:
-            shown = ", ".join(sorted(present)[:20]) + (", ..." if len(present) > 20 else "")
             raise TokenmillError(
-                f"{where}.{share.name}: {why_empty(share, None, False)} (sources here: {shown})"
+                f"{where}.{share.name}: {why_empty(share, None, False)} "
+                f"(sources here: {first_names(present)})"
             )
 
 
@@ -218,8 +218,13 @@ def why_empty(share: Share, column: str | None, placed: bool) -> str:
     return f"no document has {column} = {share.name!r}, and {by_place}"
 
 
-def known(shards: list[TokenShard], index: list[Index], most: int = 20) -> str:
+def known(shards: list[TokenShard], index: list[Index]) -> str:
     names = {default_source(s.source) for s in shards}
     names |= {v for ix in index for v in ix.labels or ()}
+    return first_names(names)
+
+
+def first_names(names: set[str], most: int = 20) -> str:
+    """The first `most` of `names` in order, for an error line."""
     shown = sorted(names)
     return ", ".join(shown[:most]) + (", ..." if len(shown) > most else "")
