@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from conftest import make_documents, write_shard
+from runs import tokenmill_here
 
 from tokenmill.config import Config
 from tokenmill.layouts import LayoutJob
@@ -67,8 +68,6 @@ def test_standalone_pack_and_bin_split_as_encode_did_or_refuse(tmp_path):
     """Shards encoded with --val-fraction record each document's split: bin and
     pack without it, or with another fraction, would train on validation
     documents or split anew; with the same fraction they write what run does."""
-    from runs import tokenmill_here
-
     data = tmp_path / "data"
     write_shard(data / "a.jsonl", make_documents(60, seed=7))
     out = tmp_path / "out"
@@ -93,8 +92,6 @@ def test_standalone_pack_and_bin_split_as_encode_did_or_refuse(tmp_path):
 
 
 def test_standalone_bin_with_bos_writes_what_run_does(tmp_path):
-    from runs import tokenmill_here
-
     data = tmp_path / "data"
     write_shard(data / "a.jsonl", make_documents(40, seed=3))
     out = tmp_path / "out"
