@@ -6,6 +6,7 @@ import codecs
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -125,7 +126,7 @@ def output_folder(data: Path | None, folder: Path, option: str, force: bool = Fa
     with output_lock(folder) as lock:
         lock.record(data)
         if lock.note:
-            click.echo(lock.note, err=True)
+            tell(lock.note)
         remove_temporaries(folder)
         yield
 
@@ -171,9 +172,22 @@ def standard_output() -> None:
         raise TokenmillError("standard output is closed: nowhere to print to")
 
 
+def tell(line: str) -> None:
+    """A status line on stderr. A log that goes away mid-run (`tokenmill run
+    ... 2>&1 | head -1`, a full disk under `2> LOG`) does not stop the work,
+    which the exit status still reports: the lines after it go nowhere."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        except OSError:
+            pass
+
+
 def echo_summary(result: StageResult) -> None:
     """One line per finished stage: what it did, how much, how fast."""
-    click.echo(result.describe(), err=True)
+    tell(result.describe())
 
 
 def echo_not_read(result: ShardStageResult) -> None:
@@ -181,7 +195,7 @@ def echo_not_read(result: ShardStageResult) -> None:
     from tokenmill.io.inputs import not_read_line
 
     if line := not_read_line(len(result.shards), result.not_read):
-        click.echo(escaped(line), err=True)
+        tell(escaped(line))
 
 
 def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
@@ -189,7 +203,7 @@ def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
     for skip in result.skipped:
         n = skip.get("documents", 0)
         count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
-        click.echo(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"), err=True)
+        tell(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"))
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -395,7 +409,7 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
     )
     try:
-        summary = run_plan(plan, echo_summary, lambda line: click.echo(line, err=True))
+        summary = run_plan(plan, echo_summary, tell)
     except NothingRead as e:
         echo_skips(e)  # every reason, before the one line that ends the run
         raise
@@ -413,11 +427,11 @@ def verify(out):
 
     checked, differences = verify_folder(out)
     for line in differences:
-        click.echo(f"verify: {line}", err=True)
+        tell(f"verify: {line}")
     if differences:
-        click.echo(f"verify: {len(differences)} of {checked} files differ", err=True)
+        tell(f"verify: {len(differences)} of {checked} files differ")
         sys.exit(VERIFY_FAILED)
-    click.echo(f"verify: {checked} files match the manifest", err=True)
+    tell(f"verify: {checked} files match the manifest")
 
 
 @main.command()
@@ -694,7 +708,7 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
         output_file(target, reads, "OUT", ours=lambda p, fmt=fmt: is_export(p, fmt))
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     for path in export_tokenizer(tok, out, fmt):
-        click.echo(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}", err=True)
+        tell(f"export: {fmt}, vocabulary {tok.vocab_size} -> {path}")
 
 
 @main.command()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -115,6 +118,27 @@ def test_outputs_are_byte_identical_whatever_the_workers_or_executor(corpus, cli
         cli("run", corpus, out, *RUN, workers, "--executor", executor, "--mode", mode)
         outs.append(files_bytes(out))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_log_that_goes_away_does_not_stop_the_run(corpus, cli, tmp_path):
+    """stderr a pipe nobody reads any more (`tokenmill run ... 2>&1 | head -1`) or a
+    full disk: every status line fails to be written, and the run still makes the
+    outputs a run with its log makes, manifest included, and exits 0."""
+    cli("run", corpus, tmp_path / "logged", *RUN, "2")
+    want = files_bytes(tmp_path / "logged")
+    run = [sys.executable, "-m", "tokenmill", "run", str(corpus)]
+    gone, write_end = os.pipe()
+    os.close(gone)
+    try:
+        piped = subprocess.run([*run, str(tmp_path / "piped"), *RUN, "2"], stderr=write_end)
+    finally:
+        os.close(write_end)
+    with open("/dev/full", "w") as full:
+        disk_full = subprocess.run([*run, str(tmp_path / "full"), *RUN, "2"], stderr=full)
+    assert piped.returncode == disk_full.returncode == 0
+    assert files_bytes(tmp_path / "piped") == files_bytes(tmp_path / "full") == want
+    for out in ("piped", "full"):
+        assert cli("verify", tmp_path / out).output.endswith("files match the manifest\n")
 
 
 @pytest.mark.parametrize("mode", ["byte", "char"])
