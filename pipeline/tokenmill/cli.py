@@ -619,9 +619,10 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
     packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
     from tokenmill.config import check_workers, default_workers
     from tokenmill.stages.pack import run_pack
+    from tokenmill.stages.split import split_token_shards
 
     workers = check_workers(workers or default_workers(), "threads")
-    check_split(tokens_dir, val_fraction)
+    shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force):
         summary = run_pack(
             tokens_dir,
@@ -631,16 +632,9 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
             tokenizer=tokenizer_file,
             val_fraction=val_fraction,
             workers=workers,
+            shards=shards,
         )
     echo_summary(summary)
-
-
-def check_split(tokens_dir: Path, val_fraction: float) -> None:
-    """pack and bin split documents as encode recorded it, or refuse."""
-    from tokenmill.stages.split import check_recorded_split
-    from tokenmill.stages.tokens import token_shards
-
-    check_recorded_split(token_shards(tokens_dir), val_fraction)
 
 
 @main.command("bin")
@@ -662,9 +656,10 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
     shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from tokenmill.config import check_workers, default_workers
     from tokenmill.layouts.bin import run_bin
+    from tokenmill.stages.split import split_token_shards
 
     workers = check_workers(workers or default_workers(), "threads")
-    check_split(tokens_dir, val_fraction)
+    shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
         summary = run_bin(
             tokens_dir,
@@ -673,6 +668,7 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
             val_fraction=val_fraction,
             bos=bos,
             tokenizer=tokenizer_file,
+            shards=shards,
         )
     echo_summary(summary)
 

@@ -10,9 +10,11 @@ from conftest import make_documents, write_shard
 from runs import tokenmill_here
 
 from tokenmill.config import Config
+from tokenmill.errors import TokenmillError
 from tokenmill.layouts import LayoutJob
-from tokenmill.layouts.bin import LAYOUT
+from tokenmill.layouts.bin import LAYOUT, run_bin
 from tokenmill.stages.encode import run_encode
+from tokenmill.stages.pack import run_pack
 from tokenmill.stages.tokens import list_ids, token_shards
 from tokenmill.tokenizer import BOS, ENDOFTEXT, Tokenizer
 
@@ -89,6 +91,14 @@ def test_standalone_pack_and_bin_split_as_encode_did_or_refuse(tmp_path):
     tokenmill_here("bin", tokens, tmp_path / "b", "--val-fraction", "0.2")
     for name in ("train.bin", "val.bin", "train.idx.npy", "val.idx.npy", "index.json"):
         assert (tmp_path / "b" / name).read_bytes() == (out / "bin" / name).read_bytes(), name
+    # The library's run_bin and run_pack hold to it as the commands do.
+    for write in (
+        lambda: run_bin(tokens, tmp_path / "lib-b"),
+        lambda: run_pack(tokens, tmp_path / "lib-p", 8, val_fraction=0.3),
+    ):
+        with pytest.raises(TokenmillError, match="encode split its documents by"):
+            write()
+    assert not (tmp_path / "lib-b").exists() and not (tmp_path / "lib-p").exists()
 
 
 def test_standalone_bin_with_bos_writes_what_run_does(tmp_path):

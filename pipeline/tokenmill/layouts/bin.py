@@ -42,8 +42,16 @@ from tokenmill.faults import checkpoint
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
-from tokenmill.stages.split import SPLITS, TRAIN, VAL, add_counts, shard_is_val, split_counts
-from tokenmill.stages.tokens import TokenShard, list_ids, shard_tokenizer, token_shards
+from tokenmill.stages.split import (
+    SPLITS,
+    TRAIN,
+    VAL,
+    add_counts,
+    shard_is_val,
+    split_counts,
+    split_token_shards,
+)
+from tokenmill.stages.tokens import TokenShard, list_ids, shard_tokenizer
 from tokenmill.tokenizer import BOS
 
 INDEX = "index.json"
@@ -290,10 +298,14 @@ def run_bin(
     val_fraction: float = 0.0,
     bos: bool = False,
     tokenizer: AnyPath | None = None,
+    shards: list[TokenShard] | None = None,
 ) -> LayoutResult:
-    """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`.
+    """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`,
+    split by `val_fraction` as encode split them (else refused).
     `bos`: <|bos|> before each document, as `run --bos` puts it, its id from
-    `tokenizer` (default: tokenizer.json beside `tokens_dir`)."""
-    shards = token_shards(tokens_dir)
+    `tokenizer` (default: tokenizer.json beside `tokens_dir`). `shards`: those
+    of `split_token_shards(tokens_dir, val_fraction)`, already opened."""
+    if shards is None:
+        shards = split_token_shards(tokens_dir, val_fraction)
     bos_id = shard_tokenizer(shards[0], tokenizer).special_id(BOS) if bos else None
     return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_id)

@@ -11,7 +11,8 @@ from tokenmill.io.storage import AnyPath
 from tokenmill.layouts.packed_write import pack_shards
 from tokenmill.layouts.rows import Packer, document_stream
 from tokenmill.stages.results import PackResult
-from tokenmill.stages.tokens import shard_tokenizer, token_shards
+from tokenmill.stages.split import split_token_shards
+from tokenmill.stages.tokens import TokenShard, shard_tokenizer
 from tokenmill.tokenizer import Tokenizer
 
 # Named here too for the callers that import them from the stage.
@@ -28,17 +29,21 @@ def run_pack(
     names: list[str] | None = None,
     val_fraction: float = 0.0,
     workers: int = 1,
+    shards: list[TokenShard] | None = None,
 ) -> PackResult:
     """Pack every token shard of `tokens_dir` (or those `names`, relative to it)
-    into `packed_dir` (same relative paths), with `workers` threads.
+    into `packed_dir` (same relative paths), with `workers` threads, split by
+    `val_fraction` as encode split them (else refused).
 
     `tokenizer`: the one the shards were encoded with (a Tokenizer or a file);
-    default: tokenizer.json beside `tokens_dir`.
+    default: tokenizer.json beside `tokens_dir`. `shards`: those of
+    `split_token_shards(tokens_dir, val_fraction, names)`, already opened.
     """
     start = time.monotonic()
     if seq_len < 1:
         raise TokenmillError(f"--pack/--seq-len must be at least 1, not {seq_len}")
-    shards = token_shards(tokens_dir, names)
+    if shards is None:
+        shards = split_token_shards(tokens_dir, val_fraction, names)
     if isinstance(tokenizer, Tokenizer):
         tok = tokenizer
         if tok.sha256 != shards[0].sha256:

@@ -17,8 +17,13 @@ golden-ratio increment.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tokenmill.io.storage import AnyPath
+    from tokenmill.stages.tokens import TokenShard
 
 TRAIN = "train"
 VAL = "val"
@@ -96,15 +101,20 @@ def total_counts(results: list[dict]) -> dict:
     return total
 
 
-def check_recorded_split(shards, fraction: float) -> None:
-    """Refuse to split token shards other than as encode split them: rows that
-    record their split (encode's --val-fraction) must be those `fraction`
-    gives, or a standalone pack or bin would put validation documents into
-    training data, or split them anew. A mixture's part is one split whole."""
+def split_token_shards(
+    tokens_dir: AnyPath, fraction: float, names: list[str] | None = None
+) -> list[TokenShard]:
+    """The token shards of `tokens_dir` (or those `names`) for a standalone pack
+    or bin to split by `fraction`, refused unless encode split them so: rows
+    that record their split (encode's --val-fraction) must be those `fraction`
+    gives, or validation documents would go into training data, or be split
+    anew. A mixture's part is one split whole."""
     import pyarrow.compute as pc
 
     from tokenmill.errors import TokenmillError
+    from tokenmill.stages.tokens import token_shards
 
+    shards = token_shards(tokens_dir, names)
     for shard in shards:
         if shard.split or not shard.split_column:
             continue
@@ -118,3 +128,4 @@ def check_recorded_split(shards, fraction: float) -> None:
                 raise TokenmillError(
                     f"{shard.path}: encode split its documents by {given}; give the one it ran with"
                 )
+    return shards
