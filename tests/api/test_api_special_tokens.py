@@ -136,6 +136,10 @@ def test_batch_encode():
         enc.encode_batch(batch, allowed_special={EOT})
     # eos after each text, special tokens allowed or not
     assert enc.encode_batch(batch, allowed_special="all", eos=True) == [w + [100257] for w in want]
+    # One text is no batch (iterated, it would be each character's ids).
+    for method in (enc.encode_batch, enc.encode_ordinary_batch):
+        with pytest.raises(TypeError, match="takes a list of texts, not one text"):
+            method(text1)
 
 
 def test_encode_surrogate_pairs():

@@ -168,9 +168,14 @@ def test_the_modes_own_tokens_take_the_first_ids_left_after_the_merges():
         ({"<|endoftext|>": "300"}, "has id '300'"),
         ({"<|a|>": 300, "<|b|>": 300}, "'<|a|>' and '<|b|>' have the same id 300"),
         ({"": 300}, "'' is no special token's name"),
+        # Named in a list: a duplicate took an id of its own, and the saved file
+        # loaded as another tokenizer; an empty name matched all text.
+        (["<|a|>", "<|a|>"], "'<|a|>' is listed twice"),
+        ([""], "'' is no special token's name"),
+        ([7], "7 is no special token's name"),
     ],
 )
-def test_chosen_ids_are_checked(special_tokens, needle):
+def test_special_tokens_given_to_train_are_checked(special_tokens, needle):
     with pytest.raises(TokenmillError) as e:
         Tokenizer.train(TEXTS, num_merges=44, special_tokens=special_tokens)
     message = str(e.value)

@@ -617,7 +617,7 @@ class Tokenizer:
         >>> tok.encode_batch(["hi<|endoftext|>"], allowed_special="all")[0][-1] == tok.eos_id
         True
         """
-        texts = list(texts)
+        texts = _batch(texts, "encode_batch")
         allowed = self._allowed_specials(texts, allowed_special, disallowed_special)
         if not allowed:
             return self._encode_texts(texts, eos, parallel)
@@ -648,7 +648,7 @@ class Tokenizer:
         >>> tok.encode_ordinary_batch(["hello", "<|endoftext|>"])[0]
         [259]
         """
-        return self._encode_texts(list(texts), False, parallel)
+        return self._encode_texts(_batch(texts, "encode_ordinary_batch"), False, parallel)
 
     def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
         import pyarrow as pa
@@ -1260,3 +1260,10 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not is_text(docs.type):
         raise TokenmillError(f"encode_arrow takes an array of strings, not of {docs.type}")
     return large_text(docs)
+
+
+def _batch(texts: Iterable[str], method: str) -> list[str]:
+    # A string is an iterable of texts too: its characters' ids, silently.
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{method} takes a list of texts, not one text: use encode")
+    return list(texts)

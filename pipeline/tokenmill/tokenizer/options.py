@@ -134,6 +134,11 @@ def special_names(
             "name to id, not a string"
         )
     names = list(special_tokens or [])
+    for k, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
+        if name in names[:k]:
+            raise TokenmillError(f"special_tokens: {name!r} is listed twice")
     names += [t for t in default_special_tokens(mode) if t not in names]
     return names, chosen
 
