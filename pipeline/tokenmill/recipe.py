@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenmill.errors import TokenmillError
@@ -87,6 +87,8 @@ class Recipe:
     column: str | None = None  # the per-document source column; None: by input
     # --shuffle without a recipe: a source held out whole is no budget unmet
     implied: bool = False
+    # Where it was given (`job.toml: mix`), to name in errors found once encoded.
+    where: str = field(default="mix", compare=False)
 
     def to_dict(self) -> dict:
         d: dict = {"total": self.total} if self.total is not None else {}
@@ -188,7 +190,7 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
         raise TokenmillError(f"{where}.total: no source is a weight of it (such as code = 0.3)")
     if sum(s.weight for s in weights if s.weight is not None) > 1 + 1e-9:
         raise TokenmillError(f"{where}: the weights add up to more than 1 (all of total)")
-    return Recipe(sources, total, column)
+    return Recipe(sources, total, column, where=where)
 
 
 def read_recipe(path: Path) -> Recipe:

@@ -184,7 +184,11 @@ def test_the_three_forms():
 
 def test_a_source_without_inputs_fails_naming_it(cli, corpus, tmp_path):
     result = run_recipe(cli, corpus, tmp_path / "out", "nope = 10\n", ok=False)
-    assert_one_line_error(result, "mix.nope: no input is under nope/", "sources here: books,")
+    assert_one_line_error(
+        result,
+        f"{tmp_path / 'out.toml'}: mix.nope: no input is under nope/",
+        "sources here: books,",
+    )
     # Known from the inputs' places alone: said before any work.
     assert "encode:" not in result.output
     assert not (tmp_path / "out" / "tokens").exists()
@@ -234,7 +238,10 @@ def test_the_readme_shows_what_jobs_recipe_toml_writes(tmp_path):
 
 def test_a_budget_of_absurdly_many_epochs_is_refused_in_one_line(cli, corpus, tmp_path):
     """A budget far above its source ("1T" of a few thousand tokens: a mistyped
-    unit) is refused before anything is written, not repeated for days."""
+    unit) is refused before anything is written, not repeated for days, naming
+    the recipe's file as a parse error does."""
     result = run_recipe(cli, corpus, tmp_path / "out", 'books = "1T"\n', ok=False)
-    assert_one_line_error(result, "mix.books: 1000000000000 tokens of a source of", "epochs")
+    assert_one_line_error(
+        result, f"{tmp_path / 'out.toml'}: mix.books: 1000000000000 tokens of a source of", "epochs"
+    )
     assert not (tmp_path / "out" / "mix").exists() or not any((tmp_path / "out" / "mix").iterdir())

@@ -77,17 +77,18 @@ def documents(c: int, classes: list[np.ndarray], index: list[Index]) -> Document
 MAX_EPOCHS = 10_000
 
 
-def choose(name: str, budget: int, docs: Documents, shards: list[TokenShard], seed: int) -> Rule:
-    """The Rule taking `budget` tokens of the documents `docs`."""
+def choose(key: str, budget: int, docs: Documents, shards: list[TokenShard], seed: int) -> Rule:
+    """The Rule taking `budget` tokens of the documents `docs`, of the source
+    the recipe's `key` (`job.toml: mix.code`) asks them of."""
     available = docs.available
     if budget == 0:
         return Rule(0)
     if available == 0:
-        raise TokenmillError(f"mix.{name}: the source has no tokens to take {budget} of")
+        raise TokenmillError(f"{key}: the source has no tokens to take {budget} of")
     epochs, rest = divmod(budget, available)
     if epochs >= MAX_EPOCHS:
         raise TokenmillError(
-            f"mix.{name}: {budget} tokens of a source of {available} is {epochs} epochs, "
+            f"{key}: {budget} tokens of a source of {available} is {epochs} epochs, "
             f"more than {MAX_EPOCHS}: a typo in its budget or unit?"
         )
     if rest == 0:
@@ -128,16 +129,18 @@ def choose_all(
             and not (g.share.asks_nothing() or recipe.implied)
         ):
             raise TokenmillError(
-                f"mix.{g.name}: --val-fraction {fraction} holds out all {len(held.rows)} of its "
-                "documents, leaving none to train on (give a smaller --val-fraction)"
+                f"{recipe.where}.{g.name}: --val-fraction {fraction} holds out all "
+                f"{len(held.rows)} of its documents, leaving none to train on (give a "
+                "smaller --val-fraction)"
             )
         budget = g.share.budget(recipe.total, docs.available)
-        rules[k * splits] = choose(g.name, budget, docs, shards, seed)
+        key = f"{recipe.where}.{g.name}"
+        rules[k * splits] = choose(key, budget, docs, shards, seed)
         del docs
         val = 0
         if held is not None:
             val = val_budget(g.share, budget, held.available, fraction)
-            rules[k * splits + 1] = choose(g.name, val, held, shards, seed)
+            rules[k * splits + 1] = choose(key, val, held, shards, seed)
         budgets.append((budget, val))
     return rules, budgets
 

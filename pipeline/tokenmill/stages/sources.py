@@ -132,9 +132,10 @@ class Sources:
     group_of: list[np.ndarray]  # per input, per document: its group (left out ones too)
 
 
-def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index], where: str = "mix"):
+def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
     """The Sources of `shards` under `recipe`; a recipe source that no document
     is in fails, naming it."""
+    where = recipe.where
     groups = [Group(s.name, s) for s in recipe.sources]
     taken = {s.name: k for k, s in enumerate(recipe.sources)}
     left: dict[str, int] = {}
@@ -192,9 +193,10 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index], where: 
     return Sources(groups, members, group_of)
 
 
-def check_placed(recipe: Recipe, names: list[str], where: str = "mix") -> None:
+def check_placed(recipe: Recipe, names: list[str]) -> None:
     """Before any work: a recipe that takes its sources by place (no column, no
     files glob) names only sources some input of `names` is in."""
+    where = recipe.where
     if recipe.column is not None:
         return  # a document's column may name any source: known once encoded
     present = {default_source(n) for n in names}
