@@ -350,13 +350,27 @@ fn word_at(at: &[u32]) -> (&[u32], i64) {
 
 /// Where each word's header goes in the buffer of words of `lens` symbols,
 /// and the buffer's size; an error when the table is too large to name its
-/// words by u32 offsets (16 GiB of symbols is beyond any word table).
+/// words by u32 offsets (16 GiB of symbols is beyond any word table), or
+/// when its pairs could occur more often than an i64 counts (no corpus
+/// does; a count near 2^64 in a word table made training loop for ever).
 fn word_starts(lens: &[u32], counts: &[u64]) -> Result<(Vec<u32>, usize)> {
     if lens.len() != counts.len() {
         return Err(Error::Train(format!(
             "{} counts for {} words",
             counts.len(),
             lens.len()
+        )));
+    }
+    let pairs: u128 = lens
+        .iter()
+        .zip(counts)
+        .map(|(&n, &c)| n.saturating_sub(1) as u128 * c as u128)
+        .sum();
+    if pairs > i64::MAX as u128 {
+        return Err(Error::Train(format!(
+            "the word counts make {pairs} pairs, more than the {} that training counts \
+             (a count in the word table is wrong)",
+            i64::MAX
         )));
     }
     let mut starts = Vec::with_capacity(lens.len());

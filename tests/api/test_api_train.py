@@ -188,3 +188,16 @@ def test_chosen_ids_beyond_what_a_short_training_numbers():
         Tokenizer.train(["ab ab"], num_merges=1500, special_tokens={"<|endoftext|>": 3000})
     with pytest.raises(TokenmillError, match="not a string"):
         Tokenizer.train(TEXTS, num_merges=2, special_tokens="<|endoftext|>")
+
+
+@pytest.mark.parametrize(
+    "words, counts",
+    [(["ab"], [2**64 - 1]), (["ab", "ab"], [2**63, 2**63]), (["abab"], [2**63])],
+)
+def test_counts_beyond_what_training_counts_are_refused_not_looped_on(words, counts):
+    """A word table whose pairs occur more than 2^63-1 times (no corpus; a wrong
+    count) made training loop for ever; a table just under it trains."""
+    with pytest.raises(TokenmillError, match="pairs, more than the 9223372036854775807"):
+        Tokenizer.train_from_word_counts(words, counts, num_merges=2)
+    edge = Tokenizer.train_from_word_counts(["ab", "cd"], [2**62, 2**62 - 1], num_merges=2)
+    assert edge.merge_pairs() == [(b"a", b"b"), (b"c", b"d")]
