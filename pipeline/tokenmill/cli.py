@@ -6,7 +6,6 @@ import codecs
 import contextlib
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,7 @@ from tokenmill.cli_options import (
     workers_option,
 )
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError, WorkerLost, cli_message, escaped, one_line
+from tokenmill.errors import TokenmillError, WorkerLost, cli_message, escaped, one_line, silence
 from tokenmill.formats import FORMATS
 from tokenmill.stages.results import (
     NothingRead,
@@ -179,10 +178,7 @@ def tell(line: str) -> None:
     try:
         click.echo(line, err=True)
     except OSError:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-        except OSError:
-            pass
+        silence(2)
 
 
 def echo_summary(result: StageResult) -> None:

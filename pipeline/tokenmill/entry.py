@@ -83,9 +83,11 @@ def _exit_unwritten(e: OSError) -> None:
     except OSError:
         pass  # stderr is gone too
     # Python would flush stdout again at exit, and fail again: nothing more goes there.
+    from tokenmill.errors import silence
+
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, AttributeError, ValueError):
+        silence(sys.stdout.fileno())
+    except (AttributeError, ValueError):
         pass
     sys.exit(1)
 

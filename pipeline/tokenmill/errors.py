@@ -15,6 +15,7 @@ are ValueErrors: code written for them catches tokenmill's too.
 
 from __future__ import annotations
 
+import os
 import re
 
 __all__ = [
@@ -107,3 +108,15 @@ def cli_message(message: str) -> str:
         return _CLI_OPTIONS[m.group(1)] + (" " + value if spaced else value)
 
     return _ARGUMENT.sub(option, message)
+
+
+def silence(fd: int) -> None:
+    """What is still written to `fd`, whose reader or disk is gone, goes to
+    /dev/null instead of failing again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != fd:  # a closed fd is the one os.open reuses
+            os.dup2(null, fd)
+            os.close(null)
+    except OSError:
+        pass
