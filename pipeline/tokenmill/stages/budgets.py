@@ -121,6 +121,7 @@ def choose_all(
         if g.share is None:
             budgets.append((0, 0))
             continue
+        key = f"{recipe.where}.{g.name}"
         docs = documents(k * splits, classes, index)
         held = documents(k * splits + 1, classes, index) if splits > 1 else None
         if (
@@ -129,12 +130,10 @@ def choose_all(
             and not (g.share.asks_nothing() or recipe.implied)
         ):
             raise TokenmillError(
-                f"{recipe.where}.{g.name}: --val-fraction {fraction} holds out all "
-                f"{len(held.rows)} of its documents, leaving none to train on (give a "
-                "smaller --val-fraction)"
+                f"{key}: --val-fraction {fraction} holds out all {len(held.rows)} of its "
+                "documents, leaving none to train on (give a smaller --val-fraction)"
             )
         budget = g.share.budget(recipe.total, docs.available)
-        key = f"{recipe.where}.{g.name}"
         rules[k * splits] = choose(key, budget, docs, shards, seed)
         del docs
         val = 0
