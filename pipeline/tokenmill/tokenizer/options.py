@@ -114,12 +114,21 @@ def special_names(
     >>> special_names({"<|endoftext|>": 100257, "<|pad|>": 100258}, "byte")
     (['<|endoftext|>', '<|pad|>'], {'<|endoftext|>': 100257, '<|pad|>': 100258})
     """
+    if isinstance(special_tokens, str):
+        raise TokenmillError(
+            f"special_tokens={show(special_tokens)}: want a list of names or a dict of "
+            "name to id, not a string"
+        )
+    names = list(special_tokens or [])  # a dict's keys
+    for k, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
+        if name in names[:k]:
+            raise TokenmillError(f"special_tokens: {name!r} is listed twice")
     chosen = None
     if isinstance(special_tokens, Mapping):
         chosen = dict(special_tokens)
         for name, i in chosen.items():
-            if not isinstance(name, str) or not name:
-                raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
             check_id(i, f"special_tokens: {name!r}")
         by_id: dict[int, str] = {}
         for name, i in chosen.items():
@@ -128,17 +137,6 @@ def special_names(
                     f"special_tokens: {by_id[i]!r} and {name!r} have the same id {i}"
                 )
             by_id[i] = name
-    elif isinstance(special_tokens, str):
-        raise TokenmillError(
-            f"special_tokens={show(special_tokens)}: want a list of names or a dict of "
-            "name to id, not a string"
-        )
-    names = list(special_tokens or [])
-    for k, name in enumerate(names):
-        if not isinstance(name, str) or not name:
-            raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
-        if name in names[:k]:
-            raise TokenmillError(f"special_tokens: {name!r} is listed twice")
     names += [t for t in default_special_tokens(mode) if t not in names]
     return names, chosen
 
