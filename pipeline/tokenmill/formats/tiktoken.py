@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
@@ -268,6 +269,12 @@ def load(
     default to those of tiktoken's public encoding of that preset and size,
     else none."""
     path = location(path)
+    if special_tokens is not None and not isinstance(special_tokens, Mapping):
+        # A list's names would need ids, which a ranks file does not hold.
+        raise TokenmillError(
+            f"{path}: special_tokens= wants a dict of each token's id, "
+            f"not a {type(special_tokens).__name__}"
+        )
     side = sidecar_path(path)
     if side.is_file() and (pattern is None or special_tokens is None):
         meta = read_sidecar(side)

@@ -55,6 +55,9 @@ from tokenmill.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNum
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# Byte mode's split when train is given none; char mode ignores only this one.
+DEFAULT_PATTERN = "cl100k"
+
 
 @dataclass
 class Tokenizer:
@@ -119,7 +122,7 @@ class Tokenizer:
         texts: Iterable[str],
         *,
         mode: str = "byte",
-        pattern: str | None = "cl100k",
+        pattern: str | None = DEFAULT_PATTERN,
         lowercase: bool = False,
         vocab_size: int | None = None,
         num_merges: int | None = None,
@@ -160,8 +163,9 @@ class Tokenizer:
         """
         import pyarrow as pa
 
-        pattern = _training_pattern(mode, pattern)
-        table = word_table([pa.array(list(texts), pa.large_string())], mode, pattern, lowercase)
+        pattern = _training_pattern(mode, pattern, lowercase)
+        texts = _batch(texts, "train", "")
+        table = word_table([pa.array(texts, pa.large_string())], mode, pattern, lowercase)
         return cls._train_from_word_arrays(
             table["word"],
             table["count"],
@@ -180,7 +184,7 @@ class Tokenizer:
         counts: Sequence[int],
         *,
         mode: str = "byte",
-        pattern: str | None = "cl100k",
+        pattern: str | None = DEFAULT_PATTERN,
         lowercase: bool = False,
         vocab_size: int | None = None,
         num_merges: int | None = None,
@@ -197,11 +201,13 @@ class Tokenizer:
         """
         import pyarrow as pa
 
+        pattern = _training_pattern(mode, pattern, lowercase)
+        words = _batch(words, "train_from_word_counts", ": words= is a list")
         return cls._train_from_word_arrays(
             pa.array(words, pa.large_string()),
-            pa.array(counts, pa.uint64()),
+            pa.array(_counts(counts, len(words)), pa.uint64()),
             mode=mode,
-            pattern=_training_pattern(mode, pattern),
+            pattern=pattern,
             lowercase=lowercase,
             vocab_size=vocab_size,
             num_merges=num_merges,
@@ -559,6 +565,7 @@ class Tokenizer:
         >>> tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
         True
         """
+        _check_flag("eos", eos)
         allowed = self._allowed_specials([text], allowed_special, disallowed_special)
         if allowed:
             ids: list[int] = []
@@ -617,6 +624,7 @@ class Tokenizer:
         >>> tok.encode_batch(["hi<|endoftext|>"], allowed_special="all")[0][-1] == tok.eos_id
         True
         """
+        _check_flag("eos", eos)
         texts = _batch(texts, "encode_batch")
         allowed = self._allowed_specials(texts, allowed_special, disallowed_special)
         if not allowed:
@@ -726,6 +734,7 @@ class Tokenizer:
 
         from tokenmill.io.arrow import arrow_buffers
 
+        _check_flag("eos", eos)
         docs = _text_array(docs)
         n = len(docs)
         id_type, list_type = self._id_type, self._ids_type
@@ -1172,13 +1181,21 @@ def _valid_unicode(text: str) -> str:
 NO_SPLIT = r"[\s\S]+"
 
 
-def _training_pattern(mode: str, pattern: str | None) -> str:
+def _training_pattern(mode: str, pattern: str | None, lowercase: bool) -> str:
     """Train's `pattern` as a tokenizer records it: a preset by its name (its
     regex written out too), None as NO_SPLIT, any other regex compiled here,
-    so that a bad one fails before any counting."""
+    so that a bad one fails before any counting. An option the mode does not
+    use is refused: ignored, it would train another tokenizer than the one
+    asked for."""
     check_options(mode, pattern)
     if mode != "byte":
-        return pattern or ""  # char mode splits at whitespace
+        if pattern not in (None, DEFAULT_PATTERN):
+            raise TokenmillError(
+                f"pattern={show(pattern)}: char mode splits at whitespace and takes no pattern"
+            )
+        return ""
+    if lowercase:
+        raise TokenmillError("lowercase=True is char mode's: byte mode keeps every byte")
     if pattern is None:
         return NO_SPLIT
     if pattern in PATTERNS:
@@ -1186,6 +1203,11 @@ def _training_pattern(mode: str, pattern: str | None) -> str:
     preset = next((p for p in PATTERNS if _native.preset_regex(p) == pattern), None)
     if preset is not None:
         return preset
+    if re.fullmatch(r"\w+", pattern):  # a name, as regex its own text only: a preset meant
+        raise TokenmillError(
+            f"pattern={pattern!r} is not a preset ({', '.join(PATTERNS)}; GPT-4's is cl100k), "
+            "and as a regex it matches only its own text"
+        )
     try:
         _native.Counter.byte(pattern)  # compiles it, no more
     except _native.NativeError as e:
@@ -1257,13 +1279,60 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
 
     if isinstance(docs, pa.ChunkedArray):
         docs = docs.combine_chunks()
+    if not isinstance(docs, pa.Array):
+        raise TypeError(
+            f"encode_arrow takes a pyarrow array of strings, not {type(docs).__name__}: "
+            "use encode_batch for a list"
+        )
+    if pa.types.is_dictionary(docs.type) and is_text(docs.type.value_type):
+        docs = docs.dictionary_decode()
     if not is_text(docs.type):
         raise TokenmillError(f"encode_arrow takes an array of strings, not of {docs.type}")
+    if docs.null_count:  # the native core would read a null as an empty document
+        first = docs.is_null().to_numpy(zero_copy_only=False).argmax()
+        raise TokenmillError(f"encode_arrow: document {first} is null, not a string")
     return large_text(docs)
 
 
-def _batch(texts: Iterable[str], method: str) -> list[str]:
-    # A string is an iterable of texts too: its characters' ids, silently.
+def _check_flag(name: str, value: object) -> None:
+    # A string is true: eos="no" would add the token it asks to leave out.
+    if value not in (True, False):
+        raise TypeError(f"{name}={show(value)}: want True or False")
+
+
+def _counts(counts: Sequence[int], n_words: int) -> list[int]:
+    """train_from_word_counts' `counts`, one whole number in 0..2**64-1 per
+    word: pyarrow would truncate a float and overflow on a negative one."""
+    import operator
+
+    out = []
+    for k, given in enumerate(counts):
+        try:
+            count = operator.index(given)  # int and numpy's integers; not float
+        except TypeError:
+            count = -1
+        if isinstance(given, bool) or not 0 <= count < 2**64:
+            raise TokenmillError(
+                f"train_from_word_counts: counts[{k}]={show(given)} is not a count "
+                "(a whole number, 0 or more)"
+            )
+        out.append(count)
+    if len(out) != n_words:
+        raise TokenmillError(
+            f"train_from_word_counts: counts= has {len(out)} entries for {n_words} words"
+        )
+    return out
+
+
+def _batch(texts: Iterable[str], method: str, hint: str = ": use encode") -> list[str]:
+    """`texts` as a list of str. A string is an iterable of texts too (its
+    characters', silently), and pyarrow takes None for an empty document and
+    bytes for text: each is a TypeError naming its place, as `encode(None)` is."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{method} takes a list of texts, not one text: use encode")
-    return list(texts)
+        raise TypeError(f"{method} takes a list of texts, not one text{hint}")
+    texts = list(texts)
+    if not all(type(text) is str for text in texts):  # the fast check; then which one
+        for k, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"{method}: texts[{k}] is {type(text).__name__}, not str")
+    return texts

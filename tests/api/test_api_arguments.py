@@ -1,0 +1,115 @@
+"""Arguments of the wrong kind are refused in one line, never read as something
+else: before these checks, a None in a batch was encoded as an empty document,
+bytes as text, a string given to train as its characters, a float count
+truncated, eos="no" added the token, and an option the mode ignores trained
+another tokenizer than the one asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from realtext import GPT2_FILE
+
+import tokenmill
+from tokenmill import Tokenizer, TokenmillError
+
+TEXTS = ["hello world", "hello there"] * 10
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return Tokenizer.train(TEXTS, vocab_size=270)
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda t: t.encode_batch(["a", None]), "encode_batch: texts[1] is NoneType"),
+        (lambda t: t.encode_batch([b"a"], disallowed_special=()), "texts[0] is bytes"),
+        (lambda t: t.encode_ordinary_batch(["a", "b", None]), "texts[2] is NoneType"),
+        (lambda t: t.encode_ordinary_batch(iter(["a", 5])), "texts[1] is int"),
+        (lambda t: t.encode("a", eos="no"), "eos='no': want True or False"),
+        (lambda t: t.encode_batch(["a"], eos="no"), "eos='no'"),
+        (lambda t: t.encode_arrow(pa.array(["a"]), eos=None), "eos=None"),
+        (lambda t: t.encode_arrow(["a"]), "not list: use encode_batch"),
+    ],
+)
+def test_encoding_refuses_what_is_not_text(tok, call, needle):
+    with pytest.raises(TypeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        call(tok)
+
+
+def test_a_null_document_is_refused_by_encode_arrow(tok):
+    for docs in (pa.array(["a", None, "b"]), pa.chunked_array([["a"], [None, "b"]])):
+        with pytest.raises(TokenmillError, match="encode_arrow: document 1 is null"):
+            tok.encode_arrow(docs)
+
+
+def test_a_dictionary_array_of_strings_is_encoded_as_its_strings(tok):
+    docs = ["hello", "world", "hello"]
+    ids, n_tokens = tok.encode_arrow(pa.array(docs).dictionary_encode())
+    assert ids.to_pylist() == [tok.encode(d, eos=True) for d in docs]
+    assert n_tokens.to_pylist() == [len(tok.encode(d, eos=True)) for d in docs]
+
+
+def test_true_and_numpy_flags_are_flags(tok):
+    assert tok.encode("hello", eos=np.bool_(True)) == tok.encode("hello") + [tok.eos_id]
+    assert tok.encode_batch(["hello"], eos=False) == [tok.encode("hello")]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, needle",
+    [
+        ({"texts": ["x", None] * 5}, TypeError, "train: texts[1] is NoneType, not str"),
+        ({"texts": ["x", b"y"]}, TypeError, "train: texts[1] is bytes"),
+        ({"texts": "one string"}, TypeError, "train takes a list of texts, not one text"),
+        ({"texts": TEXTS, "pattern": "gpt4"}, TokenmillError, "GPT-4's is cl100k"),
+        ({"texts": TEXTS, "lowercase": True}, TokenmillError, "lowercase=True is char mode's"),
+        (
+            {"texts": TEXTS, "mode": "char", "pattern": r"\w+"},
+            TokenmillError,
+            "char mode splits at whitespace and takes no pattern",
+        ),
+    ],
+)
+def test_train_refuses_what_it_would_misread(kwargs, error, needle):
+    with pytest.raises(error) as e:
+        Tokenizer.train(num_merges=3, **kwargs)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_options_each_mode_takes_still_train():
+    char = Tokenizer.train(["Hi hi"] * 3, mode="char", lowercase=True, num_merges=1)
+    assert char.lowercase and char.tokens("HI") == ["hi", "</w>"]
+    assert Tokenizer.train(["ab ab"], mode="char", pattern=None, num_merges=1).mode == "char"
+    literal = Tokenizer.train(["ab ab"], pattern=r"[a-z]+|[\s\S]", num_merges=1)
+    assert literal.merge_pairs() == [(b"a", b"b")]
+
+
+@pytest.mark.parametrize(
+    "words, counts, needle",
+    [
+        (["a", "b"], [1], "counts= has 1 entries for 2 words"),
+        (["a", "b"], [1, -2], "counts[1]=-2 is not a count"),
+        (["a", "b"], [1, 2.5], "counts[1]=2.5 is not a count"),
+        (["a", "b"], [1, True], "counts[1]=True is not a count"),
+        (["a", "b"], [1, 2**64], "is not a count"),
+        (["a", None], [1, 2], "train_from_word_counts: texts[1] is NoneType"),
+        ("ab", [1, 2], "not one text: words= is a list"),
+    ],
+)
+def test_train_from_word_counts_refuses_what_it_would_misread(words, counts, needle):
+    with pytest.raises((TokenmillError, TypeError)) as e:
+        Tokenizer.train_from_word_counts(words, counts, num_merges=1)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_numpy_counts_are_counts():
+    tok = Tokenizer.train_from_word_counts(["ab", "b"], np.array([3, 2]), num_merges=1)
+    assert tok.merge_pairs() == [(b"a", b"b")]
+
+
+def test_load_names_special_tokens_given_as_a_list():
+    with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: special_tokens= wants a dict"):
+        tokenmill.load(GPT2_FILE, special_tokens=["<a>"])
