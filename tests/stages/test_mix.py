@@ -245,3 +245,33 @@ def test_a_budget_of_absurdly_many_epochs_is_refused_in_one_line(cli, corpus, tm
         result, f"{tmp_path / 'out.toml'}: mix.books: 1000000000000 tokens of a source of", "epochs"
     )
     assert not (tmp_path / "out" / "mix").exists() or not any((tmp_path / "out" / "mix").iterdir())
+
+
+@pytest.mark.parametrize(
+    "recipe, message",
+    [
+        ('books = "1T"\n', "mix.books: 1000000000000 tokens of a source of"),
+        ("books = 0\n", "the recipe takes no tokens"),
+    ],
+)
+def test_a_refused_recipe_keeps_the_manifest_of_the_outputs_it_left_unchanged(
+    cli, corpus, tmp_path, recipe, message
+):
+    """A recipe found impossible once the documents are read, on a rerun that
+    kept every output, left OUT without its manifest: the last good run's
+    folder no longer verified. The manifest stays, byte for byte; a rerun whose
+    outputs changed (an input added) still drops it."""
+    data, tok = tmp_path / "data", corpus[1]
+    shutil.copytree(corpus[0], data)
+    out = tmp_path / "out"
+    run_recipe(cli, (data, tok), out, "books = 1000\n")
+    before = (out / "manifest.json").read_bytes()
+    refused = run_recipe(cli, (data, tok), out, recipe, ok=False)
+    assert_one_line_error(refused, f"{tmp_path / 'out.toml'}: ", message)
+    assert (out / "manifest.json").read_bytes() == before
+    cli("verify", out)
+    # Outputs changed before the refusal: the old manifest would describe others.
+    (data / "books2.jsonl").write_text('{"text": "one more"}\n')
+    again = run_recipe(cli, (data, tok), out, recipe, ok=False)
+    assert_one_line_error(again, message)
+    assert not (out / "manifest.json").exists()

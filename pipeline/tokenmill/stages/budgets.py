@@ -180,9 +180,11 @@ def account(
     splits: int,
     fraction: float,
     shuffle: int | None,
+    where: str = "mix",
 ) -> dict:
     """The manifest's mix: per source, asked against taken (train documents;
-    with --val-fraction, `val` the held-out ones)."""
+    with --val-fraction, `val` the held-out ones). `where` names the recipe
+    in an error (Recipe.where)."""
     lines: list[dict[str, Any]] = []
     for k, g in enumerate(groups):
         c = k * splits
@@ -207,7 +209,9 @@ def account(
         lines.append(line)
     total = sum(line["taken"]["tokens"] for line in lines)
     if total == 0:
-        raise TokenmillError("mix: the recipe takes no tokens (every budget 0, or empty sources)")
+        raise TokenmillError(
+            f"{where}: the recipe takes no tokens (every budget 0, or empty sources)"
+        )
     asked = sum(line["budget"] for line in lines)
     for line in lines:
         line["share"] = round(line["taken"]["tokens"] / total, 6)

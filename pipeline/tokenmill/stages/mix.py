@@ -78,6 +78,14 @@ from tokenmill.stages.tokens import TokenShard
 from tokenmill.tokenizer import Tokenizer
 
 VERSION = 2  # bumped when the same recipe would choose or order otherwise
+
+
+class MixRefused(TokenmillError):
+    """The recipe cannot be met by these documents (a source none has, a budget
+    beyond them, nothing taken): found once the token shards are read, before
+    the mix writes anything."""
+
+
 # The ids of one part (and of what one task of pass 2 holds): tests make it small.
 BUCKET_ENV = "TOKENMILL_MIX_BUCKET_BYTES"
 
@@ -194,7 +202,12 @@ def run_mix(
         summary, records = kept
         return MixResult(seconds=time.monotonic() - start, reused=1, summary=summary,
                          parts=records)  # fmt: skip
-    mixture = plan_mixture(shards, config, size, key)
+    try:
+        mixture = plan_mixture(shards, config, size, key)
+    except MixRefused:
+        raise
+    except TokenmillError as e:
+        raise MixRefused(str(e)) from None
     summary = mixture.summary
     records = write_mixture(shards, folder, tok, config, mixture)
     written = (sum(r["rows"] for r in records), sum(r["tokens"] for r in records))
@@ -238,7 +251,7 @@ def plan_mixture(shards: list[TokenShard], config: Config, size: int, key: dict)
             n[at] = rules[c].copies(seed, i, shards[i].source, ix.rows[at])
         copies.append(n)
         tally.add(cls, ix.tokens, n.astype(np.int64))
-    summary = account(found.groups, budgets, tally, splits, fraction, config.shuffle)
+    summary = account(found.groups, budgets, tally, splits, fraction, config.shuffle, recipe.where)
     totals = [summary["tokens"], summary.get("val", {}).get("tokens", 0)][:splits]
     itemsize = shards[0].id_dtype.itemsize
     orders = tuple(Order.sized(config.shuffle, t, itemsize, size) for t in totals)

@@ -285,7 +285,9 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
     if line := inputs.not_read_line():
         note(f"{line}; listed in the manifest under not_read")
     remove_temporaries(out)  # under OUT's lock, every temporary there is a killed run's
-    # The old manifest no longer describes OUT once any output changes.
+    # The old manifest no longer describes OUT once any output changes; it is
+    # put back when a recipe is refused before any output changed.
+    previous = read_bytes(paths["manifest"], "manifest") if paths["manifest"].is_file() else None
     delete(paths["manifest"])
     stages: dict[str, StageResult] = {}
 
@@ -370,11 +372,18 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         if config.mixes:
             # Here, not at the top: mixing's modules (pyarrow.compute among
             # them) would cost every run's start-up.
-            from tokenmill.stages.mix import run_mix
+            from tokenmill.stages.mix import MixRefused, run_mix
 
             sha256 = {relative_name(location(r["output"]["file"]), paths["tokens_dir"]):
                       r["output"]["sha256"] for r in encode.shards if r["output"]}  # fmt: skip
-            mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
+            try:
+                mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
+            except MixRefused:
+                if previous is not None and not any(s.redone for s in stages.values()):
+                    check_lock()
+                    with atomic_path(paths["manifest"]) as tmp:
+                        tmp.write_bytes(previous)
+                raise
             manifest["mix"] = mix.summary
             parts = [{"path": relative(paths["mix_dir"] / r["file"], out), "rows": r["rows"],
                       "bytes": r["bytes"], "sha256": r["sha256"]} for r in mix.parts]  # fmt: skip
