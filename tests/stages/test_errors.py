@@ -121,6 +121,33 @@ def test_empty_corpus(tmp_path, cli):
     assert "tokenizer.json" not in final_outputs(out)
 
 
+@pytest.mark.parametrize(
+    "command, stage",
+    [
+        (["run", "{data}", "{out}"], "count"),
+        (["run", "{data}", "{out}", "--tokenizer", "vocabularies/gpt2.tiktoken"], "encode"),
+        (["count", "{data}", "{out}"], "count"),
+        (["encode", "{data}", "{out}", "--tokenizer", "vocabularies/gpt2.tiktoken"], "encode"),
+    ],
+)
+def test_inputs_that_hold_no_document_are_an_empty_corpus_for_every_command(
+    tmp_path, cli, command, stage
+):
+    """Only empty inputs: `run --tokenizer` (and `encode`) wrote a manifest of 0
+    documents and exited 0, where `run` without one exits 1 (README: an empty
+    corpus is status 1), so a scheduled job took nothing for a success."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_bytes(b"")
+    (data / "b.jsonl").write_bytes(b"")
+    out = tmp_path / "out"
+    args = [a.format(data=data, out=out) for a in command]
+    result = cli(*args, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, f"{stage}: no document in 2 inputs", "empty corpus")
+    assert not (out / "manifest.json").exists()
+
+
 def test_folder_without_shards(tmp_path, cli):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "notes.md").write_text("hello")

@@ -51,9 +51,16 @@ class NothingRead(TokenmillError):
 
 
 def check_read(result: ShardStageResult) -> ShardStageResult:
-    """`result`, unless its stage skipped documents and read none (NothingRead)."""
+    """`result`, unless its stage read no document: it skipped them all
+    (NothingRead), or every input is empty, a corpus of nothing that a
+    scheduled job must not take for a success."""
     if result.skipped and not result.documents:
         raise NothingRead(result)
+    if not result.documents:
+        raise TokenmillError(
+            f"{result.stage}: no document in {plural(len(result.shards), 'input')}: "
+            "every one is empty (an empty corpus)"
+        )
     return result
 
 
