@@ -143,8 +143,8 @@ class Config:
             return
         if self.extend:
             raise TokenmillError(
-                "--superword-at does not go with --extend: a superword tokenizer's stage 1 "
-                "is trained here (stage 2 on a base: extend a superword tokenizer instead)"
+                "--superword-at does not go with --extend: a superword tokenizer is "
+                "trained from the bytes up, both stages in one run (drop --extend)"
             )
         if self.superword_max_words < 0:
             raise TokenmillError(

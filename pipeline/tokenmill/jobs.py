@@ -117,6 +117,18 @@ def load_job(path: Path) -> dict:
     return raw
 
 
+def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillError:
+    """Config's error about an option the job file set (`keys`), naming the
+    file and its key (`j.toml: vocab_size 5 is below ...`): the option it
+    names is nowhere on the command line."""
+    message = str(error)
+    for key in keys:
+        option = "--" + key.replace("_", "-")
+        if message.startswith((f"{option} ", f"{option}:")):
+            return type(error)(f"{job_file}: {key}{message[len(option) :]}")
+    return error
+
+
 def resolve_job(
     job_file: Path | None,
     data: Path | None,
@@ -162,6 +174,10 @@ def resolve_job(
         config = Config(**values)
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
+    except TokenmillError as e:
+        if job_file is None:
+            raise
+        raise in_job(e, job_file, [k for k in settings if k not in given]) from None
     return Job(
         location(data),
         location(out),

@@ -114,13 +114,23 @@ def test_count_only_and_encode_only_jobs(tmp_path):
         ('inputs = "d"\n', "give DATA and OUT"),
         ('inputs = "d"\noutput = "o"\nsteps = "train"\n', "steps must be one of"),
         ("inputs = [", "not valid TOML"),
-        ('inputs = "d"\noutput = "o"\non_error = "ignore"\n', "--on-error must be one of"),
+        # A bad value the job set is named by the job's key, not by an option
+        # that is nowhere on the command line.
+        ('inputs = "d"\noutput = "o"\non_error = "ignore"\n', "bad.toml: on_error must be one of"),
+        ('inputs = "d"\noutput = "o"\nvocab_size = 5\n', "bad.toml: vocab_size 5 is below the"),
+        ('inputs = "d"\noutput = "o"\nval_fraction = 1.5\n', "bad.toml: val_fraction 1.5 is out"),
     ],
 )
 def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
     job = write_job(tmp_path / "bad.toml", text)
     result = cli("run", "--job", job, ok=False)
     assert_one_line_error(result, needle)
+
+
+def test_a_bad_value_given_on_the_command_line_over_a_job_names_the_option(tmp_path, cli):
+    job = write_job(tmp_path / "job.toml", 'inputs = "d"\noutput = "o"\nvocab_size = 500\n')
+    result = cli("run", "--job", job, "--vocab-size", "7", ok=False)
+    assert_one_line_error(result, "Error: --vocab-size 7 is below the base vocabulary")
 
 
 def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):

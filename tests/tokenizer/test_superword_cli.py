@@ -79,7 +79,10 @@ def test_stage_commands_make_the_runs_tokenizer(cli, data, tmp_path):
         (["--superword-at", "100"], "--superword-at 100: the transition point is a vocabulary"),
         (["--superword-at", "256"], "--superword-at 256 is out of range: 257 (256 bytes + 1"),
         (["--superword-at", "500", "--mode", "char"], "--superword-at 500: superword tokens are"),
-        (["--superword-at", "500", "--extend", "{base}"], "does not go with --extend"),
+        (
+            ["--superword-at", "500", "--extend", "{base}"],
+            "does not go with --extend: a superword tokenizer is trained from the bytes up",
+        ),
     ],
 )
 def test_refused_options(cli, data, tmp_path, args, message):
