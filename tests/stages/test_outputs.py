@@ -121,10 +121,12 @@ def test_special_tokens_reserved_at_train_time(corpus, cli, tmp_path, mode):
 def test_special_token_order_and_errors(cli, tmp_path):
     assert training_special_tokens("byte", ["<s>", ENDOFTEXT]) == ["<s>", ENDOFTEXT]
     assert training_special_tokens("char", ["<s>"]) == ["<unk>", ENDOFTEXT, "<s>"]
-    with pytest.raises(TokenmillError, match="twice"):
+    with pytest.raises(TokenmillError, match="--special-token: '<s>' is listed twice"):
         training_special_tokens("byte", ["<s>", "<s>"])
-    with pytest.raises(TokenmillError, match="needs a name"):
+    with pytest.raises(TokenmillError, match="--special-token: '' is no special token's name"):
         training_special_tokens("byte", [""])
+    with pytest.raises(TokenmillError, match="a name without surrounding spaces"):
+        training_special_tokens("byte", ["<s> "])
     data = tmp_path / "d.txt"
     data.write_text("hello world\n")
     result = cli("run", data, tmp_path / "o", "--vocab-size", "258", *("--special-token", "a"),

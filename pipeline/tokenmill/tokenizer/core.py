@@ -43,6 +43,7 @@ from tokenmill.tokenizer.options import (
     check_chosen_ids,
     check_count,
     check_options,
+    check_special_names,
     lay_out_specials,
     merges_to_learn,
     special_names,
@@ -462,13 +463,7 @@ class Tokenizer:
             raise TokenmillError(f"unknown mode {show(self.mode)}")
         if self.special_ids is not None and len(self.special_ids) != len(self.special_tokens):
             raise TokenmillError("special_ids and special_tokens differ in length")
-        seen: set[str] = set()
-        for name in self.special_tokens:
-            if not isinstance(name, str) or not name:
-                raise TokenmillError(f"special token {show(name)}: a special token needs a name")
-            if name in seen:
-                raise TokenmillError(f"special token {name!r} is listed twice")
-            seen.add(name)
+        check_special_names(self.special_tokens, "special_tokens")
         if self.normalization not in NORMALIZATIONS:
             raise TokenmillError(
                 f"normalizer {show(self.normalization)} is not supported (tokenmill applies "

@@ -63,12 +63,27 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
     ['<|endoftext|>', '<|pad|>']
     """
     extra = list(extra)
+    check_special_names(extra, "--special-token")
     for name in extra:
-        if not name or name.strip() != name:
-            raise TokenmillError(f"--special-token {name!r}: a special token needs a name")
-        if extra.count(name) > 1:
-            raise TokenmillError(f"--special-token {name!r} is given twice")
+        # Not a library rule: a file may hold " <mask>", but on a command line
+        # the space is a quoting slip.
+        if name.strip() != name:
+            raise TokenmillError(f"--special-token {name!r}: a name without surrounding spaces")
     return [t for t in default_special_tokens(mode) if t not in extra] + extra
+
+
+def check_special_names(names: Sequence[object], what: str) -> None:
+    """Special tokens' names, each a non-empty str (an empty one would match
+    all text) listed once (a second would take an id of its own that no text
+    encodes to); `what` names them in the message: the option, the argument
+    or the file's field."""
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TokenmillError(f"{what}: {show(name)} is no special token's name")
+        if name in seen:
+            raise TokenmillError(f"{what}: {name!r} is listed twice")
+        seen.add(name)
 
 
 def merges_to_learn(
@@ -120,11 +135,7 @@ def special_names(
             "name to id, not a string"
         )
     names = list(special_tokens or [])  # a dict's keys
-    for k, name in enumerate(names):
-        if not isinstance(name, str) or not name:
-            raise TokenmillError(f"special_tokens: {show(name)} is no special token's name")
-        if name in names[:k]:
-            raise TokenmillError(f"special_tokens: {name!r} is listed twice")
+    check_special_names(names, "special_tokens")
     chosen = None
     if isinstance(special_tokens, Mapping):
         chosen = dict(special_tokens)
