@@ -204,9 +204,9 @@ def run_mix(
                          parts=records)  # fmt: skip
     try:
         mixture = plan_mixture(shards, config, size, key)
-    except MixRefused:
-        raise
     except TokenmillError as e:
+        if type(e) is not TokenmillError:  # a store's or a changed input's, as it is
+            raise
         raise MixRefused(str(e)) from None
     summary = mixture.summary
     records = write_mixture(shards, folder, tok, config, mixture)
