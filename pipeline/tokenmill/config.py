@@ -126,6 +126,10 @@ class Config:
             raise TokenmillError(
                 f"--val-fraction {self.val_fraction} is out of range: 0 (no split) to below 1"
             )
+        if self.lowercase and self.mode == "byte" and not self.extend:
+            raise TokenmillError(
+                "--lowercase is char mode's (--mode char): byte mode keeps every byte"
+            )
         if self.extend_alphabet and not self.extend:
             raise TokenmillError("--extend-alphabet goes with --extend (a char-mode base)")
         self._check_superword(specials)

@@ -345,6 +345,32 @@ def test_run_extend_alphabet_in_char_mode(tmp_path):
             assert tok.token_values[base.vocab_size : base.vocab_size + 2] == ["ö", "ü"]
 
 
+def test_options_the_base_overrides_are_refused_not_dropped(tmp_path, cli):
+    """`--extend` keeps the base's mode and lowercasing; `--mode char` on a byte
+    base, or `--lowercase` on one that does not lowercase, trained a byte-mode,
+    case-keeping tokenizer without a word. `--lowercase` in byte mode is
+    refused as well (it was dropped too); given where it applies, it trains."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("Hello World\nhello world\n" * 5)
+    byte_base = tmp_path / "byte.json"
+    Tokenizer.train(["hello world"] * 5, num_merges=5).save(byte_base)
+    char_base = tmp_path / "char.json"
+    Tokenizer.train(["hello world"] * 5, mode="char", lowercase=True, num_merges=5).save(char_base)
+    cases = [
+        (["--extend", byte_base, "--mode", "char"], "--mode char does not go with --extend"),
+        (["--extend", byte_base, "--lowercase"], "--lowercase does not go with --extend"),
+        (["--lowercase"], "--lowercase is char mode's (--mode char)"),
+    ]
+    for k, (args, message) in enumerate(cases):
+        result = cli("run", data, tmp_path / f"o{k}", "--vocab-size", "300", *args, ok=False)
+        assert result.exit_code == 1
+        assert result.output.strip().splitlines()[-1].startswith(f"Error: {message}")
+        assert not (tmp_path / f"o{k}").exists()
+    cli("run", data, tmp_path / "char", "--extend", char_base, "--lowercase", "--vocab-size", "40")
+    assert Tokenizer.load(tmp_path / "char" / "tokenizer.json").lowercase
+
+
 @pytest.mark.parametrize("grow_alphabet", [False, True])
 def test_char_extended_hf_export_gives_tokenmill_ids(tmp_path, grow_alphabet):
     """An extended char-mode tokenizer keeps its numbering in a tokenizer.json:

@@ -35,6 +35,19 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
             f"--extend {config.extend}: its pattern is no preset ({', '.join(PATTERNS)}), "
             "which counting words needs"
         )
+    # An extended tokenizer keeps its base's mode and lowercasing: asked for
+    # others (byte mode and no lowercasing are the defaults), they would be
+    # dropped without a word.
+    if config.mode != base.mode and config.mode != "byte":
+        raise TokenmillError(
+            f"--mode {config.mode} does not go with --extend {config.extend}: it is a "
+            f"{base.mode}-mode tokenizer, and an extended one keeps its base's mode"
+        )
+    if config.lowercase and not base.lowercase:
+        raise TokenmillError(
+            f"--lowercase does not go with --extend {config.extend}: it does not lowercase, "
+            "and an extended tokenizer keeps its base's way of splitting"
+        )
     return base, dataclasses.replace(
         config, mode=base.mode, pattern=base.pattern or config.pattern, lowercase=base.lowercase
     )
