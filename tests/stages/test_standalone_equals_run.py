@@ -106,3 +106,40 @@ def test_the_stage_commands_make_what_run_makes(corpus, tmp_path, cli, kind):
     assert by_stages.keys() == by_run.keys()
     for name, data_ in by_run.items():
         assert by_stages[name] == data_, name
+
+
+@pytest.mark.parametrize(
+    "counted, trained, needle",
+    [
+        (["--pattern", "gpt2"], [], "counted with --pattern gpt2: train with it too"),
+        (["--mode", "char"], [], "counted with --mode char"),
+        (["--mode", "char", "--lowercase"], ["--mode", "char"], "counted with --lowercase"),
+        ([], ["--mode", "char"], "counted with --mode byte"),
+    ],
+)
+def test_train_refuses_words_counted_another_way(corpus, tmp_path, cli, counted, trained, needle):
+    """`count --pattern gpt2`, `merge`, then `train` (cl100k by default) exited 0
+    with a tokenizer recording cl100k whose merges were learned on gpt2's words:
+    it encoded text into pieces its merges never saw. The same options through
+    the stages make what `run` makes."""
+    out = tmp_path / "stages"
+    cli("count", corpus, out / "counts", *counted)
+    cli("merge", out / "counts", out / "counts.parquet")
+    refused = cli("train", out / "counts.parquet", out / "t.json", *TRAIN, *trained, ok=False)
+    assert refused.exit_code == 1 and needle in refused.output.strip().splitlines()[-1]
+    assert not (out / "t.json").exists()
+    cli("train", out / "counts.parquet", out / "t.json", *TRAIN, *counted)
+    cli("run", corpus, tmp_path / "run", *TRAIN, *counted)
+    assert (out / "t.json").read_bytes() == (tmp_path / "run" / "tokenizer.json").read_bytes()
+
+
+def test_merge_refuses_tables_counted_two_ways(corpus, tmp_path, cli):
+    cli("count", corpus, tmp_path / "gpt2", "--pattern", "gpt2")
+    cli("count", corpus, tmp_path / "o200k", "--pattern", "o200k")
+    odd = next((tmp_path / "o200k").rglob("*.parquet"))
+    shutil.copy(odd, tmp_path / "gpt2" / odd.relative_to(tmp_path / "o200k"))
+    result = cli("merge", tmp_path / "gpt2", tmp_path / "counts.parquet", ok=False)
+    last = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 1 and "pattern 'gpt2' and 'o200k'" in last, last
+    assert "count every shard with the same --mode, --pattern and --lowercase" in last
+    assert not (tmp_path / "counts.parquet").exists()

@@ -36,10 +36,28 @@ def recorded_source(meta: dict[bytes, bytes], path: AnyPath) -> str:
     return meta.get(SOURCE, PurePosixPath(location(path).name).stem.encode()).decode()
 
 
-def count_table_source(counts_file: AnyPath) -> str:
-    """The input shard a count table was made from; TokenmillError naming the
-    file when it has no word and count columns (a merge of it would fail
-    naming only the table it writes)."""
+# What a count table's words were split with: the options of count's key
+# (stages/state.py) that training must be given alike.
+SPLIT_OPTIONS = ("mode", "pattern", "lowercase")
+
+
+def count_table_split(meta: dict[bytes, bytes]) -> dict | None:
+    """The split options a count table records in its STATE (None: a table
+    not written by `count`, which says nothing)."""
+    import json
+
+    try:
+        key = json.loads(meta[STATE])["key"]
+        return {k: key[k] for k in SPLIT_OPTIONS}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def count_table_source(counts_file: AnyPath) -> tuple[str, dict | None]:
+    """The input shard a count table was made from, and the options its words
+    were split with (count_table_split); TokenmillError naming the file when
+    it has no word and count columns (a merge of it would fail naming only
+    the table it writes)."""
     import pyarrow.types as pat  # not at the top: see io.storage.parquet_file
 
     counts_file = location(counts_file)
@@ -63,4 +81,5 @@ def count_table_source(counts_file: AnyPath) -> str:
             f"{counts_file}: not a count table (columns {columns}): "
             "want the tables `tokenmill count` writes (word, count)"
         )
-    return recorded_source(schema.metadata or {}, counts_file)
+    meta = schema.metadata or {}
+    return recorded_source(meta, counts_file), count_table_split(meta)

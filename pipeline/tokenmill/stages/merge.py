@@ -38,9 +38,9 @@ FAN_IN = 1024
 ROW_GROUP_ROWS = 1 << 17
 
 
-def count_tables(counts_dir: AnyPath) -> list[tuple[str, AnyPath]]:
-    """(source shard, count table) of each table of `counts_dir`, in the order
-    of their source shards."""
+def count_tables(counts_dir: AnyPath) -> list[tuple[str, dict | None, AnyPath]]:
+    """(source shard, split options, count table) of each table of
+    `counts_dir`, in the order of their source shards."""
     counts_dir = location(counts_dir)
     if not counts_dir.is_dir():
         raise TokenmillError(f"{counts_dir}: no such directory")
@@ -52,7 +52,28 @@ def count_tables(counts_dir: AnyPath) -> list[tuple[str, AnyPath]]:
     files = [p for p in found if p.name.endswith(".parquet") and not p.name.startswith(".")]
     if not files:
         raise TokenmillError(f"{counts_dir}: no count tables (run `tokenmill count` first)")
-    return sorted(((count_table_source(f), f) for f in files), key=itemgetter(0))
+    return sorted(((*count_table_source(f), f) for f in files), key=itemgetter(0))
+
+
+def common_split(tables: list[tuple[str, dict | None, AnyPath]]) -> dict | None:
+    """The options every table's words were split with (None when no table
+    says): tables split two ways summed would train a tokenizer that
+    encodes neither way."""
+    first = None
+    for _, split, f in tables:
+        if split is None:
+            continue
+        if first is None:
+            first = (split, f)
+        elif split != first[0]:
+            differ = ", ".join(
+                f"{k} {first[0][k]!r} and {split[k]!r}" for k in split if split[k] != first[0][k]
+            )
+            raise TokenmillError(
+                f"{first[1]} and {f} were counted with other options ({differ}): "
+                "count every shard with the same --mode, --pattern and --lowercase"
+            )
+    return None if first is None else first[0]
 
 
 def scan_tables(files: list[AnyPath]) -> pl.LazyFrame:
@@ -183,15 +204,18 @@ def run_merge(
     if files is None:
         tables = count_tables(counts_dir)
     elif files:
-        tables = [(count_table_source(f), f) for f in files]
+        tables = [(*count_table_source(f), f) for f in files]
     else:
         raise TokenmillError(f"{counts_dir}: no count tables (every input shard was skipped?)")
     key = {
         "stage": "merge",
         "min_count": min_count,
-        "tables": [[source, known_sha256(f)[1]] for source, f in tables],
+        "tables": [[source, known_sha256(f)[1]] for source, _, f in tables],
     }
-    files = [f for _, f in tables]
+    split = common_split(tables)
+    if split is not None:  # train checks it is given the same (stages/train.py)
+        key["split"] = split
+    files = [f for _, _, f in tables]
     reused = reusable_file(counts_file, key, force)
     frame = None
     if not reused:

@@ -53,6 +53,27 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
     )
 
 
+def check_split(counts_file: AnyPath, config: Config) -> None:
+    """Refuse to train on words split otherwise than the tokenizer will split
+    text (merge records how its tables were counted): the merges would be
+    learned on words encoding never sees."""
+    split = recorded_state(counts_file).get("key", {}).get("split")
+    if not isinstance(split, dict):
+        return  # a table merge did not write, or written before it recorded this
+    given = {"mode": config.mode, "pattern": config.pattern, "lowercase": config.lowercase}
+    if config.mode != "byte":
+        given["pattern"] = split.get("pattern")  # char mode has none to give
+    for k, recorded in split.items():
+        if given.get(k) != recorded:
+            shown = f"--{k}" if k == "lowercase" else f"--{k} {recorded}"
+            if k == "lowercase" and not recorded:
+                shown = "no --lowercase"
+            raise TokenmillError(
+                f"{counts_file}: its words were counted with {shown}: train with it too "
+                f"(or count again), not with {k} {given.get(k)!r}"
+            )
+
+
 def run_train(
     counts_file: AnyPath,
     tokenizer_file: AnyPath,
@@ -76,6 +97,7 @@ def run_train(
             "(`tokenmill count --superword`, then `merge`)"
         )
     counts_file = location(counts_file)
+    check_split(counts_file, config)
     table = read_word_table(counts_file)
     if table.num_rows == 0:
         raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
