@@ -489,3 +489,41 @@ def test_verify_reports_an_input_added_to_data_since_the_run(tmp_path):
     result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "input b.jsonl: under DATA but not in the manifest" in result.stderr
+
+
+def test_data_that_is_a_link_to_a_file_is_that_link(cli, tmp_path):
+    """DATA a link to a file (`latest.jsonl -> ../store/v1.bin`): the manifest
+    recorded the target (v1.bin) but named the input after the link, so verify
+    failed right after a clean run, stats and check ended in a traceback (no
+    reader for .bin), and the link pointed at new data was "another DATA". The
+    link is DATA: verified, read, and its new content redone."""
+    store, d = tmp_path / "store", tmp_path / "d"
+    store.mkdir()
+    d.mkdir()
+    (store / "v1.bin").write_text('{"text": "hello there"}\n')
+    (d / "latest.jsonl").symlink_to("../store/v1.bin")
+    out = tmp_path / "out"
+    cli("run", d / "latest.jsonl", out, "--vocab-size", "260")
+    assert manifest(out)["data"] == str(d.resolve() / "latest.jsonl")
+    assert "files match the manifest" in cli("verify", out).output
+    for command in ("stats", "check"):
+        cli(command, out)
+    (store / "v2.bin").write_text('{"text": "new text"}\n')
+    (d / "latest.jsonl").unlink()
+    (d / "latest.jsonl").symlink_to("../store/v2.bin")
+    changed = cli("verify", out, ok=False)
+    assert changed.exit_code == 3 and "input latest.jsonl: changed" in changed.output
+    cli("run", d / "latest.jsonl", out, "--vocab-size", "260")
+    cli("verify", out)
+    assert manifest(out)["documents"] == 1 and manifest(out)["tokens"] > 0
+
+
+def test_a_manifest_naming_an_input_of_no_known_format_is_one_line(cli, tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"text": "hello"}\n')
+    out = tmp_path / "out"
+    cli("run", tmp_path / "a.jsonl", out, "--vocab-size", "260")
+    (tmp_path / "a.bin").write_text('{"text": "hello"}\n')
+    path = out / "manifest.json"
+    path.write_text(json.dumps({**manifest(out), "data": str(tmp_path / "a.bin")}))
+    result = cli("stats", out, ok=False)
+    assert result.exit_code == 1 and "a.bin: not a known input format" in result.output

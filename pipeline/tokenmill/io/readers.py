@@ -215,7 +215,8 @@ def raw_batches(
     }
     path = location(path)
     kind = shard_format(path)
-    assert kind is not None  # callers read shards, which find_inputs took by format
+    if kind is None:  # find_inputs takes shards by format; a manifest may name others
+        raise TokenmillError(f"{path}: not a known input format ({KNOWN_INPUTS})")
     return readers[kind](path, column, batch_rows)
 
 

@@ -404,9 +404,16 @@ def delete(path: AnyPath) -> None:
 
 def resolved(path: AnyPath) -> str:
     """How DATA or OUT is recorded (manifest, lock) and compared: a local path
-    absolute with links resolved, a URL as it is."""
+    absolute with links resolved, a URL as it is. A link to a file keeps its
+    own name (its folder resolved): the input is named after it (its suffix
+    says the format), and `latest.jsonl` pointed at new data is the same DATA
+    with changed content, not another DATA."""
     path = location(path)
-    return str(path) if is_remote(path) else str(path.resolve())
+    if is_remote(path):
+        return str(path)
+    if path.is_symlink() and not path.is_dir():
+        return str(path.parent.resolve() / path.name)
+    return str(path.resolve())
 
 
 def same_file_key(path: AnyPath) -> str:
