@@ -390,7 +390,8 @@ def test_a_job_file_takes_txt_unit(tmp_path, cli):
     assert decoded(out)["book.txt"] == numbered(ref_paragraphs(BOOK))
     job.write_text('inputs = "d"\noutput = "o"\ntxt_unit = "chapter"\n')
     bad = cli("run", "--job", job, ok=False)
-    assert bad.exit_code == 1 and f"{job}: txt_unit must be one of line, paragraph, file" in bad.output
+    assert bad.exit_code == 1
+    assert f"{job}: txt_unit must be one of line, paragraph, file" in bad.output
 
 
 @pytest.mark.parametrize("unit", ["paragraph", "file"])
