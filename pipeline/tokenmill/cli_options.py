@@ -273,11 +273,13 @@ def output_format_options(f):
     )(f)
     f = click.option(
         "--format",
-        default="parquet",
+        default=("parquet",),
+        multiple=True,
         show_default=True,
         metavar="NAME[,NAME...]",
         help=f"Training layouts to write besides the token shards (parquet, always "
-        f"written, the source of truth), comma-separated, from {', '.join(OUTPUT_FORMATS)}. "
+        f"written, the source of truth), comma-separated or the option given again, from "
+        f"{', '.join(OUTPUT_FORMATS)}. "
         "bin: nanoGPT's flat uint16 (uint32 above 65536 ids) arrays in OUT/bin/; "
         "megatron: Megatron-LM's indexed dataset (.bin + .idx) in OUT/megatron/; "
         "datatrove: datatrove/nanotron's .ds files in OUT/datatrove/; olmo: OLMo-core's "

@@ -10,6 +10,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.recipe import Recipe, parse_recipe
 from tokenmill.tokenizer.ids import BOS, MAX_VOCAB_SIZE
 from tokenmill.tokenizer.options import (
+    DEFAULT_PATTERN,
     SUPERWORD_MAX_WORDS,
     check_options,
     check_superword,
@@ -51,7 +52,7 @@ def check_workers(workers: int, executor: str) -> int:
 @dataclass(frozen=True)
 class Config:
     mode: str = "byte"
-    pattern: str = "cl100k"
+    pattern: str = DEFAULT_PATTERN
     lowercase: bool = False
     text_column: str = "text"  # a dotted path (meta.content) names a nested field
     txt_unit: str = "line"  # .txt documents: one per line, per blank-line paragraph, per file
@@ -132,6 +133,7 @@ class Config:
             )
         if self.extend_alphabet and not self.extend:
             raise TokenmillError("--extend-alphabet goes with --extend (a char-mode base)")
+        self._check_unused()
         self._check_superword(specials)
         if self.mix is not None:
             object.__setattr__(self, "mix", parse_recipe(self.mix))
@@ -140,6 +142,24 @@ class Config:
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
                 f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
+            )
+
+    def _check_unused(self) -> None:
+        """Refuse an option that nothing else given acts on: dropped, it would
+        leave a run other than the one asked for."""
+        if self.mode != "byte" and self.pattern != DEFAULT_PATTERN:
+            raise TokenmillError(
+                f"--pattern {self.pattern} is byte mode's: char mode splits at whitespace"
+            )
+        if self.superword_at is None and self.superword_max_words != SUPERWORD_MAX_WORDS:
+            raise TokenmillError("--superword-max-words goes with --superword-at")
+        if self.ray_address is not None and self.executor != "ray":
+            raise TokenmillError(
+                f"--ray-address goes with --executor ray, not --executor {self.executor}"
+            )
+        if self.per_shard and len(self.format) < 2:
+            raise TokenmillError(
+                "--per-shard goes with --format (a layout to write one set of files per shard of)"
             )
 
     def _check_superword(self, specials: int) -> None:
@@ -209,9 +229,11 @@ class Config:
 
 
 def output_formats(value: str | Iterable[str]) -> tuple[str, ...]:
-    """--format's value ("megatron,bin", or names in a list) as the Config holds
-    it: "parquet" first, then each layout once, in OUTPUT_FORMATS order."""
-    names = value.split(",") if isinstance(value, str) else list(value)
+    """--format's value ("megatron,bin", or names in a list, each maybe such a
+    list: --format given twice) as the Config holds it: "parquet" first, then
+    each layout once, in OUTPUT_FORMATS order."""
+    values = [value] if isinstance(value, str) else list(value)
+    names = [n for v in values for n in (v.split(",") if isinstance(v, str) else [v])]
     for name in names:
         if not isinstance(name, str) or name.strip() not in OUTPUT_FORMATS:
             raise TokenmillError(

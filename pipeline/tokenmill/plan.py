@@ -58,6 +58,17 @@ def make_plan(
         raise TokenmillError(
             "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
         )
+    if steps == "count":
+        layout_options = {
+            "--pack": config.pack,
+            "--format": config.format[1:],
+            "--val-fraction": config.val_fraction,
+            "--bos": config.bos,
+            "--per-shard": config.per_shard,
+        }
+        for option, value in layout_options.items():
+            if value:
+                raise TokenmillError(f"{option} acts on token shards: not with --count-only")
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):

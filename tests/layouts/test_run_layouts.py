@@ -52,6 +52,11 @@ def test_run_writes_each_format_given_and_a_rerun_resumes(cli, corpus, tmp_path)
     result = cli("run", corpus, out, *RUN, "--format", ",".join(formats_given), "--per-shard")
     assert "encode: 5 shards (5 kept, 0 done)" in result.output
     assert output_files(out) == before
+    # --format given once per layout: each is written (the last alone was, before).
+    repeated = [a for name in formats_given for a in ("--format", name)]
+    result = cli("run", corpus, out, *RUN, *repeated, "--per-shard")
+    assert manifest(out)["config"]["format"] == ["parquet", *formats_given]
+    assert output_files(out) == before
 
 
 def test_a_job_takes_the_formats_as_a_list_or_one_string(tmp_path):

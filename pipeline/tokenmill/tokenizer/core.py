@@ -40,6 +40,7 @@ from tokenmill.tokenizer.ids import (
 )
 from tokenmill.tokenizer.modes import Mode, mode_of
 from tokenmill.tokenizer.options import (
+    DEFAULT_PATTERN,
     check_chosen_ids,
     check_count,
     check_options,
@@ -55,9 +56,6 @@ from tokenmill.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNum
 # and importing them is a third of the start-up of `tokenmill.load`.
 if TYPE_CHECKING:
     import pyarrow as pa
-
-# Byte mode's split when train is given none; char mode ignores only this one.
-DEFAULT_PATTERN = "cl100k"
 
 
 @dataclass

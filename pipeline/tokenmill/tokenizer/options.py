@@ -24,6 +24,10 @@ SUPERWORD_MAX_WORDS = 4
 # The special tokens every tokenizer of a mode has, in id order.
 REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
 
+# Byte mode's split when none is given (train, the CLI's --pattern); char
+# mode takes no pattern, and only this default goes with it unremarked.
+DEFAULT_PATTERN = "cl100k"
+
 
 def default_special_tokens(mode: str) -> list[str]:
     """The special tokens every tokenizer of `mode` has, in id order.

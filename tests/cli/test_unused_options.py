@@ -1,0 +1,37 @@
+"""An option that nothing else given acts on is refused in one line, before any
+work: each of these ran to exit 0 without it having any effect, a run other
+than the one asked for."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_one_line_error
+
+from tokenmill.config import Config
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--superword-max-words", "2"], "--superword-max-words goes with --superword-at"),
+        (["--per-shard"], "--per-shard goes with --format"),
+        (["--ray-address", "127.0.0.1:1"], "--ray-address goes with --executor ray"),
+        (["--mode", "char", "--pattern", "gpt2"], "--pattern gpt2 is byte mode's"),
+        (["--count-only", "--pack", "64"], "--pack acts on token shards: not with --count-only"),
+        (["--count-only", "--format", "bin"], "--format acts on token shards"),
+        (["--count-only", "--val-fraction", "0.1"], "--val-fraction acts on token shards"),
+        (["--count-only", "--bos"], "--bos acts on token shards"),
+    ],
+)
+def test_an_option_nothing_acts_on_is_refused(cli, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = cli("run", "sample_data", out, "--vocab-size", "1000", *args, ok=False)
+    assert_one_line_error(result, message)
+    assert result.exit_code == 1 and not out.exists()
+
+
+def test_the_same_options_where_they_act_are_taken():
+    Config(superword_at=900, vocab_size=1000, superword_max_words=2)
+    Config(per_shard=True, format="megatron")
+    Config(executor="ray", ray_address="127.0.0.1:1")
+    Config(mode="char", pattern="cl100k")  # the default, which char mode leaves alone
