@@ -494,6 +494,11 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     if shard is not None:
         if row is None:
             raise TokenmillError("--shard needs --row")
+        if ids:  # the row's ids are decoded; these would be dropped
+            raise TokenmillError(
+                f"give IDS or --shard and --row, not both (--row {row} takes one row; "
+                f"{' '.join(map(str, ids))} given too)"
+            )
         token_shard = open_token_shard(shard)
         tok = shard_tokenizer(token_shard, tokenizer_file, **options)
         ids = read_row(token_shard, row)
@@ -651,11 +656,13 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
     <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
     shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from tokenmill.config import check_workers, default_workers
-    from tokenmill.layouts.bin import run_bin
+    from tokenmill.layouts.bin import bin_tokenizer, run_bin
     from tokenmill.stages.split import split_token_shards
 
     workers = check_workers(workers or default_workers(), "threads")
-    shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
+    # Refused before any write: another split than encode's, another tokenizer.
+    shards = split_token_shards(tokens_dir, val_fraction)
+    tok = bin_tokenizer(shards, tokenizer_file) if bos or tokenizer_file else None
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
         summary = run_bin(
             tokens_dir,
@@ -663,7 +670,7 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
             workers=workers,
             val_fraction=val_fraction,
             bos=bos,
-            tokenizer=tokenizer_file,
+            tokenizer=tok,
             shards=shards,
         )
     echo_summary(summary)

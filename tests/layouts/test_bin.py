@@ -112,3 +112,22 @@ def test_standalone_bin_with_bos_writes_what_run_does(tmp_path):
     for name in names:
         assert (tmp_path / "b" / name).read_bytes() == (out / "bin" / name).read_bytes(), name
     assert json.loads((tmp_path / "b" / "index.json").read_text())["bos_id"] is not None
+
+
+def test_bin_given_another_tokenizer_is_refused_with_or_without_bos(tmp_path):
+    """`bin --tokenizer OTHER` without --bos was accepted (the tokenizer unused):
+    one given is the shards' or refused, as `pack` and `bin --bos` refuse it."""
+    from tokenmill import Tokenizer
+
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", make_documents(20, seed=3))
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "300")
+    Tokenizer.train(["other text"], vocab_size=300).save(tmp_path / "other.json")
+    for bos in ([], ["--bos"]):
+        refused = tokenmill_here("bin", out / "tokens", tmp_path / "b", "--tokenizer",
+                                 tmp_path / "other.json", *bos, check=False)  # fmt: skip
+        assert refused.returncode == 1 and "not the tokenizer" in refused.stderr
+        assert not (tmp_path / "b").exists()
+    tokenmill_here("bin", out / "tokens", tmp_path / "b", "--tokenizer", out / "tokenizer.json")
+    assert (tmp_path / "b" / "index.json").is_file()

@@ -95,6 +95,11 @@ def test_decode_finds_the_tokenizer_of_a_shard(corpus, cli, tmp_path):
     assert "out of range" in result.output
     result = cli("decode", "1", "2", ok=False)
     assert "--tokenizer" in result.output
+    # Ids beside --row were dropped without a word.
+    result = cli("decode", "--shard", shard, "--row", "3", "5", "6", ok=False)
+    assert result.exit_code == 1 and "not both (--row 3 takes one row; 5 6 given too)" in (
+        result.output
+    )
 
 
 @pytest.mark.parametrize("mode", ["byte", "char"])

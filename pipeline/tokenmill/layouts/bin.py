@@ -52,7 +52,7 @@ from tokenmill.stages.split import (
     split_token_shards,
 )
 from tokenmill.stages.tokens import TokenShard, list_ids, shard_tokenizer
-from tokenmill.tokenizer import BOS
+from tokenmill.tokenizer import BOS, Tokenizer
 
 INDEX = "index.json"
 FORMAT = "tokenmill-bin"
@@ -290,6 +290,16 @@ def write_bin(
     )
 
 
+def bin_tokenizer(shards: list[TokenShard], tokenizer: AnyPath | Tokenizer | None) -> Tokenizer:
+    """The shards' tokenizer: `tokenizer` (a file, or one bin_tokenizer
+    returned) if given, else the run's; another than the shards' is refused."""
+    if not isinstance(tokenizer, Tokenizer):
+        return shard_tokenizer(shards[0], tokenizer)
+    if tokenizer.sha256 != shards[0].sha256:
+        raise TokenmillError(f"not the tokenizer {shards[0].path} was encoded with")
+    return tokenizer
+
+
 def run_bin(
     tokens_dir: AnyPath,
     bin_dir: AnyPath,
@@ -297,15 +307,18 @@ def run_bin(
     workers: int = 1,
     val_fraction: float = 0.0,
     bos: bool = False,
-    tokenizer: AnyPath | None = None,
+    tokenizer: AnyPath | Tokenizer | None = None,
     shards: list[TokenShard] | None = None,
 ) -> LayoutResult:
     """`tokenmill bin`: every token shard of `tokens_dir` as flat arrays in `bin_dir`,
     split by `val_fraction` as encode split them (else refused).
     `bos`: <|bos|> before each document, as `run --bos` puts it, its id from
-    `tokenizer` (default: tokenizer.json beside `tokens_dir`). `shards`: those
+    `tokenizer` (default: tokenizer.json beside `tokens_dir`; one given must
+    be the shards', --bos or not). `shards`: those
     of `split_token_shards(tokens_dir, val_fraction)`, already opened."""
     if shards is None:
         shards = split_token_shards(tokens_dir, val_fraction)
-    bos_id = shard_tokenizer(shards[0], tokenizer).special_id(BOS) if bos else None
+    bos_id = None
+    if bos or tokenizer is not None:  # a tokenizer given is checked even when unused
+        bos_id = bin_tokenizer(shards, tokenizer).special_id(BOS) if bos else None
     return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_id)
