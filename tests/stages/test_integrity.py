@@ -527,3 +527,15 @@ def test_a_manifest_naming_an_input_of_no_known_format_is_one_line(cli, tmp_path
     path.write_text(json.dumps({**manifest(out), "data": str(tmp_path / "a.bin")}))
     result = cli("stats", out, ok=False)
     assert result.exit_code == 1 and "a.bin: not a known input format" in result.output
+
+
+def test_verify_names_the_inputs_of_a_data_folder_that_moved_where_they_were(cli, tmp_path):
+    """DATA moved away: verify named each input one folder too high
+    (`missing (/x/a.jsonl)` for /x/data/a.jsonl)."""
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", ["hello there", "general kenobi"])
+    cli("run", data, tmp_path / "out", "--vocab-size", "260")
+    data.rename(tmp_path / "moved")
+    result = cli("verify", tmp_path / "out", ok=False)
+    assert result.exit_code == 3
+    assert f"input a.jsonl: missing ({data.resolve() / 'a.jsonl'})" in result.output

@@ -202,9 +202,14 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
     manifest = read_manifest(out)
     data = location(manifest["data"])
     checks = []
-    for entry in manifest.get("inputs", []):
-        root = data if data.is_dir() else data.parent
-        path = data if data.is_file() and entry["path"] == data.name else root / entry["path"]
+    inputs = manifest.get("inputs", [])
+    # DATA a file: its one input is named after it. Gone (moved, removed), it
+    # is told apart the same way, and a folder's inputs are missing under it.
+    one_file = data.is_file() or (
+        not data.exists() and len(inputs) == 1 and inputs[0]["path"] == data.name
+    )
+    for entry in inputs:
+        path = data if one_file else data / entry["path"]
         checks.append(("input", entry["path"], path, entry))
     # The views are no outputs of the run (stages/layout.py).
     listed = {out / MANIFEST, out / LOCK, *(out / name for name in VIEWS)}
