@@ -267,7 +267,8 @@ def write_bin(
     else:
         results = run_tasks(
             bin_shard,
-            [BinTask(s, bin_dir, bos) for s in shards],
+            # An empty input gets no files: an empty .bin cannot be mapped.
+            [BinTask(s, bin_dir, bos) for s in shards if s.documents],
             workers=workers,
             executor=executor,
             ray_address=ray_address,

@@ -281,10 +281,27 @@ class ShardTask:
     sink: Sink
 
 
+def holding(shard: TokenShard, fraction: float) -> set[str]:
+    """The splits of `shard` that hold a document: an empty input, or a small
+    shard none of whose documents is held out, gets no file there, as a file
+    of no ids is one trainers' readers cannot map (numpy's memmap refuses it)."""
+    if not shard.documents:
+        return set()
+    if fraction <= 0:
+        return {""}
+    held = sum(
+        int(shard_is_val(shard, batch.column("row").to_numpy(), fraction).sum())
+        for batch in shard.batches(columns=("row",))
+    )
+    counts = {SPLITS[0]: shard.documents - held, SPLITS[1]: held}
+    return {side for side, n in counts.items() if n}
+
+
 def shard_streams(task: ShardTask) -> list[Stream]:
     shard, folder, fraction, sink = task.shard, task.folder, task.fraction, task.sink
     stem = shard.name.removesuffix(".parquet")
     mine = [side for side in sides(fraction) if in_split(shard, side)]
+    mine = [side for side in mine if side in holding(shard, fraction)]
     names = {side: sink.stream_name(side, stem) for side in mine}
     parts = []
     with contextlib.ExitStack() as stack:

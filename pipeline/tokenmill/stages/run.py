@@ -243,6 +243,19 @@ def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
 
 
+def check_split_holds(split: dict, fraction: float) -> None:
+    """Refuse a --val-fraction that leaves a split without a document: an
+    empty validation set is none, and its layout files of no ids are ones
+    trainers cannot map."""
+    for side, other in (("val", "train"), ("train", "val")):
+        if not split.get(side, {}).get("documents"):
+            n = split.get(other, {}).get("documents", 0)
+            raise TokenmillError(
+                f"--val-fraction {fraction} puts none of the {n} documents in {side} "
+                f"(every one in {other}): give a {'larger' if side == 'val' else 'smaller'} one"
+            )
+
+
 def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> None:
     """Refuse, before any work, a run that would write a file where a folder,
     a FIFO or a device is, or a folder where a file is (writers.check_target)."""
@@ -366,6 +379,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         manifest["normalizer"] = tok._normalizer
         manifest["outputs"] = shard_outputs(encode.shards, out)
         if encode.split:
+            check_split_holds(encode.split, config.val_fraction)
             manifest["split"] = {"val_fraction": config.val_fraction, **encode.split}
         names = [relative_name(location(f), paths["tokens_dir"]) for f in encode.written]
         shards = token_shards(paths["tokens_dir"], names)
