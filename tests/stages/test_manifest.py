@@ -123,6 +123,10 @@ def test_verify_catches_a_missing_output(finished):
         (lambda m: m.update(documents_skipped=1), "not documents + documents_skipped"),
         # An input dropped from the list: its tokens no longer follow from the inputs listed.
         (lambda m: m["inputs"].pop(0), "which the manifest does not list as it was read"),
+        # Rows and the tokenizer's sha256, against what each file's footer says.
+        (lambda m: m["outputs"][0].update(rows=7), "7 rows in the manifest, "),
+        (lambda m: m["files"][0].update(rows=1), "counts.parquet: 1 rows in the manifest, "),
+        (lambda m: m.update(tokenizer_sha256="0" * 64), "but 5 outputs were encoded with"),
     ],
 )
 def test_verify_holds_the_manifests_numbers_to_its_outputs(finished, edit, said):
@@ -171,3 +175,16 @@ def test_git_is_asked_before_out_is_locked(tmp_path, monkeypatch):
     run_module.run_all(data, out, Config(vocab_size=1000))
     assert held == [False]
     assert manifest(out)["git_revision"] == "0" * 40
+
+
+def test_verify_holds_the_split_to_the_totals(tmp_path):
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, *RUN, "--val-fraction", "0.1")
+    assert "files match" in tokenmill_here("verify", out).stderr
+    m = manifest(out)
+    m["split"]["val"]["documents"] = 0
+    (out / "manifest.json").write_text(json.dumps(m))
+    result = tokenmill_here("verify", out, check=False)
+    assert result.returncode == 3
+    assert "manifest split: train and val documents" in result.stderr

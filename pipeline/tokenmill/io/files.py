@@ -98,6 +98,18 @@ def parquet_json_metadata(path: AnyPath, key: bytes) -> object | None:
         return None
 
 
+def parquet_footer(path: AnyPath) -> tuple[int, dict[bytes, bytes]] | None:
+    """(rows, key-value metadata) of a Parquet file's footer, or None when the
+    file is missing, unreadable or no Parquet."""
+    try:
+        with parquet_file(location(path)) as pf:
+            return pf.metadata.num_rows, pf.metadata.metadata or {}
+    except TokenmillError:  # a store's failure (a ValueError too) is no missing file
+        raise
+    except (OSError, ValueError):
+        return None
+
+
 # A reader that jumps ahead by more than this beyond what it asks for (Parquet
 # and Arrow IPC read their footer first) leaves the bytes between to the end
 # of the read; smaller gaps (another column's chunk) are hashed on the way.

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from tokenmill import __version__
 from tokenmill.errors import TokenmillError
-from tokenmill.io.files import file_sha256, parquet_json_metadata, read_json
+from tokenmill.io.files import file_sha256, parquet_footer, parquet_json_metadata, read_json
 from tokenmill.io.lock import LOCK
-from tokenmill.io.metadata import STATE
+from tokenmill.io.metadata import STATE, TOKENIZER_SHA256
 from tokenmill.io.storage import (
     AnyPath,
     is_inside,
@@ -337,12 +337,51 @@ def accounting_differences(manifest: dict, out: AnyPath) -> list[str]:
     skipped = manifest.get("documents_skipped", 0)
     if len(counted) == len(listed) and skipped != sum(counted):
         differences.append(f"manifest documents_skipped: {skipped}, its skips list {sum(counted)}")
+    differences += footer_differences(manifest, out)
+    split = manifest.get("split")
+    if isinstance(split, dict) and "outputs" in manifest:
+        for key in ("documents", "tokens"):
+            sides = [split.get(side, {}).get(key) for side in ("train", "val")]
+            if not all(type(n) is int for n in sides) or sum(sides) != manifest.get(key):
+                differences.append(
+                    f"manifest split: train and val {key} {sides} do not add up to its "
+                    f"{manifest.get(key)}"
+                )
     if isinstance(manifest.get("mix"), dict):
         # A mixture's account is recorded in its first part too (stages/mix.py).
         state = parquet_json_metadata(listed_path(out, MIX_ACCOUNT), STATE)
         account = state.get("result") if isinstance(state, dict) else None
         if not isinstance(account, dict) or account.get("mix") != manifest["mix"]:
             differences.append(f"manifest mix: not the account {MIX_ACCOUNT} records")
+    return differences
+
+
+def footer_differences(manifest: dict, out: AnyPath) -> list[str]:
+    """The rows the manifest gives each Parquet file it lists against the
+    file's footer, and its tokenizer_sha256 against the one each token shard
+    was encoded with (written in the shard)."""
+    differences = []
+    sha = manifest.get("tokenizer_sha256")
+    other: dict[str, list[str]] = {}  # tokenizer sha256 -> the files encoded with it
+    for entry in listed_outputs(manifest):
+        path = entry.get("path")
+        if not isinstance(path, str) or not path.endswith(".parquet"):
+            continue
+        footer = parquet_footer(listed_path(out, path))
+        if footer is None:
+            continue  # not Parquet: a layout's file, checked by its hash
+        rows, meta = footer
+        if "rows" in entry and entry["rows"] != rows:
+            differences.append(f"output {path}: {entry['rows']} rows in the manifest, {rows} in it")
+        made_with = meta.get(TOKENIZER_SHA256)
+        if sha is not None and made_with is not None and made_with.decode() != sha:
+            other.setdefault(made_with.decode(), []).append(path)
+    for made_with, paths in other.items():
+        shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+        differences.append(
+            f"manifest tokenizer_sha256: {sha}, but {len(paths)} outputs were encoded "
+            f"with {made_with} ({shown})"
+        )
     return differences
 
 
