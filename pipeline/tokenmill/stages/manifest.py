@@ -373,14 +373,14 @@ def footer_differences(manifest: dict, out: AnyPath) -> list[str]:
         rows, meta = footer
         if "rows" in entry and entry["rows"] != rows:
             differences.append(f"output {path}: {entry['rows']} rows in the manifest, {rows} in it")
-        made_with = meta.get(TOKENIZER_SHA256)
-        if sha is not None and made_with is not None and made_with.decode() != sha:
-            other.setdefault(made_with.decode(), []).append(path)
-    for made_with, paths in other.items():
+        recorded = meta.get(TOKENIZER_SHA256)
+        if sha is not None and recorded is not None and recorded.decode() != sha:
+            other.setdefault(recorded.decode(), []).append(path)
+    for encoded_with, paths in other.items():
         shown = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
         differences.append(
             f"manifest tokenizer_sha256: {sha}, but {len(paths)} outputs were encoded "
-            f"with {made_with} ({shown})"
+            f"with {encoded_with} ({shown})"
         )
     return differences
 
