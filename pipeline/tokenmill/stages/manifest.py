@@ -3,6 +3,8 @@ and `verify`, which checks a folder against its manifest."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import threading
@@ -27,6 +29,7 @@ from tokenmill.io.storage import (
 )
 from tokenmill.io.writers import write_json
 from tokenmill.stages.layout import MANIFEST, MIX, VIEWS, mix_part, with_state_files
+from tokenmill.stages.state import recorded_state, reusable_file
 
 # The mixture's part that records its account.
 MIX_ACCOUNT = f"{MIX}/{mix_part(0)}"
@@ -240,8 +243,31 @@ def verify(out: AnyPath) -> tuple[int, list[str]]:
             differences.append(f"extra {relative_path}: not in the manifest")
     if not differences:  # the numbers are read from outputs just found intact
         differences += accounting_differences(manifest, out)
+    key = view_key(manifest)
+    for name in VIEWS:  # not listed (made after the run), but held to their state
+        view = out / name
+        if view.is_file() and recorded_state(view) and not reusable_file(view, key):
+            differences.append(
+                f"view {name}: changed since it was written, or of other outputs (write it again)"
+            )
     differences += unlisted_inputs(manifest, data, out)
     return len(checks), differences
+
+
+def view_key(manifest: dict) -> dict:
+    """A view's state key: one sha256 of what it reads, as the manifest lists
+    it (the inputs, the tokenizer and the token shards)."""
+    what = {
+        "inputs": [[e["path"], e["sha256"]] for e in manifest.get("inputs", [])],
+        "tokenizer_sha256": manifest.get("tokenizer_sha256"),
+        "outputs": [[e["path"], e["sha256"]] for e in manifest.get("outputs", [])],
+    }
+    files = manifest.get("files", [])
+    mixture = [[e["path"], e["sha256"]] for e in files if e["path"].startswith("mix/")]
+    if mixture:  # the report shows the recipe asked against the mixture written
+        what["mix"] = mixture
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+    return {"stage": "view", "made_from": digest}
 
 
 def recorded_counts(manifest: dict) -> list[tuple[str, object]]:

@@ -4,29 +4,10 @@ so that a rerun keeps it exactly while it still describes the run's outputs."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.stages.layout import MANIFEST, VIEWS
-from tokenmill.stages.manifest import read_manifest
+from tokenmill.stages.manifest import read_manifest, view_key
 from tokenmill.stages.state import record_file, reusable_file
-
-
-def made_from(manifest: dict) -> dict:
-    """A view's state key: one sha256 of what it reads, as the manifest lists
-    it (the inputs, the tokenizer and the token shards)."""
-    what = {
-        "inputs": [[e["path"], e["sha256"]] for e in manifest.get("inputs", [])],
-        "tokenizer_sha256": manifest.get("tokenizer_sha256"),
-        "outputs": [[e["path"], e["sha256"]] for e in manifest.get("outputs", [])],
-    }
-    files = manifest.get("files", [])
-    mixture = [[e["path"], e["sha256"]] for e in files if e["path"].startswith("mix/")]
-    if mixture:  # the report shows the recipe asked against the mixture written
-        what["mix"] = mixture
-    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-    return {"stage": "view", "made_from": digest}
 
 
 def record_view(path: AnyPath) -> None:
@@ -34,10 +15,10 @@ def record_view(path: AnyPath) -> None:
     (nothing for a folder without a manifest: a run removes such a view)."""
     out = location(path).parent
     if (out / MANIFEST).is_file():
-        record_file(path, made_from(read_manifest(out)))
+        record_file(path, view_key(read_manifest(out)))
 
 
 def current_views(out: AnyPath, manifest: dict) -> set[AnyPath]:
     """The views in OUT made from what `manifest` lists, and unchanged since."""
-    key = made_from(manifest)
+    key = view_key(manifest)
     return {out / name for name in VIEWS if reusable_file(out / name, key)}
