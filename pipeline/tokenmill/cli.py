@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from tokenmill import memory
-from tokenmill.cli_group import Commands
+from tokenmill.cli_group import Commands, UsageLine
 from tokenmill.cli_options import (
     EXISTING,
     bos_option,
@@ -43,7 +43,15 @@ from tokenmill.cli_options import (
     workers_option,
 )
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError, WorkerLost, cli_message, escaped, one_line, silence
+from tokenmill.errors import (
+    OptionError,
+    TokenmillError,
+    WorkerLost,
+    cli_message,
+    escaped,
+    one_line,
+    silence,
+)
 from tokenmill.formats import FORMATS
 from tokenmill.stages.results import (
     NothingRead,
@@ -72,6 +80,9 @@ def user_errors(f):
             return f(*args, **kwargs)
         except WorkerLost as e:
             raise Killed(str(e)) from None
+        except OptionError as e:  # exit 2, naming where help is, as click's own
+            ctx = click.get_current_context(silent=True)
+            raise UsageLine(escaped(cli_message(str(e))), ctx) from None
         except TokenmillError as e:
             raise click.ClickException(escaped(cli_message(str(e)))) from None
         except OSError as e:
@@ -98,6 +109,14 @@ def user_errors(f):
             raise click.ClickException(one_line(e)) from None
 
     return wrapper
+
+
+def options_config(options: dict) -> Config:
+    """The command's Config: a value it refuses is a usage error."""
+    try:
+        return Config(**options)
+    except TokenmillError as e:
+        raise OptionError(str(e)) from None
 
 
 def os_error_line(e: OSError) -> str:
@@ -233,7 +252,7 @@ def count(data, counts_dir, superword, **options):
     shard into COUNTS_DIR (columns word, count, first)."""
     from tokenmill.stages.count import run_count
 
-    config = Config(**options)
+    config = options_config(options)
     pattern = None
     if superword:
         from tokenmill.tokenizer.superword import PATTERN as pattern
@@ -297,7 +316,7 @@ def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
     extend = options["extend"]  # a file, or a preset's name
     reads = [counts_file, superword_counts, extend if extend and Path(extend).exists() else None]
     output_file(tokenizer_file, reads, "TOKENIZER_FILE", options["force"])
-    base, config = load_base(Config(**options), extend_pattern(ctx, options))
+    base, config = load_base(options_config(options), extend_pattern(ctx, options))
     echo_summary(run_train(counts_file, tokenizer_file, config, base, superword_counts))
 
 
@@ -321,7 +340,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
         with memory.start_up():
             from tokenmill.stages.encode import run_encode
 
-            config = Config(**options)
+            config = options_config(options)
             tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     finally:
         prefetch.discard()

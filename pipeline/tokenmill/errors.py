@@ -7,6 +7,7 @@ whose message is one line naming the file, row or argument at fault.
         ├── WriteError               an output could not be written
         ├── StoreError               an object store failed while an input was read
         ├── InputChanged             an input changed while a run read it
+        ├── OptionError              the CLI: a command-line option's value is wrong (exit 2)
         └── WorkerLost               a worker process died under a stage
 
 TokenmillError derives from ValueError, as tiktoken's and rustbpe's errors
@@ -21,6 +22,7 @@ import re
 __all__ = [
     "DisallowedSpecialTokenError",
     "InputChanged",
+    "OptionError",
     "StoreError",
     "TokenmillError",
     "WorkerLost",
@@ -72,6 +74,12 @@ class InputChanged(TokenmillError):
     """An input changed while a run read it, or between two stages' reads of it
     (count's and encode's): never a bad input, so --on-error skip does not skip
     it; a rerun redoes what was made from its old content."""
+
+
+class OptionError(TokenmillError):
+    """A value given on the command line is wrong (an unknown --format, a
+    --val-fraction of nan): a usage error, which the CLI ends with status 2
+    and where help is, as for the values click itself refuses."""
 
 
 class WorkerLost(TokenmillError):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
 from tokenmill.recipe import parse_recipe
@@ -175,9 +175,8 @@ def resolve_job(
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
     except TokenmillError as e:
-        if job_file is None:
-            raise
-        raise in_job(e, job_file, [k for k in settings if k not in given]) from None
+        named = in_job(e, job_file, [k for k in settings if k not in given]) if job_file else e
+        raise OptionError(str(e)) if named is e else named from None
     return Job(
         location(data),
         location(out),

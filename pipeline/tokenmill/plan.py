@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.tokenizer import BOS, Tokenizer
 
@@ -53,9 +53,9 @@ def make_plan(
     if (steps == "encode") != (tokenizer is not None):
         raise TokenmillError("give a tokenizer to encode only, and only then")
     if config.extend and steps == "encode":
-        raise TokenmillError("--extend trains: give it without --tokenizer")
+        raise OptionError("--extend trains: give it without --tokenizer")
     if config.mixes and steps == "count":
-        raise TokenmillError(
+        raise OptionError(
             "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
         )
     if steps == "count":
@@ -68,7 +68,7 @@ def make_plan(
         }
         for option, value in layout_options.items():
             if value:
-                raise TokenmillError(f"{option} acts on token shards: not with --count-only")
+                raise OptionError(f"{option} acts on token shards: not with --count-only")
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):

@@ -27,7 +27,9 @@ def test_an_option_nothing_acts_on_is_refused(cli, tmp_path, args, message):
     out = tmp_path / "out"
     result = cli("run", "sample_data", out, "--vocab-size", "1000", *args, ok=False)
     assert_one_line_error(result, message)
-    assert result.exit_code == 1 and not out.exists()
+    # A usage error, as click's own refusals (README, Exit status): 2, help named.
+    assert result.exit_code == 2 and " run --help')" in result.output
+    assert not out.exists()
 
 
 def test_the_same_options_where_they_act_are_taken():

@@ -36,10 +36,11 @@ def documents_out(out: Path) -> int:
     return sum(pq.read_metadata(out / "tokens" / n).num_rows for n in token_files(out))
 
 
-def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
-    """The run failed with exit status 1 and one line of error, its last line
-    (after the summaries of the stages that finished, if any)."""
-    assert result.returncode == 1, (result.returncode, result.stderr)
+def one_line_error(result: subprocess.CompletedProcess, *needles: str, status: int = 1) -> str:
+    """The run failed with exit status `status` (2: a usage error) and one line
+    of error, its last line (after the summaries of the stages that finished,
+    if any)."""
+    assert result.returncode == status, (result.returncode, result.stderr)
     lines = result.stderr.strip().splitlines()
     errors = [line for line in lines if line.startswith("Error:")]
     assert errors == lines[-1:] and "Traceback" not in result.stderr, result.stderr
@@ -312,7 +313,9 @@ def test_bounded_options_are_checked_before_any_work(tmp_path, option, value, ne
     write_shard(data / "a.jsonl", ["text"])
     out = tmp_path / "o"
     args = ["run", data, out, "--workers", "1", option, value]
-    one_line_error(tokenmill_here(*args, check=False), needle)
+    # A value refused is a usage error, as click's own refusals: status 2, help named.
+    line = one_line_error(tokenmill_here(*args, check=False), needle, status=2)
+    assert line.endswith(" run --help')")
     assert not (out / "counts").exists()
 
 

@@ -83,7 +83,7 @@ def test_every_layout_reads_a_document_written_over_rows_whole(data, tmp_path):
     result = tokenmill_here("check", split)
     check = result.stdout + result.stderr
     assert "packed: 40 documents equal the token shards'" in check
-    assert "check: 2 layouts, 40 documents, 40 decoded: 0 problems" in check
+    assert "check: 5 layouts, 40 documents, 40 decoded: 0 problems" in check
 
 
 def test_a_mixture_of_documents_written_over_rows(data, tmp_path):

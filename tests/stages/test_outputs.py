@@ -136,4 +136,4 @@ def test_special_token_order_and_errors(cli, tmp_path):
     data.write_text("hello world\n")
     result = cli("run", data, tmp_path / "o", "--vocab-size", "258", *("--special-token", "a"),
                  *("--special-token", "b"), ok=False)  # fmt: skip
-    assert result.exit_code == 1 and "256 byte tokens + 3 special tokens" in result.output
+    assert result.exit_code == 2 and "256 byte tokens + 3 special tokens" in result.output
