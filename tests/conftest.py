@@ -14,11 +14,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import settings
 
 from tokenmill.cli import main
 
 # The shared helpers (runs, realtext, textbook, s3) are imported by name from every layer.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+# No test holds code to a wall-clock limit: Hypothesis's per-example deadline
+# (200 ms) failed a test whose example met the machine busy with other tests.
+settings.register_profile("tokenmill", deadline=None)
+settings.load_profile("tokenmill")
 
 WORDS = (
     "the cat sat on a mat while dog runs eats drinks barks meows wolf "
