@@ -465,7 +465,13 @@ pub fn byte_level_tables(
 ) -> Result<(ByteTable, Vec<(u32, u32)>)> {
     let alphabet = byte_level_alphabet();
     let fault = |what: String| Error::Vocabulary(what);
-    let size = ids.iter().max().map_or(0, |&m| m as usize + 1);
+    // A special token listed in the model's vocabulary (as tokenizers wants
+    // it, to keep its id) is no model token: the table ends at the last of those.
+    let size = ids
+        .iter()
+        .filter(|id| !specials.contains(id))
+        .max()
+        .map_or(0, |&m| m as usize + 1);
     let decoded: Vec<Option<Vec<u8>>> = texts
         .par_iter()
         .zip(ids)
@@ -625,13 +631,13 @@ mod tests {
             &[("Ġ", "a")],
         )
         .unwrap();
+        // The special token's entry is no model token: the table ends before it.
         assert_eq!(
             vocab,
             vec![
                 Some(b"a".to_vec()),
                 Some(b" ".to_vec()),
-                Some(b" a".to_vec()),
-                None
+                Some(b" a".to_vec())
             ]
         );
         assert_eq!(merges, vec![(1, 0)]);

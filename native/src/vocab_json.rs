@@ -11,7 +11,7 @@
 use crate::error::{Error, Result};
 use crate::train::Pair;
 use crate::vocab::{self, ByteTable, Imported};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -137,6 +137,23 @@ fn span(text: &str, raw: &RawValue) -> Range<usize> {
 }
 
 impl Model {
+    /// The number of entries of the model's vocabulary, and the id of each of
+    /// `texts` there (None where it is not an entry).
+    pub fn lookup(&self, texts: &[String]) -> (usize, Vec<Option<u32>>) {
+        let wanted: FxHashMap<&str, usize> = texts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| (t.as_str(), k))
+            .collect();
+        let mut found = vec![None; texts.len()];
+        for (k, &id) in self.ids.iter().enumerate() {
+            if let Some(&j) = wanted.get(self.texts.get(k)) {
+                found[j] = Some(id);
+            }
+        }
+        (self.texts.len(), found)
+    }
+
     /// The table and merges of the model, given the added (special)
     /// tokens' ids, as the Python reader builds them: ids in proportion to
     /// the tokens, the entries of special ids left empty, every text in

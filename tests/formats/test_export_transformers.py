@@ -179,6 +179,38 @@ def test_imported_gpt2_gives_tiktokens_ids(sample_run, tmp_path):
     assert fast.batch_decode(want[::10]) == texts[::10]
 
 
+@pytest.mark.parametrize("grown", [False, True], ids=["chosen-ids", "extended-gpt2"])
+def test_special_tokens_past_unused_ids_keep_their_ids(sample_run, tmp_path, grown):
+    """tokenizers numbers an added token missing from model.vocab after the
+    vocabulary's size, whatever id the file gives it: special tokens past
+    unused ids (chosen ids; GPT-2 grown, its <|endoftext|> among the merges'
+    ids) got other ids, and the grown GPT-2's last merge decoded as
+    <|endoftext|>. The special tokens are in model.vocab at their ids now."""
+    import tokenizers
+
+    _, _, texts, _ = sample_run
+    if grown:
+        out = tmp_path / "grown"
+        invoke("run", SAMPLE_DIR, out, "--extend", GPT2_FILE, "--pattern", "gpt2",
+               "--vocab-size", "50400", "--special-token", "<|pad|>")  # fmt: skip
+        tok = Tokenizer.load(out / "tokenizer.json")
+        assert tok.eos_id == 50256 < tok.vocab_size - 2
+    else:
+        tok = Tokenizer.train(texts[::3], num_merges=40,
+                              special_tokens={ENDOFTEXT: 400, "<|pad|>": 402})  # fmt: skip
+    tok.save(tmp_path / "tok.json")
+    invoke("export", tmp_path / "tok.json", tmp_path / "hf.json", "--format", "hf")
+    invoke("export", tmp_path / "tok.json", tmp_path / "tf", "--format", "transformers")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "hf.json"))
+    assert {name: hf.token_to_id(name) for name in tok.special_map} == tok.special_map
+    fast = auto_tokenizer(tmp_path / "tf", tmp_path / "cache")
+    assert fast.eos_token_id == tok.eos_id
+    text = texts[0][:200] + ENDOFTEXT + texts[1][:200]
+    assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
+    top = tok.vocab_size - 1  # the last id: a merge when grown, a special token if not
+    assert fast.decode([top]) == tok.decode([top])
+
+
 def test_roles_of_special_tokens():
     """Only <|endoftext|>, <|bos|> and <unk> have roles; a tokenizer without
     <|endoftext|> (an imported one) has no eos_token rather than a wrong one."""
@@ -289,3 +321,23 @@ def test_a_failed_write_keeps_the_earlier_export(tmp_path, monkeypatch):
         export(small("other words entirely"), folder, "transformers")
     assert contents(folder) == before
     assert hidden(tmp_path) == []
+
+
+def test_an_added_token_tokenizers_would_number_otherwise_is_refused(tmp_path):
+    """tokenizers ignores the id a file gives an added token missing from
+    model.vocab and numbers it after the vocabulary: tokenmill took the
+    file's id (50300 where tokenizers encodes 50257). Refused, or the same."""
+    import tokenizers
+
+    invoke("export", GPT2_FILE, tmp_path / "g.json", "--format", "hf", "--pattern", "gpt2")
+    d = json.loads((tmp_path / "g.json").read_text())
+    added = {**d["added_tokens"][0], "content": "<|im_start|>", "id": 50300}
+    d["added_tokens"].append(added)
+    (tmp_path / "far.json").write_text(json.dumps(d))
+    with pytest.raises(TokenmillError, match="'<|im_start|>' has id 50300, but tokenizers gives"):
+        load_any(tmp_path / "far.json")
+    added["id"] = 50257
+    (tmp_path / "next.json").write_text(json.dumps(d))
+    text = "a<|im_start|>b<|endoftext|>"
+    want = tokenizers.Tokenizer.from_file(str(tmp_path / "next.json")).encode(text).ids
+    assert load_any(tmp_path / "next.json").encode(text, allowed_special="all") == want

@@ -388,6 +388,12 @@ impl ModelJson {
         Ok((ModelJson { inner }, PyBytes::new(py, &rest)))
     }
 
+    /// (the number of entries of the model's vocab, the id of each of
+    /// `texts` there or None): how tokenizers numbers added tokens.
+    fn lookup(&self, texts: Vec<String>) -> (usize, Vec<Option<u32>>) {
+        self.inner.lookup(&texts)
+    }
+
     /// The vocabulary, given the added (special) tokens' ids; NativeError
     /// for any fault (the Python reader then names it).
     fn vocabulary(&self, py: Python<'_>, special_ids: Vec<u32>) -> PyResult<Vocabulary> {

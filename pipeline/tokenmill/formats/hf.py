@@ -118,6 +118,23 @@ def _added_tokens(tok: Tokenizer) -> list[dict]:
     ]
 
 
+def _with_specials(vocab: dict[str, int], tok: Tokenizer) -> dict[str, int]:
+    """`vocab` with each special token at its id: tokenizers takes an added
+    token's id from the model's vocabulary when it is there, and otherwise
+    numbers it after the vocabulary's size, whatever id the file gives it;
+    special tokens past unused ids (chosen ids, an extended tokenizer's base
+    tokens) would get other ids. An added token is split out of the text
+    before the model sees it, so the model never makes it from text."""
+    vocab = dict(vocab)
+    for name, i in tok.special_map.items():
+        if vocab.setdefault(name, i) != i:
+            raise TokenmillError(
+                f"special token {name!r} is also the text of token {vocab[name]}: a "
+                "tokenizer.json vocabulary cannot hold both"
+            )
+    return vocab
+
+
 def _bpe_model(vocab: dict[str, int], merges: list[str], **options) -> dict:
     return {
         "type": "BPE",
@@ -183,7 +200,7 @@ def _byte_level_dict(tok: Tokenizer) -> dict:
             "trim_offsets": False,
             "use_regex": False,
         },
-        "model": _bpe_model(vocab, merges, ignore_merges=tok.whole_words),
+        "model": _bpe_model(_with_specials(vocab, tok), merges, ignore_merges=tok.whole_words),
     }
 
 
@@ -221,8 +238,7 @@ def _char_dict(tok: Tokenizer) -> dict:
     if tok.vocab is not None:
         raise TokenmillError("char mode tokenizers number their ids themselves")
     strings = _char_strings(tok)
-    vocab = _unique(strings, "token")
-    vocab[UNK] = tok.special_id(UNK)
+    vocab = _with_specials(_unique(strings, "token"), tok)  # <unk> among them
     merges = [f"{strings[a]} {strings[b]}" for a, b in tok.merges]
     return {
         "version": "1.0",
@@ -301,6 +317,14 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             raise unsupported(str(e)) from None
         normalization = _normalization(d.get("normalizer"), unsupported)
         specials = _added_specials(d.get("added_tokens"), source, unsupported)
+        if parsed is not None:
+            size, found = parsed.model.lookup(list(specials))
+            in_model = {t: i for t, i in zip(specials, found, strict=True) if i is not None}
+            _check_tokenizers_ids(specials, size, in_model, source)
+        elif isinstance(model.get("vocab"), dict):  # else malformed: said where it is read
+            vocab = model["vocab"]
+            in_model = {t: vocab[t] for t in specials if t in vocab}
+            _check_tokenizers_ids(specials, len(vocab), in_model, source)
         if parsed is None:
             tables = _native_tables(model, specials)
             if tables is not None:
@@ -445,6 +469,30 @@ def _added_specials(added_tokens: object, source: str, unsupported) -> dict[str,
     return specials
 
 
+def _check_tokenizers_ids(
+    specials: dict[str, int], size: int, in_model: dict[str, int], source: str
+) -> None:
+    """Refuse added tokens whose ids tokenizers would not give them: it takes
+    an added token's id from model.vocab (`size` entries; `in_model`: the
+    added tokens there, with their ids) when the token is there, and
+    otherwise numbers it after the vocabulary's size (or after the highest
+    added id, once that is past it), whatever the file says; tokenmill would
+    encode with the ids the file gives."""
+    top: int | None = None
+    for content, declared in specials.items():  # the file's order
+        if content in in_model:
+            given = in_model[content]
+        else:
+            given = top + 1 if top is not None and top >= size else size
+        if given != declared:
+            raise TokenmillError(
+                f"{source}: added token {content!r} has id {declared}, but tokenizers gives it "
+                f"{given} (an added token missing from model.vocab is numbered after it): "
+                f"list it in model.vocab at {declared}"
+            )
+        top = given if top is None else max(top, given)
+
+
 def _vocab(model_vocab: object, specials: dict[str, int], source: str, unsupported) -> list:
     """The model's vocabulary as a list: the bytes of each id, None for ids that
     are special tokens or unused. Ids are checked before the list is made: an
@@ -469,7 +517,10 @@ def _vocab(model_vocab: object, specials: dict[str, int], source: str, unsupport
             f"numbers them below {id_limit(n_tokens)} (gaps are allowed, but not more "
             "unused ids than tokens)"
         )
-    vocab: list[bytes | None] = [None] * (max(ids, default=-1) + 1)
+    # A special token's entry in model.vocab (as export writes it, and as
+    # tokenizers wants it to keep its id) is no model token: the table ends
+    # at the last of those, as for a file that lists specials apart.
+    vocab: list[bytes | None] = [None] * (max(ids - special_ids, default=-1) + 1)
     texts: list[str | None] = [None] * len(vocab)
     for text, i in model_vocab.items():
         if i in special_ids:
