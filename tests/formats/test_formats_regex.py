@@ -93,6 +93,40 @@ def test_constructs_read_differently_are_refused(pattern):
             translate(f"a{pattern}|b")
 
 
+@pytest.mark.parametrize(
+    "pattern, needle",
+    [
+        (r"[\p{L}--[a-z]]+", "the class operation --"),
+        (r"[\s~~\n]+", "the class operation ~~"),
+        (r"\p{Script=Greek}+", r"write it without its key"),
+        (r"\p{sc=Grek}+", r"\p{sc=Grek}"),
+        (r"[\u{1F600}-\u{1F64F}]+", r"write it \x{1F600}"),
+    ],
+)
+def test_fancy_only_syntax_is_refused_before_export_writes_what_tokenizers_cannot_load(
+    pattern, needle
+):
+    """These trained and exported with exit 0, to a tokenizer.json tokenizers
+    refused to load (Oniguruma has no class difference, no property keys, no
+    \\u{...})."""
+    with pytest.raises(TokenmillError, match="read differently") as e:
+        regex.fancy_to_onig(f"{pattern}|[\\s\\S]")
+    assert needle in str(e.value)
+
+
+def test_what_both_read_alike_is_exported():
+    import tokenizers
+
+    from tokenmill import Tokenizer
+    from tokenmill.formats import hf
+
+    text = "x 😀😃😄 αβγ δ"
+    for pattern in (r"[\x{1F600}-\x{1F64F}]+|[\s\S]", r"\p{Greek}+|\P{Greek}+"):
+        tok = Tokenizer.train(["abc def 😀😃 αβγ"] * 10, num_merges=5, pattern=pattern)
+        loaded = tokenizers.Tokenizer.from_str(hf.to_json(tok))
+        assert loaded.encode(text).ids == tok.encode(text)
+
+
 @pytest.mark.parametrize("pattern", ["(a", "a)", "[a", "*a", "a\\"])
 def test_malformed_patterns(pattern):
     with pytest.raises(TokenmillError):

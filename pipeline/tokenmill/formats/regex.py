@@ -92,6 +92,10 @@ def _escape_end(pattern: str, i: int) -> int:
 
 def _check_escape(esc: str, pattern: str) -> None:
     c = esc[1]
+    if c in "pP" and "=" in esc:  # \p{Script=Greek}: Oniguruma knows \p{Greek} only
+        raise _unsupported(f"the property {esc} (write it without its key: \\p{{Greek}})", pattern)
+    if c == "u" and esc.startswith("\\u{"):  # fancy-regex's; both read \x{...}
+        raise _unsupported(f"the escape {esc} (write it \\x{esc[2:]})", pattern)
     if c.isalnum() and c not in _SAME_ESCAPES:
         raise _unsupported(f"the escape {esc}", pattern)
     if c.isdigit():
@@ -117,6 +121,8 @@ def _class_end(pattern: str, i: int) -> int:
             j = _class_end(pattern, j)
         elif c == "]":
             return j + 1
+        elif pattern.startswith(("--", "~~"), j):  # Rust's class difference; Oniguruma's ranges
+            raise _unsupported(f"the class operation {pattern[j : j + 2]}", pattern)
         else:
             j += 1
     raise TokenmillError(f"unclosed [ in pre-tokenization pattern {pattern!r}")
