@@ -293,7 +293,8 @@ def output_format_options(f):
         metavar="SEQ_LEN",
         help="Also write OUT/packed/: the documents, each ending in <|endoftext|>, "
         "concatenated in order and cut into rows of exactly SEQ_LEN ids (the remainder of "
-        "a shard starts the next shard's first row; only the very last row may be shorter).",
+        "a shard starts the next shard's first row; only the very last row may be shorter). "
+        "0, the default: none.",
     )(f)
 
 

@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from tokenmill.config import Config
+from tokenmill.config import Config, output_formats
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
@@ -124,8 +124,11 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     message = str(error)
     for key in keys:
         option = "--" + key.replace("_", "-")
-        if message.startswith((f"{option} ", f"{option}:")):
-            return type(error)(f"{job_file}: {key}{message[len(option) :]}")
+        for named in (option, f"{key}="):  # the CLI's spelling, or the library's
+            if message.startswith((f"{named} ", f"{named}:")) or (
+                named.endswith("=") and message.startswith(named)
+            ):
+                return TokenmillError(f"{job_file}: {key} {message[len(named) :].lstrip()}")
     return error
 
 
@@ -153,8 +156,19 @@ def resolve_job(
         steps = "encode" if tokenizer is not None else "all"
     if steps not in STEPS:
         raise TokenmillError(f"{where}steps must be one of {', '.join(STEPS)}, not {steps!r}")
-    if (steps == "encode") != (tokenizer is not None):
-        raise TokenmillError(f"{where}a tokenizer goes with encoding only (steps = 'encode')")
+    if steps == "encode" and tokenizer is None:
+        raise TokenmillError(f"{where}steps = 'encode' needs a tokenizer (tokenizer = \"FILE\")")
+    if steps != "encode" and tokenizer is not None:
+        raise TokenmillError(
+            f"{where}a tokenizer goes with encoding only (steps = 'encode'), not steps = '{steps}'"
+        )
+    if steps == "count":
+        for key in ("mix", "shuffle", "format", "pack", "val_fraction", "bos", "per_shard"):
+            if key in settings and key not in given and settings[key] not in (None, False, 0):
+                if key != "format" or output_formats(settings[key])[1:]:
+                    raise TokenmillError(
+                        f"{where}{key} acts on token shards: not with steps = 'count'"
+                    )
     if steps == "encode":
         for key in TRAINING_KEYS:
             if key in given:

@@ -79,6 +79,12 @@ def test_train_refuses_what_it_would_misread(kwargs, error, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_vocab_size_and_num_merges_together_are_refused():
+    """Both given, num_merges won and vocab_size was dropped without a word."""
+    with pytest.raises(TokenmillError, match="give vocab_size= or num_merges=, not both"):
+        Tokenizer.train(TEXTS, vocab_size=300, num_merges=3)
+
+
 def test_the_options_each_mode_takes_still_train():
     char = Tokenizer.train(["Hi hi"] * 3, mode="char", lowercase=True, num_merges=1)
     assert char.lowercase and char.tokens("HI") == ["hi", "</w>"]

@@ -119,12 +119,25 @@ def test_count_only_and_encode_only_jobs(tmp_path):
         ('inputs = "d"\noutput = "o"\non_error = "ignore"\n', "bad.toml: on_error must be one of"),
         ('inputs = "d"\noutput = "o"\nvocab_size = 5\n', "bad.toml: vocab_size 5 is below the"),
         ('inputs = "d"\noutput = "o"\nval_fraction = 1.5\n', "bad.toml: val_fraction 1.5 is out"),
+        # The library's spelling of a value (superword_at=-1) named the option.
+        ('inputs = "d"\noutput = "o"\nsuperword_at = -1\n', "bad.toml: superword_at -1: want"),
+        # steps, said of the job's own keys, not of a tokenizer or a --count-only not given.
+        ('inputs = "d"\noutput = "o"\nsteps = "encode"\n', "steps = 'encode' needs a tokenizer"),
+        (
+            'inputs = "d"\noutput = "o"\nsteps = "count"\nshuffle = 1\n',
+            "bad.toml: shuffle acts on token shards: not with steps = 'count'",
+        ),
+        (
+            'inputs = "d"\noutput = "o"\nsteps = "count"\npack = 64\n',
+            "bad.toml: pack acts on token shards",
+        ),
     ],
 )
 def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
     job = write_job(tmp_path / "bad.toml", text)
     result = cli("run", "--job", job, ok=False)
     assert_one_line_error(result, needle)
+    assert result.exit_code == 1  # a bad job file, not a usage error
 
 
 def test_a_bad_value_given_on_the_command_line_over_a_job_names_the_option(tmp_path, cli):

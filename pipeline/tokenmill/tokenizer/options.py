@@ -96,6 +96,11 @@ def merges_to_learn(
     """`num_merges`, or what `vocab_size` leaves after the `fixed` ids that are
     no merge (base tokens and special tokens, described by `fixed_ids`); the
     total must fit 32-bit ids either way."""
+    if num_merges is not None and vocab_size is not None:
+        # Either sets the other: one would be dropped without a word.
+        raise TokenmillError(
+            f"give vocab_size= or num_merges=, not both ({vocab_size}, {num_merges})"
+        )
     if num_merges is None:
         if vocab_size is None:
             raise TokenmillError("give vocab_size= (or num_merges=)")
