@@ -56,10 +56,20 @@ def test_the_valid_file_loads(tmp_path):
         ("just some text\n", "not a tokenizer file"),
         ('{"model": {"type": "BPE", "vocab": [1, 2], "merges": []}}', "malformed"),
         ('{"model": {"type": "BPE"}, "pre_tokenizer": {"type": "ByteLevel"}}', "malformed"),
+        # What is wrong, not Python's AttributeError or unpacking error.
+        ('{"model": null}', "malformed tokenizer file (no model object)"),
     ],
 )
 def test_malformed_tokenizer_files(tmp_path, text, needle):
-    refused(write(tmp_path, text), needle)
+    message = refused(write(tmp_path, text), needle)
+    assert "Error(" not in message
+
+
+def test_a_merge_of_three_tokens_is_named(tmp_path):
+    d = byte_level_json()
+    d["model"]["merges"][0] = "a b c"
+    message = refused(write(tmp_path, d), "merge 0 'a b c' is not two tokens")
+    assert "Error(" not in message
 
 
 def test_merge_of_unknown_token(tmp_path):

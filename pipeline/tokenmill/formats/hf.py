@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenmill import _native
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, one_line
 from tokenmill.formats import regex
 from tokenmill.formats.bytelevel import from_byte_level, to_byte_level
 from tokenmill.io.files import parse_json, read_json
@@ -304,6 +304,8 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
         return TokenmillError(f"{source}: unsupported {FILE_FORMAT_NOTE}: {what}")
 
     try:
+        if not isinstance(d, dict) or not isinstance(d.get("model"), dict):
+            raise TokenmillError(f"{source}: malformed tokenizer file (no model object)")
         model = d["model"]
         kind = model.get("type", "BPE" if "merges" in model else None)
         if kind != "BPE":
@@ -334,7 +336,8 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
     except TokenmillError:  # a ValueError too: said already
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise TokenmillError(f"{source}: malformed tokenizer file ({e!r})") from None
+        what = f"no {e.args[0]!r}" if isinstance(e, KeyError) and e.args else one_line(e)
+        raise TokenmillError(f"{source}: malformed tokenizer file ({what})") from None
     whole_words = bool(model.get("ignore_merges", False))
     if parsed is not None:
         try:
@@ -424,7 +427,12 @@ def _reference_tables(model: dict, specials: dict[str, int], source: str, unsupp
     index = model["vocab"]
     merges = []
     for k, merge in enumerate(model.get("merges", [])):
-        left, right = merge.split(" ") if isinstance(merge, str) else merge
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2:
+            raise TokenmillError(
+                f"{source}: malformed tokenizer file (merge {k} {show(merge)} is not two tokens)"
+            )
+        left, right = parts
         if left not in index or right not in index:
             raise TokenmillError(
                 f"{source}: malformed tokenizer file (merge {k} {show(merge)} names a token "
