@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenmill import _native
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import export, hf, load_any
 from tokenmill.tokenizer import Tokenizer
@@ -348,3 +349,24 @@ def test_explicit_vocab_checks():
         explicit([], [b"ab"], special_tokens=["<s>"], special_ids=[256])
     with pytest.raises(TokenmillError, match="does not join"):
         explicit([(97, 300)], [b"ab"])
+
+
+def test_ranks_tiktoken_reaches_by_other_pairs_are_refused(tmp_path):
+    """GPT-2's ranks without ' l' (rank 300): tiktoken still makes ' look' of
+    ' ' and 'look', tokenmill's merges (each token two lower-ranked tokens)
+    did not, and 18 of the sample documents got other ids, silently."""
+    import tiktoken
+    import tiktoken.load
+    from realtext import GPT2_FILE
+
+    lines = GPT2_FILE.read_bytes().splitlines()
+    path = ranks_file(tmp_path, [*lines[:300], *lines[301:]])
+    refused_message = refused(
+        path, "not two lower-ranked tokens merged", "ids would differ", pattern="gpt2"
+    )
+    assert "282 tokens" in refused_message
+    enc = tiktoken.Encoding(
+        name="gap", pat_str=_native.preset_regex("gpt2"),
+        mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(path)), special_tokens={},
+    )  # fmt: skip
+    assert enc.encode_ordinary(" lookaheads") == [804, 64, 16600]  # ' look' all the same

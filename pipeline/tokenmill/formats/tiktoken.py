@@ -240,6 +240,8 @@ def _from_table(
 ) -> Tokenizer:
     """The Tokenizer of a ranks table and its derived merges, checked;
     `tables`: (byte ids, merge ids) as the derivation gave them, if it did."""
+    singles = sum(1 for v in vocab if v is not None and len(v) == 1)
+    _check_derived(len(vocab) - vocab.count(None), len(merges), singles == 256, source)
     specials = dict(special_tokens or {})
     check_special_ids(specials, source)
     order = sorted(specials, key=specials.__getitem__)
@@ -304,6 +306,7 @@ def load(
         merges, merge_ids, byte_ids = _native.derive_merges(vocab)
         tables = (byte_ids, merge_ids)
         return _from_table(vocab, merges, pattern, special_tokens, str(path), tables)
+    _check_derived(table.n_tokens, len(table.merge_ids()), table.byte_ids() is not None, path)
     if special_tokens is None:
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
@@ -312,6 +315,23 @@ def load(
         table, pattern=pattern, special_tokens=specials, whole_words=True, encoder=encoder
     )
     return tok._checked(str(path))
+
+
+def _check_derived(n_tokens: int, n_merges: int, every_byte: bool, path: AnyPath | str) -> None:
+    """Refuse ranks whose tokens are not each two lower-ranked tokens merged
+    (a rank missing below them, say): tiktoken still reaches such a token
+    from any two adjacent pieces that make it, tokenmill's merges would not,
+    and the ids would differ. Every public vocabulary passes (its tokens are
+    BPE's merges)."""
+    if not every_byte:
+        return  # a file without every byte: its tokens are looked up whole
+    unmade = n_tokens - 256 - n_merges
+    if unmade:
+        raise TokenmillError(
+            f"{path}: {unmade} token{'s are' if unmade > 1 else ' is'} not two lower-ranked "
+            "tokens merged (a rank missing below them?): tiktoken would reach them by other "
+            "pairs, tokenmill's merges would not, and the ids would differ"
+        )
 
 
 def read_sidecar(path: AnyPath) -> dict:
