@@ -124,11 +124,10 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     message = str(error)
     for key in keys:
         option = "--" + key.replace("_", "-")
-        for named in (option, f"{key}="):  # the CLI's spelling, or the library's
-            if message.startswith((f"{named} ", f"{named}:")) or (
-                named.endswith("=") and message.startswith(named)
-            ):
-                return TokenmillError(f"{job_file}: {key} {message[len(named) :].lstrip()}")
+        if message.startswith((f"{option} ", f"{option}:")):  # the CLI's spelling
+            return TokenmillError(f"{job_file}: {key}{message[len(option) :]}")
+        if message.startswith(f"{key}="):  # the library's
+            return TokenmillError(f"{job_file}: {key} {message[len(key) + 1 :]}")
     return error
 
 

@@ -319,7 +319,7 @@ def run_bin(
     of `split_token_shards(tokens_dir, val_fraction)`, already opened."""
     if shards is None:
         shards = split_token_shards(tokens_dir, val_fraction)
-    bos_id = None
-    if bos or tokenizer is not None:  # a tokenizer given is checked even when unused
-        bos_id = bin_tokenizer(shards, tokenizer).special_id(BOS) if bos else None
+    # A tokenizer given is checked even when --bos does not use it.
+    tok = bin_tokenizer(shards, tokenizer) if bos or tokenizer is not None else None
+    bos_id = tok.special_id(BOS) if bos and tok is not None else None
     return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_id)

@@ -300,8 +300,8 @@ def holding(shard: TokenShard, fraction: float) -> set[str]:
 def shard_streams(task: ShardTask) -> list[Stream]:
     shard, folder, fraction, sink = task.shard, task.folder, task.fraction, task.sink
     stem = shard.name.removesuffix(".parquet")
-    mine = [side for side in sides(fraction) if in_split(shard, side)]
-    mine = [side for side in mine if side in holding(shard, fraction)]
+    held = holding(shard, fraction)
+    mine = [side for side in sides(fraction) if in_split(shard, side) and side in held]
     names = {side: sink.stream_name(side, stem) for side in mine}
     parts = []
     with contextlib.ExitStack() as stack:

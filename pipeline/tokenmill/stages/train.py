@@ -13,6 +13,7 @@ from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.faults import checkpoint
 from tokenmill.io.files import known_sha256
+from tokenmill.io.metadata import SPLIT_OPTIONS
 from tokenmill.io.storage import AnyPath, location, parquet_file
 from tokenmill.stages.results import TrainResult
 from tokenmill.stages.state import record_file, recorded_state, reusable_file
@@ -60,7 +61,7 @@ def check_split(counts_file: AnyPath, config: Config) -> None:
     split = recorded_state(counts_file).get("key", {}).get("split")
     if not isinstance(split, dict):
         return  # a table merge did not write, or written before it recorded this
-    given = {"mode": config.mode, "pattern": config.pattern, "lowercase": config.lowercase}
+    given = {k: getattr(config, k) for k in SPLIT_OPTIONS}
     if config.mode != "byte":
         given["pattern"] = split.get("pattern")  # char mode has none to give
     for k, recorded in split.items():
