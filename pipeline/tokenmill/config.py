@@ -200,6 +200,20 @@ class Config:
         """The layouts to write after encode, in order: "packed" (--pack), then --format's."""
         return ("packed",) * bool(self.pack) + self.format[1:]
 
+    def token_shard_options(self) -> list[str]:
+        """The options set here that act on token shards (a mix, the layouts),
+        which counting alone has none of: refused with it (plan.py, jobs.py)."""
+        given = {
+            "mix": self.mix is not None,
+            "shuffle": self.shuffle is not None,
+            "pack": self.pack > 0,
+            "format": len(self.format) > 1,
+            "val_fraction": self.val_fraction > 0,
+            "bos": self.bos,
+            "per_shard": self.per_shard,
+        }
+        return [key for key, on in given.items() if on]
+
     @property
     def mixes(self) -> bool:
         """Whether the layouts get a mixture (stages/mix.py) rather than the token shards."""

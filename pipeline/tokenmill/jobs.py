@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from tokenmill.config import Config, output_formats
+from tokenmill.config import Config
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
@@ -161,13 +161,6 @@ def resolve_job(
         raise TokenmillError(
             f"{where}a tokenizer goes with encoding only (steps = 'encode'), not steps = '{steps}'"
         )
-    if steps == "count":
-        for key in ("mix", "shuffle", "format", "pack", "val_fraction", "bos", "per_shard"):
-            if key in settings and key not in given and settings[key] not in (None, False, 0):
-                if key != "format" or output_formats(settings[key])[1:]:
-                    raise TokenmillError(
-                        f"{where}{key} acts on token shards: not with steps = 'count'"
-                    )
     if steps == "encode":
         for key in TRAINING_KEYS:
             if key in given:
@@ -190,6 +183,10 @@ def resolve_job(
     except TokenmillError as e:
         named = in_job(e, job_file, [k for k in settings if k not in given]) if job_file else e
         raise OptionError(str(e)) if named is e else named from None
+    if steps == "count" and job_file is not None:  # the job's own keys, named as such
+        for key in config.token_shard_options():
+            if key in settings and key not in given:
+                raise TokenmillError(f"{where}{key} acts on token shards: not with steps = 'count'")
     return Job(
         location(data),
         location(out),

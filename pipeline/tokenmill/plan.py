@@ -54,21 +54,13 @@ def make_plan(
         raise TokenmillError("give a tokenizer to encode only, and only then")
     if config.extend and steps == "encode":
         raise OptionError("--extend trains: give it without --tokenizer")
-    if config.mixes and steps == "count":
-        raise OptionError(
-            "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
-        )
-    if steps == "count":
-        layout_options = {
-            "--pack": config.pack,
-            "--format": config.format[1:],
-            "--val-fraction": config.val_fraction,
-            "--bos": config.bos,
-            "--per-shard": config.per_shard,
-        }
-        for option, value in layout_options.items():
-            if value:
-                raise OptionError(f"{option} acts on token shards: not with --count-only")
+    if steps == "count" and (options := config.token_shard_options()):
+        if config.mixes:
+            raise OptionError(
+                "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
+            )
+        option = "--" + options[0].replace("_", "-")
+        raise OptionError(f"{option} acts on token shards: not with --count-only")
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
