@@ -301,6 +301,12 @@ impl Vocabulary {
         self.inner.n_tokens()
     }
 
+    /// How many merges the table has (`merge_ids` without the copy).
+    #[getter]
+    fn n_merges(&self) -> usize {
+        self.inner.merges.len()
+    }
+
     /// The bytes of id `i` (None: no token, or beyond the table).
     fn token<'py>(&self, py: Python<'py>, i: usize) -> Option<Bound<'py, PyBytes>> {
         let token = self.inner.tokens.get(i)?.as_ref()?;

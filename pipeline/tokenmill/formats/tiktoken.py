@@ -306,7 +306,7 @@ def load(
         merges, merge_ids, byte_ids = _native.derive_merges(vocab)
         tables = (byte_ids, merge_ids)
         return _from_table(vocab, merges, pattern, special_tokens, str(path), tables)
-    _check_derived(table.n_tokens, len(table.merge_ids()), table.byte_ids() is not None, path)
+    _check_derived(table.n_tokens, table.n_merges, table.byte_ids() is not None, path)
     if special_tokens is None:
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
