@@ -6,6 +6,9 @@ that holds out nothing at all is refused."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 from conftest import assert_one_line_error, make_documents, write_shard
 from runs import manifest
@@ -44,3 +47,20 @@ def test_a_val_fraction_that_holds_out_nothing_is_refused(cli, tmp_path):
                  "0.0001", "--format", "bin", ok=False)  # fmt: skip
     assert_one_line_error(result, "--val-fraction 0.0001 puts none of the 50 documents in val")
     assert not (tmp_path / "out" / "bin").exists()
+
+
+def test_check_names_an_empty_layout_file_an_older_version_wrote(cli, tmp_path):
+    """Before, a shard with no ids in a split got a 0-byte .bin, listed in the
+    manifest with its (empty) sha256: verify passes such a folder, so check
+    is where it must be named."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    write_shard(data / "a.jsonl", make_documents(60, seed=1))
+    cli("run", data, out, "--vocab-size", "300", "--per-shard", "--format", "megatron")
+    m = manifest(out)
+    empty = "megatron/b.jsonl_text_document.bin"
+    (out / empty).write_bytes(b"")
+    m["files"].append({"path": empty, "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()})
+    (out / "manifest.json").write_text(json.dumps(m))
+    result = cli("check", out, ok=False)
+    assert result.exit_code == 1
+    assert f"problem: {empty}: an empty file, which numpy's memmap" in result.output

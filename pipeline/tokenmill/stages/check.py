@@ -9,7 +9,8 @@ whatever would not train as the run meant it to:
    by the layout's rule: ``<|bos|>`` first with --bos; ``<|endoftext|>`` last
    in megatron, datatrove, olmo and packed (layouts/stream.py), bin's rows as
    the shard holds them. Every document is compared, a few thousand at a time
-   as flat arrays of ids and of lengths;
+   as flat arrays of ids and of lengths; no file of a layout is empty
+   (numpy's memmap cannot open one);
 2. the dtype of every layout's ids holds the vocabulary's largest id;
 3. the token shards' rows end in ``<|endoftext|>`` when the run ended
    documents with it, and in no such id with --no-eos; --bos needs the
@@ -373,7 +374,17 @@ def layouts_of(run: Run) -> tuple[list[str], list[str]]:
         for n in MODULES
         if n in asked and n not in present
     ]
-    return present, missing
+    # Older versions wrote a layout file of no ids for a shard that held none
+    # in a split; numpy's memmap, which nanoGPT and Megatron-LM read with,
+    # refuses an empty file, so the trainer would stop at it.
+    folders = tuple(f"{layout(n).folder}/" for n in present)
+    empty = [
+        f"{e['path']}: an empty file, which numpy's memmap (nanoGPT, Megatron-LM) cannot "
+        "open; rerun `tokenmill run` to write the layout again"
+        for e in run.manifest.get("files", [])
+        if e["path"].startswith(folders) and e.get("bytes") == 0
+    ]
+    return present, missing + empty
 
 
 def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -> CheckResult:
