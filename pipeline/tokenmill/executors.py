@@ -20,10 +20,12 @@ whole or not at all and the results are collected in task order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,18 +81,24 @@ def run_tasks(
                 done(len(results))
             return results
         with _pool(executor, parallel, workers) as pool:
-            if executor == "processes":
-                futures = {
-                    i: pool.submit(_process_call, fn, tasks[i], desc) for i in largest_first()
-                }
-            else:
-                futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
-            # Collected in task order: the error raised is the first task's.
-            results = []
-            for i in range(len(tasks)):
-                results.append(_result(futures[i], desc))
-                done(len(results))
-            return results
+            try:
+                if executor == "processes":
+                    with _sigint_blocked():  # the workers start at the first submit
+                        futures = {
+                            i: pool.submit(_process_call, fn, tasks[i], desc)
+                            for i in largest_first()
+                        }
+                else:
+                    futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
+                # Collected in task order: the error raised is the first task's.
+                results = []
+                for i in range(len(tasks)):
+                    results.append(_result(futures[i], desc))
+                    done(len(results))
+                return results
+            except KeyboardInterrupt:
+                _stop(pool)
+                raise
     finally:
         bar.close()
         release_memory()
@@ -116,11 +124,19 @@ def progress_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="shard", disable=None, leave=False)
 
 
+WAIT_SLICE_S = 0.2
+
+
 def _result(future: Future[R], desc: str) -> R:
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        return future.result()
+        while True:
+            # Waited on in slices: Ctrl-C may reach one of the process's other
+            # threads (the native core's, Polars'), whose handler only flags it,
+            # and a wait without end would never let the main thread act on it.
+            with contextlib.suppress(TimeoutError):
+                return future.result(timeout=WAIT_SLICE_S)
     except BrokenProcessPool:
         raise WorkerLost(
             f"{desc}: a worker process died (killed by the system, often for memory); "
@@ -144,6 +160,30 @@ def _process_call(fn: Callable[[T], R], task: T, stage: str) -> R:
     """Run one task in a worker process."""
     _task_started(stage)
     return fn(task)
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Processes started inside inherit SIGINT blocked (the signal mask
+    survives exec, and Python leaves it so): Ctrl-C reaches the terminal's
+    whole process group, and a worker still importing printed a traceback of
+    its own. The driver takes the interrupt (another of its threads, or this
+    one once unblocked: never lost) and stops them (_stop)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _stop(pool: Executor) -> None:
+    """On Ctrl-C: no queued task starts, and worker processes end now, not
+    after the tasks they hold (what leaving `with pool` waits for)."""
+    # Taken first: shutdown forgets them.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
 
 
 def _pool(executor: str, parallel: int, workers: int) -> Executor:

@@ -7,10 +7,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from conftest import make_documents, write_shard
 from runs import HANG_GUARD_S, output_files, paused, temporaries, tokenmill
+
+from tokenmill.executors import run_tasks
 
 RUN = ("--vocab-size", "300", "--workers", "2", "--executor", "processes")
 
@@ -55,3 +60,45 @@ def test_a_killed_worker_process_is_one_line_and_a_rerun_resumes(tmp_path):
 
     tokenmill("run", data, out, *RUN)
     assert output_files(out) == output_files(clean)
+
+
+def sigint_blocked(_task: int) -> bool:
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+def test_worker_processes_ignore_ctrl_c_from_their_start():
+    """Ctrl-C reaches the terminal's whole process group: a worker that took
+    it while still importing printed a traceback of its own. They start with
+    SIGINT blocked (inherited, so before any import); the driver stops them."""
+    got = run_tasks(sigint_blocked, [0, 1], workers=2, desc="t", executor="processes")
+    assert got == [True, True]
+    assert not sigint_blocked(0)
+
+
+def test_ctrl_c_ends_a_processes_run_in_one_line_and_stops_its_workers(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "out"
+    for i in range(4):
+        write_shard(data / f"s{i}.jsonl", make_documents(40, seed=i))
+    marker = tmp_path / "paused"
+    env = {**os.environ, "TOKENMILL_PAUSE_AT": "count-task:1", "TOKENMILL_PAUSE_FILE": str(marker)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", "run", data, out, *RUN],
+        env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = worker_processes(proc.pid)
+        assert workers
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert (proc.returncode, err) == (130, "interrupted\n")
+    deadline = time.monotonic() + HANG_GUARD_S
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert temporaries(out) == []
