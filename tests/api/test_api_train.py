@@ -13,6 +13,7 @@ import textbook as tb
 import tokenmill
 from tokenmill import Tokenizer, TokenmillError
 from tokenmill.formats import export
+from tokenmill.tokenizer import default_special_tokens
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -204,3 +205,21 @@ def test_counts_beyond_what_training_counts_are_refused_not_looped_on(words, cou
 def test_counts_just_under_what_training_counts_train():
     edge = Tokenizer.train_from_word_counts(["ab", "cd"], [2**62, 2**62 - 1], num_merges=2)
     assert edge.merge_pairs() == [(b"a", b"b"), (b"c", b"d")]
+
+
+@pytest.mark.parametrize("mode", ["byte", "char"])
+def test_special_tokens_take_the_ids_the_command_line_gives_them(cli, tmp_path, mode):
+    """A list of special tokens: the mode's own first, right after the merges,
+    then the list's, from the library as from `tokenmill train` (before, the
+    library put `<|endoftext|>` after the list's: another id)."""
+    data = tmp_path / "data.txt"
+    data.write_text("\n".join(TEXTS))
+    cli("count", data, tmp_path / "counts", "--mode", mode)
+    cli("merge", tmp_path / "counts", tmp_path / "counts.parquet")
+    specials = ["--special-token", "<|pad|>", "--special-token", "<|x|>"]
+    cli("train", tmp_path / "counts.parquet", tmp_path / "tok.json", "--mode", mode,
+        "--vocab-size", "330", *specials)  # fmt: skip
+    ours = Tokenizer.load(tmp_path / "tok.json")
+    lib = Tokenizer.train(TEXTS, mode=mode, vocab_size=330, special_tokens=["<|pad|>", "<|x|>"])
+    assert lib.special_map == ours.special_map
+    assert lib.special_tokens == [*default_special_tokens(mode), "<|pad|>", "<|x|>"]

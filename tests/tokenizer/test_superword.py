@@ -134,8 +134,8 @@ def test_special_tokens_as_tokenizer_train_takes_them():
     tok = superword.train(corpus, num_merges=20, superword_at=270, special_tokens=chosen)
     assert tok.special_map == chosen and tok.vocab_size == 402
     listed = superword.train(corpus, vocab_size=290, superword_at=270, special_tokens=["<|pad|>"])
-    after = 256 + len(listed.merges)  # the names in the order given, then <|endoftext|>
-    assert listed.special_map == {"<|pad|>": after, "<|endoftext|>": after + 1}
+    after = 256 + len(listed.merges)  # <|endoftext|> first, as `tokenmill train` gives it
+    assert listed.special_map == {"<|endoftext|>": after, "<|pad|>": after + 1}
 
 
 def test_stage_two_table_may_be_made_while_stage_one_trains():

@@ -141,7 +141,8 @@ class Tokenizer:
         order; or a dict choosing each one's id (past the merges; ids left
         unused between them make `vocab_size` the highest id + 1, as
         tiktoken's `n_vocab`). The mode's own (`<|endoftext|>`; char mode
-        also `<unk>`) are added when missing, after the merges.
+        also `<unk>`) are added when missing, at the first ids after the
+        merges (as `tokenmill train` gives them).
 
         >>> tok = Tokenizer.train(["low lower lowest"] * 10, vocab_size=262)
         >>> tok.merge_pairs()[:2]

@@ -45,7 +45,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.io.arrow import arrow_buffers, byte_view
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import Tokenizer, word_table
-from tokenmill.tokenizer.options import check_count, default_special_tokens, merges_to_learn
+from tokenmill.tokenizer.options import check_count, merges_to_learn, with_mode_specials
 
 __all__ = ["Extension", "extend", "table_bytes_per_token", "word_table"]  # word_table: doctest
 
@@ -93,7 +93,7 @@ def extend(
     check_count(num_merges, "num_merges")
     words = words.cast(pa.large_string())
     counts = counts.cast(pa.uint64())
-    wanted = list(special_tokens or []) + default_special_tokens(base.mode)
+    wanted = with_mode_specials(list(special_tokens or []), base.mode)
     new_specials = list(dict.fromkeys(t for t in wanted if t not in base.special_tokens))
     if extend_alphabet:
         base = _with_characters(base, words)

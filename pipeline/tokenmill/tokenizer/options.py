@@ -73,7 +73,7 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
         # the space is a quoting slip.
         if name.strip() != name:
             raise TokenmillError(f"--special-token {name!r}: a name without surrounding spaces")
-    return [t for t in default_special_tokens(mode) if t not in extra] + extra
+    return with_mode_specials(extra, mode)
 
 
 def check_special_names(names: Sequence[object], what: str) -> None:
@@ -133,7 +133,7 @@ def special_names(
     """Train's `special_tokens` as (every special token, in order; the ids
     chosen for them, or None). A list is named tokens whose ids follow the
     merges, in order; a dict chooses each token's id. The mode's own tokens
-    (`<|endoftext|>`; char mode also `<unk>`) are added when missing.
+    (`<|endoftext|>`; char mode also `<unk>`) are added first when missing.
 
     >>> special_names({"<|endoftext|>": 100257, "<|pad|>": 100258}, "byte")
     (['<|endoftext|>', '<|pad|>'], {'<|endoftext|>': 100257, '<|pad|>': 100258})
@@ -157,8 +157,19 @@ def special_names(
                     f"special_tokens: {by_id[i]!r} and {name!r} have the same id {i}"
                 )
             by_id[i] = name
-    names += [t for t in default_special_tokens(mode) if t not in names]
-    return names, chosen
+    return with_mode_specials(names, mode), chosen
+
+
+def with_mode_specials(names: Sequence[str], mode: str) -> list[str]:
+    """`names` after the mode's own special tokens it lacks: those take the
+    first ids after the merges, whatever else a tokenizer is trained or
+    grown with, so that `<|endoftext|>` has the same id from the library as
+    from the command line.
+
+    >>> with_mode_specials(["<|pad|>"], "char")
+    ['<unk>', '<|endoftext|>', '<|pad|>']
+    """
+    return [t for t in default_special_tokens(mode) if t not in names] + list(names)
 
 
 def check_chosen_ids(chosen: Mapping[str, int], first_free: int, n_tokens: int) -> None:
