@@ -13,6 +13,7 @@ style), with its exports read back by tiktoken and Hugging Face tokenizers.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from test_differential import BYTE_TEXTS, SETTINGS, char_texts
 
-from tokenmill import Tokenizer
+from tokenmill import Tokenizer, TokenmillError
 from tokenmill.tokenizer import END_OF_WORD, UNK
 from tokenmill.tokenizer.core import word_table
 from tokenmill.tokenizer.extend import extend
@@ -180,6 +181,25 @@ def test_vocab_size_is_the_total_and_new_specials_follow():
     assert grown.new_merges == 270 - 262 - 1
     with pytest.raises(Exception, match="below the base"):
         extend(base, table["word"], table["count"], vocab_size=261)
+
+
+def test_wrong_arguments_are_named_not_taken_apart():
+    """A name given as a string was six special tokens, one per character; a
+    dict's ids were dropped; a base or table of another type ended in an
+    AttributeError."""
+    base = Tokenizer.train(["the cat sat on the mat"] * 5, vocab_size=262)
+    words, counts = pa.array(["der", " Hund"]), pa.array([3, 2])
+    one_string = re.escape("special_tokens='<|pad|>': want a list of names")
+    with pytest.raises(TokenmillError, match=one_string):
+        extend(base, words, counts, vocab_size=270, special_tokens="<|pad|>")
+    with pytest.raises(TypeError, match="special_tokens= names tokens"):
+        extend(base, words, counts, vocab_size=270, special_tokens={"<|pad|>": 300})
+    with pytest.raises(TokenmillError, match=re.escape("'<|pad|>' is listed twice")):
+        extend(base, words, counts, vocab_size=270, special_tokens=["<|pad|>", "<|pad|>"])
+    with pytest.raises(TypeError, match="base= is NoneType, not a Tokenizer"):
+        extend(None, words, counts, vocab_size=270)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="words= is list, not an Arrow array"):
+        extend(base, ["der"], counts, vocab_size=270)  # type: ignore[arg-type]
 
 
 # --- real: GPT-2 grown on the sample's non-English text ----------------------------------------

@@ -33,7 +33,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +45,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.io.arrow import arrow_buffers, byte_view
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import Tokenizer, word_table
-from tokenmill.tokenizer.options import check_count, merges_to_learn, with_mode_specials
+from tokenmill.tokenizer.options import check_count, merges_to_learn, special_names
 
 __all__ = ["Extension", "extend", "table_bytes_per_token", "word_table"]  # word_table: doctest
 
@@ -86,6 +86,14 @@ def extend(
     the base lacks (of `special_tokens` and the mode's own) get ids after the
     new merges. Char mode: characters the base never saw are `<unk>`, unless
     `extend_alphabet` gives them ids (after the base's, before the new merges)."""
+    if not isinstance(base, Tokenizer):
+        raise TypeError(f"extend: base= is {type(base).__name__}, not a Tokenizer")
+    for name, given in (("words", words), ("counts", counts)):
+        if not isinstance(given, pa.Array | pa.ChunkedArray):
+            raise TypeError(f"extend: {name}= is {type(given).__name__}, not an Arrow array")
+    if isinstance(special_tokens, Mapping):
+        raise TypeError("extend: special_tokens= names tokens; their ids follow the new merges")
+    special_tokens, _ = special_names(special_tokens, base.mode)
     check_base(base)
     if extend_alphabet and base.mode != "char":
         raise TokenmillError("--extend-alphabet is for char mode (byte mode has every byte)")
@@ -93,8 +101,7 @@ def extend(
     check_count(num_merges, "num_merges")
     words = words.cast(pa.large_string())
     counts = counts.cast(pa.uint64())
-    wanted = with_mode_specials(list(special_tokens or []), base.mode)
-    new_specials = list(dict.fromkeys(t for t in wanted if t not in base.special_tokens))
+    new_specials = [t for t in special_tokens if t not in base.special_tokens]
     if extend_alphabet:
         base = _with_characters(base, words)
     size = base.vocab_size
