@@ -104,6 +104,30 @@ def test_train_needs_both_tables(cli, data, tmp_path):
     assert "--superword-counts goes with --superword-at" in result.output
 
 
+@pytest.mark.parametrize(
+    "count_args, message",
+    [
+        ([], "counted with --pattern cl100k, not by stage 2's pattern"),
+        (["--mode", "char"], "--mode char"),
+    ],
+)
+def test_train_refuses_a_stage_2_table_count_superword_did_not_write(
+    cli, data, tmp_path, count_args, message
+):
+    cli("count", data, tmp_path / "c1")
+    cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
+    cli("count", data, tmp_path / "c2", *count_args)
+    cli("merge", tmp_path / "c2", tmp_path / "c2.parquet")
+    result = cli(
+        "train", tmp_path / "c1.parquet", tmp_path / "tok.json", "--vocab-size", 600,
+        "--superword-at", 500, "--superword-counts", tmp_path / "c2.parquet", ok=False,
+    )  # fmt: skip
+    assert result.exit_code == 1 and not (tmp_path / "tok.json").exists()
+    assert result.output.startswith(f"Error: --superword-counts {tmp_path / 'c2.parquet'}: ")
+    assert message in result.output and "count --superword" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_sweep_sets_superword_tokens_against_ordinary_bpe(cli, data, tmp_path):
     out = tmp_path / "out"
     cli("run", data, out, "--vocab-size", 600, "--superword-at", 450)

@@ -58,21 +58,48 @@ def check_split(counts_file: AnyPath, config: Config) -> None:
     """Refuse to train on words split otherwise than the tokenizer will split
     text (merge records how its tables were counted): the merges would be
     learned on words encoding never sees."""
-    split = recorded_state(counts_file).get("key", {}).get("split")
-    if not isinstance(split, dict):
-        return  # a table merge did not write, or written before it recorded this
     given = {k: getattr(config, k) for k in SPLIT_OPTIONS}
     if config.mode != "byte":
-        given["pattern"] = split.get("pattern")  # char mode has none to give
+        given["pattern"] = None  # char mode has none to give: any recorded is its
+    if differs := split_difference(counts_file, given):
+        k, recorded = differs
+        shown = f"--{k}" if k == "lowercase" else f"--{k} {recorded}"
+        if k == "lowercase" and not recorded:
+            shown = "no --lowercase"
+        raise TokenmillError(
+            f"{counts_file}: its words were counted with {shown}: train with it too "
+            f"(or count again), not with {k} {given.get(k)!r}"
+        )
+
+
+def check_superword_split(superword_counts: AnyPath) -> None:
+    """Refuse a stage-2 table whose words were not split by stage 2's pattern
+    (`count --superword`): stage 2 would learn no token across a space."""
+    from tokenmill.tokenizer.superword import PATTERN
+
+    given = {"mode": "byte", "pattern": PATTERN, "lowercase": False}
+    if differs := split_difference(superword_counts, given):
+        k, recorded = differs
+        shown = f"--{k} {recorded}" if k != "lowercase" else "--lowercase"
+        raise TokenmillError(
+            f"--superword-counts {superword_counts}: its words were counted with {shown}, "
+            "not by stage 2's pattern: count them with `tokenmill count --superword`, "
+            "then merge"
+        )
+
+
+def split_difference(counts_file: AnyPath, given: dict) -> tuple[str, object] | None:
+    """The first split option (and its recorded value) the word table
+    `counts_file` was counted with otherwise than `given`, where a given None
+    matches anything; None when all match, or merge recorded none (a table
+    it did not write, or wrote before it recorded this)."""
+    split = recorded_state(counts_file).get("key", {}).get("split")
+    if not isinstance(split, dict):
+        return None
     for k, recorded in split.items():
-        if given.get(k) != recorded:
-            shown = f"--{k}" if k == "lowercase" else f"--{k} {recorded}"
-            if k == "lowercase" and not recorded:
-                shown = "no --lowercase"
-            raise TokenmillError(
-                f"{counts_file}: its words were counted with {shown}: train with it too "
-                f"(or count again), not with {k} {given.get(k)!r}"
-            )
+        if given.get(k) is not None and given[k] != recorded:
+            return k, recorded
+    return None
 
 
 def run_train(
@@ -99,6 +126,8 @@ def run_train(
         )
     counts_file = location(counts_file)
     check_split(counts_file, config)
+    if superword_counts is not None and merge_superwords is None:  # else run merges it now
+        check_superword_split(location(superword_counts))
     table = read_word_table(counts_file)
     if table.num_rows == 0:
         raise TokenmillError(f"{counts_file}: the word table is empty (empty corpus?)")
