@@ -243,17 +243,31 @@ def main():
 @click.option(
     "--superword",
     is_flag=True,
-    help="Split by the pattern of superword tokens' stage 2 instead (train's "
-    "--superword-counts, merged first).",
+    help="Split by the pattern of superword tokens' stage 2 instead of --pattern, in "
+    "byte mode (train's --superword-counts, merged first).",
 )
+@click.pass_context
 @user_errors
-def count(data, counts_dir, superword, **options):
+def count(ctx, data, counts_dir, superword, **options):
     """Pre-tokenize every shard of DATA and write one word-frequency table per
     shard into COUNTS_DIR (columns word, count, first)."""
     from tokenmill.stages.count import run_count
 
-    config = options_config(options)
     pattern = None
+    if superword:
+        # Stage 2's table is byte mode's, split by stage 2's own pattern:
+        # another mode or pattern would be dropped without a word.
+        if options["mode"] != "byte":
+            raise OptionError(
+                f"--mode {options['mode']} does not go with --superword: "
+                "superword tokens are byte mode's"
+            )
+        if ctx.get_parameter_source("pattern") is not ParameterSource.DEFAULT:
+            raise OptionError(
+                f"--pattern {options['pattern']} does not go with --superword: stage 2's words "
+                "are split by its own pattern (--pattern splits stage 1's, counted without it)"
+            )
+    config = options_config(options)
     if superword:
         from tokenmill.tokenizer.superword import PATTERN as pattern
     with output_folder(data, counts_dir, "COUNTS_DIR", config.force):

@@ -32,6 +32,21 @@ def test_an_option_nothing_acts_on_is_refused(cli, tmp_path, args, message):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--mode", "char"], "--mode char does not go with --superword: superword tokens are"),
+        (["--pattern", "gpt2"], "--pattern gpt2 does not go with --superword: stage 2's words"),
+    ],
+)
+def test_count_superword_refuses_a_mode_or_pattern_it_would_drop(cli, tmp_path, args, message):
+    out = tmp_path / "counts"
+    result = cli("count", "sample_data/multilingual.jsonl", out, "--superword", *args, ok=False)
+    assert_one_line_error(result, message)
+    assert result.exit_code == 2 and " count --help')" in result.output
+    assert not out.exists()
+
+
 def test_the_same_options_where_they_act_are_taken():
     Config(superword_at=900, vocab_size=1000, superword_max_words=2)
     Config(per_shard=True, format="megatron")
