@@ -79,6 +79,27 @@ def test_train_refuses_what_it_would_misread(kwargs, error, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, needle",
+    [
+        ({"texts": "one string"}, TypeError, "train takes a list of texts, not one text"),
+        ({"texts": ["x", None] * 5}, TypeError, "train: texts[1] is NoneType, not str"),
+        ({"texts": ["x", b"y"]}, TypeError, "train: texts[1] is bytes, not str"),
+        ({"texts": ["x", 5]}, TypeError, "train: texts[1] is int, not str"),
+        ({"texts": TEXTS, "superword_at": None}, TokenmillError, "superword_at=None: want"),
+        ({"texts": TEXTS, "superword_at": "300"}, TokenmillError, "superword_at='300': want"),
+    ],
+)
+def test_superword_train_refuses_what_tokenizer_train_refuses(kwargs, error, needle):
+    """A string trained on its characters, None was skipped, bytes taken as
+    text, and superword_at=None failed comparing None with an int."""
+    from tokenmill.tokenizer import superword
+
+    with pytest.raises(error) as e:
+        superword.train(**{"superword_at": 260, "vocab_size": 270, **kwargs})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_vocab_size_and_num_merges_together_are_refused():
     """Both given, num_merges won and vocab_size was dropped without a word."""
     with pytest.raises(TokenmillError, match="give vocab_size= or num_merges=, not both"):

@@ -164,7 +164,7 @@ class Tokenizer:
         import pyarrow as pa
 
         pattern = _training_pattern(mode, pattern, lowercase)
-        texts = _batch(texts, "train", "")
+        texts = text_batch(texts, "train", "")
         table = word_table([pa.array(texts, pa.large_string())], mode, pattern, lowercase)
         return cls._train_from_word_arrays(
             table["word"],
@@ -202,7 +202,7 @@ class Tokenizer:
         import pyarrow as pa
 
         pattern = _training_pattern(mode, pattern, lowercase)
-        words = _batch(words, "train_from_word_counts", ": words= is a list")
+        words = text_batch(words, "train_from_word_counts", ": words= is a list")
         return cls._train_from_word_arrays(
             pa.array(words, pa.large_string()),
             pa.array(_counts(counts, len(words)), pa.uint64()),
@@ -619,7 +619,7 @@ class Tokenizer:
         True
         """
         _check_flag("eos", eos)
-        texts = _batch(texts, "encode_batch")
+        texts = text_batch(texts, "encode_batch")
         allowed = self._allowed_specials(texts, allowed_special, disallowed_special)
         if not allowed:
             return self._encode_texts(texts, eos, parallel)
@@ -650,7 +650,7 @@ class Tokenizer:
         >>> tok.encode_ordinary_batch(["hello", "<|endoftext|>"])[0]
         [259]
         """
-        return self._encode_texts(_batch(texts, "encode_ordinary_batch"), False, parallel)
+        return self._encode_texts(text_batch(texts, "encode_ordinary_batch"), False, parallel)
 
     def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
         import pyarrow as pa
@@ -1318,7 +1318,7 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
     return out
 
 
-def _batch(texts: Iterable[str], method: str, hint: str = ": use encode") -> list[str]:
+def text_batch(texts: Iterable[str], method: str, hint: str = ": use encode") -> list[str]:
     """`texts` as a list of str. A string is an iterable of texts too (its
     characters', silently), and pyarrow takes None for an empty document and
     bytes for text: each is a TypeError naming its place, as `encode(None)` is."""

@@ -38,7 +38,13 @@ from tokenmill import _native
 from tokenmill.errors import TokenmillError
 from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
-from tokenmill.tokenizer.core import Tokenizer, fixed_width_buffer, trained, word_tables
+from tokenmill.tokenizer.core import (
+    Tokenizer,
+    fixed_width_buffer,
+    text_batch,
+    trained,
+    word_tables,
+)
 from tokenmill.tokenizer.ids import PATTERNS
 from tokenmill.tokenizer.options import SUPERWORD_MAX_WORDS, check_options, check_superword
 
@@ -82,7 +88,8 @@ def train(
             f"pattern={pattern!r}: stage 1 of superword tokens takes a preset "
             f"({', '.join(PATTERNS)})"
         )
-    docs = pa.array(list(texts), pa.large_string())
+    check_transition(superword_at, max_words)  # before the words are counted
+    docs = pa.array(text_batch(texts, "train", ""), pa.large_string())
     table, table2 = word_tables([docs], "byte", [pattern, PATTERN], False)
     return train_superword(
         table["word"],
@@ -120,7 +127,7 @@ def train_superword(
     `table2` may be a function that makes the table: it is called on
     another thread while stage 1 trains (stage 1 is mostly one merge after
     another, on one core), and so is splitting its words into stage 1's."""
-    check_superword(superword_at, max_words)
+    check_transition(superword_at, max_words)
     check_options("byte", pattern)
     stage1_merges = 0
     buffers = arrow_buffers(words.cast(pa.large_string()))
@@ -168,3 +175,14 @@ def train_superword(
         pattern=PATTERN,
     )._checked("superword tokenizer")
     return Superword(tok, stage1_merges, len(tok.merges) - stage1_merges)
+
+
+def check_transition(superword_at: object, max_words: object) -> None:
+    """`superword_at` and `max_words` as training takes them: check_superword,
+    for which a None transition point is no superword tokens."""
+    if superword_at is None:
+        raise TokenmillError(
+            "superword_at=None: want the transition point, a vocabulary size past the 256 "
+            "byte tokens"
+        )
+    check_superword(superword_at, max_words)
