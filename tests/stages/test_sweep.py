@@ -100,6 +100,20 @@ def test_cli_prints_a_table_and_json_and_report_plots_it(swept):
     assert "id=sweep" in html and "lines.txt" in html
 
 
+def test_a_tokenizer_the_shards_were_not_encoded_with_is_refused_as_stats_refuses(swept, tmp_path):
+    """Copied over OUT/tokenizer.json, another tokenizer's numbers were printed as OUT's."""
+    _, _, out = swept
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    Tokenizer.train(["another corpus"] * 5, vocab_size=300).save(copy / "tokenizer.json")
+    for command in ("stats", "sweep"):
+        result = CliRunner().invoke(main, [command, str(copy)])
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith(f"Error: {copy / 'tokenizer.json'}: not the tokenizer ")
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (copy / "sweep.json").exists() or read_sweep(copy) == read_sweep(out)
+
+
 def test_prefix_of_an_extended_char_tokenizer_has_the_same_tokens():
     import pyarrow as pa
 

@@ -80,6 +80,19 @@ def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict
     return data, recorded.get("config", {})
 
 
+def output_token_shards(out: AnyPath) -> list[TokenShard]:
+    """The token shards of a `run` output folder: what its manifest lists,
+    never a stray file in tokens/ (verify reports those)."""
+    out = location(out)
+    if (out / MANIFEST).is_file():
+        return manifest_token_shards(out)
+    if (out / "tokens").is_dir():
+        return token_shards(out / "tokens")
+    raise TokenmillError(
+        f"{out}: not an output folder of `tokenmill run` (it holds neither {MANIFEST} nor tokens/)"
+    )
+
+
 def input_path(data: AnyPath, shard: TokenShard) -> AnyPath:
     path = data if data.is_file() else data / shard.source
     if not path.is_file():
@@ -119,16 +132,7 @@ def corpus_stats(
 ) -> CorpusStats:
     start = time.monotonic()
     out = location(out)
-    # What the manifest lists, never a stray file in tokens/ (verify reports those).
-    if (out / MANIFEST).is_file():
-        shards = manifest_token_shards(out)
-    elif (out / "tokens").is_dir():
-        shards = token_shards(out / "tokens")
-    else:
-        raise TokenmillError(
-            f"{out}: not an output folder of `tokenmill run` "
-            f"(it holds neither {MANIFEST} nor tokens/)"
-        )
+    shards = output_token_shards(out)
     tok = shard_tokenizer(shards[0], tokenizer)
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")

@@ -37,11 +37,17 @@ from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
-from tokenmill.stages.layout import MANIFEST, SWEEP, TOKENIZER
+from tokenmill.stages.layout import SWEEP
 from tokenmill.stages.results import SweepResult
 from tokenmill.stages.split import document_hashes
-from tokenmill.stages.stats import MAX_SOURCES, OTHER, find_inputs, input_path
-from tokenmill.stages.tokens import TokenShard, manifest_token_shards, token_shards
+from tokenmill.stages.stats import (
+    MAX_SOURCES,
+    OTHER,
+    find_inputs,
+    input_path,
+    output_token_shards,
+)
+from tokenmill.stages.tokens import TokenShard, shard_tokenizer
 from tokenmill.stages.views import record_view
 from tokenmill.tokenizer import Tokenizer
 
@@ -162,7 +168,10 @@ def run_sweep(
 
     start = time.monotonic()
     out = location(out)
-    tok = Tokenizer.load(out / TOKENIZER)
+    shards = output_token_shards(out)
+    # OUT/tokenizer.json only if the shards were encoded with it, as stats
+    # and report take it: another's numbers would be printed as OUT's.
+    tok = shard_tokenizer(shards[0])
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")
     txt_unit = txt_unit or config.get("txt_unit", "line")
@@ -183,11 +192,6 @@ def run_sweep(
             (s.path, s.name, None) for s in files.shards
         ]
     else:
-        shards = (
-            manifest_token_shards(out)
-            if (out / MANIFEST).is_file()
-            else token_shards(out / "tokens")
-        )
         inputs = [
             (input_path(data, shard), shard.source, wanted)
             for shard, wanted in zip(shards, sampled_rows(shards, sample), strict=True)
