@@ -812,8 +812,9 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     "--vocab-sizes",
     callback=parse_sizes,
     metavar="N,N,...",
-    help="Vocabulary sizes up to the trained one. Default: the powers of two below the "
-    "trained size, and the trained size.",
+    help="Vocabulary sizes up to the trained one; of a run with --extend, from its base's "
+    "size (no training gives less). Default: the powers of two below the trained size, and "
+    "the trained size; from the base's size, or superword tokens' transition point.",
 )
 @click.option(
     "--sample",

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from tokenmill.cli import main
 from tokenmill.config import Config
+from tokenmill.errors import TokenmillError
 from tokenmill.stages.run import run_all
 from tokenmill.stages.stats import run_stats
 from tokenmill.stages.sweep import default_sizes, prefix, read_sweep, run_sweep
@@ -112,6 +113,37 @@ def test_a_tokenizer_the_shards_were_not_encoded_with_is_refused_as_stats_refuse
         assert result.output.startswith(f"Error: {copy / 'tokenizer.json'}: not the tokenizer ")
         assert len(result.output.strip().splitlines()) == 1
     assert not (copy / "sweep.json").exists() or read_sweep(copy) == read_sweep(out)
+
+
+def test_an_extended_run_is_swept_from_its_base(swept, tmp_path):
+    """Sizes below the base's ids are no training's (`run --extend` refuses
+    them): the default sizes were the powers of two from 512 below the
+    trained size, and --vocab-sizes took any size down to the ids of no merge."""
+    _, data, _ = swept
+    base = Tokenizer.train(["low lower lowest newer"] * 5, mode="char", vocab_size=40)
+    base.save(tmp_path / "base.json")
+
+    def config(vocab_size: int) -> Config:
+        extend = str(tmp_path / "base.json")
+        return Config(vocab_size=vocab_size, extend=extend, extend_alphabet=True)
+
+    out = tmp_path / "out"
+    run_all(data, out, config(3000))
+    tok = Tokenizer.load(out / "tokenizer.json")
+    smallest = tok.vocab_size - len(tok.merges) + len(base.merges)  # the base, alphabet grown
+    with pytest.raises(TokenmillError, match=f"below the base's {smallest} ids"):
+        run_all(data, tmp_path / "smaller", config(smallest - 1))
+    assert smallest > base.vocab_size and run_sweep(out, write=False).vocab_sizes == [
+        smallest, *(v for v in (512, 1024, 2048) if v > smallest), 3000
+    ]  # fmt: skip
+    for size in (smallest - 1, 300):
+        result = CliRunner().invoke(main, ["sweep", str(out), "--vocab-sizes", f"{size},3000"])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(
+            f"Error: --vocab-sizes {size} is below the base's {smallest} ids: no training "
+        )
+        assert len(result.output.strip().splitlines()) == 1
+    assert run_sweep(out, sizes=[smallest], write=False).all["documents"] > 0
 
 
 def test_prefix_of_an_extended_char_tokenizer_has_the_same_tokens():

@@ -262,13 +262,12 @@ def extension_stats(out: AnyPath, config: dict, tok: Tokenizer, warnings: list[s
     base_path = config.get("extend")
     if not base_path:
         return None
-    from tokenmill.formats import load_any
     from tokenmill.io.storage import parquet_file
     from tokenmill.tokenizer.extend import table_bytes_per_token
 
     try:
-        pattern = config.get("pattern") if str(base_path).endswith(".tiktoken") else None
-        base = load_any(location(base_path), pattern=pattern)
+        base = run_base(config)
+        assert base is not None
         with parquet_file(location(out) / "counts.parquet") as pf:
             table = pf.read(columns=["word", "count"], use_threads=False)
     except (TokenmillError, OSError, ValueError) as e:
@@ -283,6 +282,18 @@ def extension_stats(out: AnyPath, config: dict, tok: Tokenizer, warnings: list[s
         "base_bytes_per_token": table_bytes_per_token(base, table["word"], table["count"]),
         "bytes_per_token": table_bytes_per_token(tok, table["word"], table["count"]),
     }
+
+
+def run_base(config: dict) -> Tokenizer | None:
+    """The base a run grew (--extend in its recorded `config`), read as the
+    run read it; None for a run that extended nothing."""
+    base_path = config.get("extend")
+    if not base_path:
+        return None
+    from tokenmill.formats import load_any
+
+    pattern = config.get("pattern") if str(base_path).endswith(".tiktoken") else None
+    return load_any(location(base_path), pattern=pattern)
 
 
 def run_stats(out: Path, **options) -> StatsResult:

@@ -14,7 +14,9 @@ merge (base tokens, special tokens; an extended tokenizer's base) plus the
 merges kept. The result is printed and written to OUT/sweep.json, which
 `report` plots (a view of OUT: see stages/layout.py).
 
-A run with superword tokens (`--superword-at T`) is swept from T up, and
+A run with --extend is swept from its base's size up (the base with no new
+merge): `run --extend` trains no smaller vocabulary, so no smaller size is
+taken. A run with superword tokens (`--superword-at T`) is swept from T up, and
 each size is set against ordinary BPE of the same size: trained once, to the
 run's size, on the run's word table (OUT/counts.parquet, which is stage 1's),
 and cut as the superword tokenizer is. `held_out` (`--held-out DIR`) encodes
@@ -31,7 +33,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError, one_line
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
@@ -46,6 +48,7 @@ from tokenmill.stages.stats import (
     find_inputs,
     input_path,
     output_token_shards,
+    run_base,
 )
 from tokenmill.stages.tokens import TokenShard, shard_tokenizer
 from tokenmill.stages.views import record_view
@@ -59,15 +62,53 @@ def fixed_ids(tok: Tokenizer) -> int:
     return tok.vocab_size - len(tok.merges)
 
 
-def default_sizes(tok: Tokenizer, superword_at: int | None = None) -> list[int]:
+def default_sizes(tok: Tokenizer, start: int | None = None) -> list[int]:
     """Powers of two between the smallest prefix and the trained size, then
-    the trained size; for superword tokens, the transition point and the
-    powers of two above it."""
+    the trained size; from `start` (the transition point of superword
+    tokens, an extended tokenizer's base), `start` and the powers of two
+    above it."""
     low, high = fixed_ids(tok), tok.vocab_size
-    if superword_at is not None:
-        low = superword_at
+    if start is not None:
+        low = start
     sizes = [1 << k for k in range(1, high.bit_length() + 1) if low < 1 << k < high]
-    return ([low] if superword_at is not None and low < high else []) + [*sizes, high]
+    return ([low] if start is not None and low < high else []) + [*sizes, high]
+
+
+def base_size(tok: Tokenizer, config: dict) -> int | None:
+    """An extended tokenizer's smallest training: its base with no new merge
+    (`run --extend` refuses a smaller --vocab-size), read from the base the
+    run recorded in `config`; None for a run that extended nothing."""
+    try:
+        base = run_base(config)
+    except (TokenmillError, OSError) as e:
+        raise TokenmillError(
+            f"--extend {config['extend']}: the run's base, where its training starts, "
+            f"cannot be read ({one_line(e)})"
+        ) from None
+    if base is None:
+        return None
+    if tok.merges[: len(base.merges)] != base.merges:
+        raise TokenmillError(
+            f"--extend {config['extend']}: not the base OUT's tokenizer was grown from "
+            "(changed since the run?)"
+        )
+    return fixed_ids(tok) + len(base.merges)
+
+
+def check_sizes(sizes: list[int], tok: Tokenizer, base: int | None, config: dict) -> None:
+    """Refuse a size no training gives: outside the prefixes of `tok`, or
+    below an extended tokenizer's `base` size."""
+    for size in sizes:
+        if base is not None and size < base:
+            raise OptionError(
+                f"--vocab-sizes {size} is below the base's {base} ids: no training with "
+                f"--extend {config['extend']} gives it"
+            )
+        if not fixed_ids(tok) <= size <= tok.vocab_size:
+            raise OptionError(
+                f"--vocab-sizes {size} is out of range: {fixed_ids(tok)} (no merges) to "
+                f"{tok.vocab_size} (the trained size)"
+            )
 
 
 def ordinary_bpe(out: AnyPath, tok: Tokenizer, config: dict) -> Tokenizer:
@@ -176,7 +217,12 @@ def run_sweep(
     text_column = text_column or config.get("text_column", "text")
     txt_unit = txt_unit or config.get("txt_unit", "line")
     superword_at = config.get("superword_at") if tok.pattern == SUPERWORD_PATTERN else None
-    sizes = sorted(set(sizes)) if sizes else default_sizes(tok, superword_at)
+    base = base_size(tok, config)
+    if sizes:
+        sizes = sorted(set(sizes))
+        check_sizes(sizes, tok, base, config)
+    else:
+        sizes = default_sizes(tok, superword_at if superword_at is not None else base)
     cut: list[Tokenizer | None] = [prefix(tok, v) for v in sizes]
     if superword_at is not None:
         # None past the size ordinary BPE reached (its pairs ran out): no number.
