@@ -279,13 +279,21 @@ def sweep_section(sweep: dict, max_lines: int = 8) -> str:
     """Bytes per token against vocabulary size: the largest sources, then all."""
     lines = sorted(sweep["sources"], key=lambda x: -x["bytes"])[:max_lines]
     series = [(x["name"], x["bytes_per_token"]) for x in lines]
-    series.append(("all documents", sweep["all"]["bytes_per_token"]))
+    # A held-out sweep measured other text than the corpus the page is about.
+    held_out = sweep.get("held_out")
+    whole = "all held-out documents" if held_out else "all documents"
+    series.append((whole, sweep["all"]["bytes_per_token"]))
     sample = f" on {sweep['sample']} sampled documents" if sweep.get("sample") else ""
+    if held_out:
+        sample = (
+            f" on held-out text, <code>{esc(held_out)}</code> ({fmt_int(sweep['all']['documents'])}"
+            " documents the tokenizer was not trained on), not this corpus"
+        )
     return (
         "<h2 id=sweep>Bytes per token against vocabulary size</h2><p class=muted>From "
         f"<code>tokenmill sweep</code>{sample}: the tokenizer's merges cut to each size, "
         "which is what training to that size gives. One line per source (the "
-        f"{len(lines)} largest), the thick one for all documents.</p>"
+        f"{len(lines)} largest), the thick one for {whole}.</p>"
         + line_chart(sweep["vocab_sizes"], series, "bytes per token")
     )
 

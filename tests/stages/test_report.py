@@ -48,6 +48,25 @@ def test_report_is_self_contained_and_has_every_part(sample_out):
     assert "lines.txt, row " in html and "prose-en.parquet, row " in html
 
 
+def test_a_held_out_sweep_is_plotted_as_held_out_text(sample_out, tmp_path):
+    """It was drawn as "all documents", as if the corpus the page is about."""
+    from click.testing import CliRunner
+
+    from tokenmill.cli import main
+
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    held_out = SAMPLE_DIR / "lines.txt"
+    for args in (["sweep", str(out), "--held-out", str(held_out)], ["report", str(out)]):
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text(encoding="utf-8")
+    section = html[html.index("<h2 id=sweep>") :]
+    assert f"on held-out text, <code>{held_out}</code>" in section
+    assert "<title>all held-out documents</title>" in section
+    assert "all documents" not in section
+
+
 def test_sample_pieces_join_to_the_decoded_text(sample_out):
     """The colour-coded pieces are the tokens: joined, they give the document back."""
     tok = Tokenizer.load(sample_out / "tokenizer.json")

@@ -115,6 +115,23 @@ def test_a_tokenizer_the_shards_were_not_encoded_with_is_refused_as_stats_refuse
     assert not (copy / "sweep.json").exists() or read_sweep(copy) == read_sweep(out)
 
 
+@pytest.mark.parametrize("lines", [['{"text": ""}', '{"text": ""}'], []])
+def test_held_out_text_with_nothing_to_measure_is_refused(swept, tmp_path, lines):
+    """Empty documents, or none: sweep printed "bytes per token None to None" and
+    report drew an empty plot."""
+    _, _, out = swept
+    held_out = tmp_path / "held-out"
+    held_out.mkdir()
+    (held_out / "empty.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    before = (out / "sweep.json").read_bytes() if (out / "sweep.json").exists() else None
+    result = CliRunner().invoke(main, ["sweep", str(out), "--held-out", str(held_out)])
+    assert result.exit_code == 1, result.output
+    what = "its 2 documents are empty" if lines else "it holds no documents"
+    assert result.output == f"Error: {held_out}: {what}: nothing to measure bytes per token on\n"
+    after = (out / "sweep.json").read_bytes() if (out / "sweep.json").exists() else None
+    assert after == before
+
+
 def test_an_extended_run_is_swept_from_its_base(swept, tmp_path):
     """Sizes below the base's ids are no training's (`run --extend` refuses
     them): the default sizes were the powers of two from 512 below the

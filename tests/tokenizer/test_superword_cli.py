@@ -146,6 +146,25 @@ def test_sweep_sets_superword_tokens_against_ordinary_bpe(cli, data, tmp_path):
     assert "ordinary BPE of the same sizes" in plain and "fewer tokens than ordinary BPE" in plain
 
 
+def test_sweep_says_where_ordinary_bpe_stops(cli, tmp_path):
+    """Past the size ordinary BPE's pairs ran out at, the JSON had 0 tokens and the
+    summary line said "(ordinary BPE: None)"."""
+    docs = ["one of the best of times, one of the worst of times"] * 5 + ["it was the age"] * 3
+    write_shard(tmp_path / "data" / "a.jsonl", docs)
+    out = tmp_path / "out"
+    cli("run", tmp_path / "data", out, "--vocab-size", 330, "--superword-at", 280)
+    result = cli("sweep", out, "--json")
+    d = json.loads(result.output.split("\nsweep: ")[0])
+    stops = d["bpe_vocab_size"]
+    assert d["vocab_sizes"][0] <= stops < d["vocab_sizes"][-1]
+    assert d["all"]["bpe_text_tokens"][-1] is None and d["all"]["bpe_bytes_per_token"][-1] is None
+    assert d["all"]["bpe_text_tokens"][0] > 0
+    said = f"ordinary BPE stops at {stops} ids: no pair is left to merge"
+    last = result.output.splitlines()[-1]
+    assert last.startswith("sweep: ") and f"({said})" in last and "None" not in last
+    assert said in cli("sweep", out).output.splitlines()
+
+
 def test_a_job_file_takes_the_options(cli, data, tmp_path):
     job = tmp_path / "job.toml"
     job.write_text(

@@ -279,19 +279,22 @@ class SweepResult(StageResult):
     # Superword tokens (--superword-at): the transition point; then each line
     # also has bpe_text_tokens and bpe_bytes_per_token, ordinary BPE's.
     superword_at: int | None = None
+    # ... and the size ordinary BPE reached: below the largest size where its
+    # pairs ran out, its numbers there None.
+    bpe_vocab_size: int | None = None
     held_out: str | None = None  # --held-out: the inputs encoded, not the run's
 
     def what(self) -> str:
         bpt = self.all["bytes_per_token"]
+        bpe = ""
+        if self.superword_at is not None:
+            last = self.all["bpe_bytes_per_token"][-1]
+            stops = bpe_stops(self.bpe_vocab_size)
+            bpe = f" (ordinary BPE: {last})" if last is not None else f" ({stops})"
         return (
             f"{len(self.vocab_sizes)} vocabulary sizes ({self.vocab_sizes[0]} to "
             f"{self.vocab_sizes[-1]}), {self.all['documents']} documents, bytes per token "
-            f"{bpt[0]} to {bpt[-1]}"
-            + (
-                f" (ordinary BPE: {self.all['bpe_bytes_per_token'][-1]})"
-                if self.superword_at
-                else ""
-            )
+            f"{bpt[0]} to {bpt[-1]}{bpe}"
         )
 
     def to_json(self) -> dict:
@@ -305,9 +308,15 @@ class SweepResult(StageResult):
         }
         if self.superword_at is not None:
             d["superword_at"] = self.superword_at
+            d["bpe_vocab_size"] = self.bpe_vocab_size
         if self.held_out is not None:
             d["held_out"] = self.held_out
         return d
+
+
+def bpe_stops(size: int | None) -> str:
+    """Why a sweep has no number for ordinary BPE past `size`."""
+    return f"ordinary BPE stops at {size} ids: no pair is left to merge"
 
 
 @dataclass(kw_only=True)

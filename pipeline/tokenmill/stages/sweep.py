@@ -40,7 +40,7 @@ from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.layout import SWEEP
-from tokenmill.stages.results import SweepResult
+from tokenmill.stages.results import SweepResult, bpe_stops
 from tokenmill.stages.split import document_hashes
 from tokenmill.stages.stats import (
     MAX_SOURCES,
@@ -224,6 +224,7 @@ def run_sweep(
     else:
         sizes = default_sizes(tok, superword_at if superword_at is not None else base)
     cut: list[Tokenizer | None] = [prefix(tok, v) for v in sizes]
+    plain = None
     if superword_at is not None:
         # None past the size ordinary BPE reached (its pairs ran out): no number.
         plain = ordinary_bpe(out, tok, config)
@@ -281,13 +282,16 @@ def run_sweep(
                     source = OTHER
                 sources[source] = sources.get(source, 0) + np.array(numbers, np.int64)
 
-    def per_size(n_bytes: int, tokens: np.ndarray) -> tuple[list[int], list[float | None]]:
-        per_token = [round(n_bytes / int(t), 4) if t else None for t in tokens]
-        return [int(t) for t in tokens], per_token
+    def per_size(
+        n_bytes: int, tokens: np.ndarray, cuts: list[Tokenizer | None]
+    ) -> tuple[list[int | None], list[float | None]]:
+        # None where no tokenizer of the size is (ordinary BPE's pairs ran out).
+        counted = [None if c is None else int(t) for t, c in zip(tokens, cuts, strict=True)]
+        return counted, [round(n_bytes / t, 4) if t else None for t in counted]
 
     def line(name: str, n: np.ndarray) -> dict:
         k = len(sizes)
-        tokens, per_token = per_size(int(n[1]), n[2 : 2 + k])
+        tokens, per_token = per_size(int(n[1]), n[2 : 2 + k], cut[:k])
         d = {
             "name": name,
             "documents": int(n[0]),
@@ -296,10 +300,15 @@ def run_sweep(
             "bytes_per_token": per_token,
         }
         if superword_at is not None:
-            d["bpe_text_tokens"], d["bpe_bytes_per_token"] = per_size(int(n[1]), n[2 + k :])
+            bpe = per_size(int(n[1]), n[2 + k :], cut[k:])
+            d["bpe_text_tokens"], d["bpe_bytes_per_token"] = bpe
         return d
 
     total = sum(sources.values(), np.zeros(2 + len(cut), np.int64))
+    if not total[1]:  # every size's bytes per token would be None: an empty plot
+        where = out if held_out is None else held_out
+        what = f"its {total[0]} documents are empty" if total[0] else "it holds no documents"
+        raise TokenmillError(f"{where}: {what}: nothing to measure bytes per token on")
     result = SweepResult(
         vocab_sizes=sizes,
         sample=sample,
@@ -308,6 +317,7 @@ def run_sweep(
         tokenizer_sha256=tok.sha256,
         seconds=time.monotonic() - start,
         superword_at=superword_at,
+        bpe_vocab_size=None if plain is None else plain.vocab_size,
         held_out=None if held_out is None else str(held_out),
     )
     if write:
@@ -357,6 +367,8 @@ def format_sweep(d: dict, max_sources: int = 20) -> str:
 
     if d.get("superword_at") is None:
         return "\n".join([title, head, *table("bytes_per_token")])
+    stops = d.get("bpe_vocab_size")
+    whole = "all held-out documents" if d.get("held_out") else "all documents"
     fewer = [
         f"{v}: {1 - s / b:.1%}" if s and b else f"{v}: -"
         for v, s, b in zip(sizes, d["all"]["text_tokens"], d["all"]["bpe_text_tokens"], strict=True)
@@ -369,6 +381,7 @@ def format_sweep(d: dict, max_sources: int = 20) -> str:
             "ordinary BPE of the same sizes",
             head,
             *table("bpe_bytes_per_token"),
-            "fewer tokens than ordinary BPE, all documents: " + ", ".join(fewer),
+            *([bpe_stops(stops)] if stops is not None and stops < sizes[-1] else []),
+            f"fewer tokens than ordinary BPE, {whole}: " + ", ".join(fewer),
         ]
     )
