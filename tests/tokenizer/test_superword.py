@@ -100,6 +100,18 @@ def test_stage_one_is_ordinary_training(texts, pattern, stage1, stage2):
     assert tok.merges[: len(plain.merges)] == plain.merges
 
 
+def test_at_the_transition_the_same_merges_may_split_text_otherwise():
+    """Both tokenizers hold stage 1's merges alone there, but the superword
+    tokenizer applies them to stage 2's pieces, which keep together what
+    cl100k splits (its contraction rule takes `'d` off `f'default`): docs/superword.md."""
+    texts = ["default\n"] * 10
+    tok = superword.train(texts, superword_at=263, vocab_size=263)
+    plain = Tokenizer.train(texts, vocab_size=263)
+    assert tok.merges == plain.merges
+    assert tok.tokens("f'default") == ["f", "'", "default"]
+    assert plain.tokens("f'default") == ["f", "'", "d", "e", "f", "a", "u", "l", "t"]
+
+
 @SETTINGS
 @given(text=st.one_of(PHRASES, UNICODE_TEXT))
 def test_scanner_splits_as_the_reference_regex(text):
