@@ -165,7 +165,7 @@ def resolve_job(
         for key in TRAINING_KEYS:
             if key in given:
                 option = "--" + key.replace("_", "-")
-                raise TokenmillError(f"{option} trains: give it without --tokenizer")
+                raise OptionError(f"{option} trains: give it without --tokenizer")
             if key in settings:
                 raise TokenmillError(f"{where}{key} trains: give it without tokenizer")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}

@@ -60,7 +60,9 @@ def test_a_training_option_with_a_tokenizer_is_refused(cli, tmp_path, option):
     run would end 0 with a tokenizer other than the one asked for."""
     write_shard(tmp_path / "data" / "a.jsonl", DOCS[:2])
     args = ("run", tmp_path / "data", tmp_path / "out", "--tokenizer", GPT2_FILE, *option)
-    assert_one_line_error(cli(*args, ok=False), f"{option[0]} trains", "--tokenizer")
+    result = cli(*args, ok=False)
+    assert_one_line_error(result, f"{option[0]} trains", "--tokenizer")
+    assert result.exit_code == 2  # a usage error, as every other conflict of options
     assert not (tmp_path / "out").exists()
 
 
