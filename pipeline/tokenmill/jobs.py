@@ -45,6 +45,11 @@ TRAINING_KEYS = (
     "superword_max_words",
     "extend_alphabet",
 )
+# Of those, the ones counting and merging do not read either (mode, lowercase,
+# min_count and superword_at do): given with --count-only, nothing acts on them.
+# A job file may hold them for the runs that train.
+TRAINED_KEYS = ("vocab_size", "special_tokens", "superword_max_words", "extend_alphabet")
+OPTION_NAMES = {"special_tokens": "--special-token"}  # where not the key with - for _
 # Lists of strings in TOML; `format` may also be one string ("megatron,bin").
 LIST_KEYS = ("special_tokens", "format")
 
@@ -131,6 +136,11 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     return error
 
 
+def option_name(key: str) -> str:
+    """The `run` option setting the Config field `key`."""
+    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+
+
 def resolve_job(
     job_file: Path | None,
     data: Path | None,
@@ -164,10 +174,13 @@ def resolve_job(
     if steps == "encode":
         for key in TRAINING_KEYS:
             if key in given:
-                option = "--" + key.replace("_", "-")
-                raise OptionError(f"{option} trains: give it without --tokenizer")
+                raise OptionError(f"{option_name(key)} trains: give it without --tokenizer")
             if key in settings:
                 raise TokenmillError(f"{where}{key} trains: give it without tokenizer")
+    if count_only:
+        for key in TRAINED_KEYS:
+            if key in given:
+                raise OptionError(f"{option_name(key)} trains: not with --count-only")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
     for key, value in settings.items():
         if key in CONFIG_KEYS and key not in given:

@@ -25,9 +25,30 @@ from tokenmill.config import Config
 )
 def test_an_option_nothing_acts_on_is_refused(cli, tmp_path, args, message):
     out = tmp_path / "out"
-    result = cli("run", "sample_data", out, "--vocab-size", "1000", *args, ok=False)
+    size = [] if "--count-only" in args else ["--vocab-size", "1000"]  # nothing trains
+    result = cli("run", "sample_data", out, *size, *args, ok=False)
     assert_one_line_error(result, message)
     # A usage error, as click's own refusals (README, Exit status): 2, help named.
+    assert result.exit_code == 2 and " run --help')" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--vocab-size", "2000"], "--vocab-size trains: not with --count-only"),
+        (["--special-token", "<|pad|>"], "--special-token trains: not with --count-only"),
+        (
+            ["--superword-at", "900", "--superword-max-words", "2"],
+            "--superword-max-words trains",
+        ),
+    ],
+)
+def test_a_training_option_with_count_only_is_refused(cli, tmp_path, args, message):
+    """Nothing trains: the run ended 0, the option dropped without a word."""
+    out = tmp_path / "out"
+    result = cli("run", "sample_data", out, "--count-only", *args, ok=False)
+    assert_one_line_error(result, message)
     assert result.exit_code == 2 and " run --help')" in result.output
     assert not out.exists()
 

@@ -37,7 +37,7 @@ def test_the_skipped_documents_printed_are_the_manifests(tmp_path):
     "args",
     [
         ("run", "{data}", "{out}", *RUN),
-        ("run", "{data}", "{out}", *RUN, "--count-only"),
+        ("run", "{data}", "{out}", *SKIP, "--count-only"),
         ("run", "{data}", "{out}", *SKIP, "--tokenizer", GPT2_FILE, "--pattern", "gpt2"),
         ("count", "{data}", "{out}", *SKIP),
         ("encode", "{data}", "{out}", *SKIP, "--tokenizer", GPT2_FILE, "--pattern", "gpt2"),
