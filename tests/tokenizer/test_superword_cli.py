@@ -95,6 +95,19 @@ def test_refused_options(cli, data, tmp_path, args, message):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_superword_tokenizer_is_not_extended(cli, data, tmp_path):
+    """The message said its pattern is no preset, "which counting words needs"."""
+    cli("run", data, tmp_path / "out", "--vocab-size", 600, "--superword-at", 500)
+    base = tmp_path / "out" / "tokenizer.json"
+    result = cli("run", data, tmp_path / "grown", "--vocab-size", 700, "--extend", base, ok=False)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and not (tmp_path / "grown" / "tokenizer.json").exists()
+    assert lines[0].startswith(
+        f"Error: --extend {base}: a superword tokenizer cannot be extended: merges grown on "
+        "its pieces would skip stage 2's limits"
+    )
+
+
 def test_train_needs_both_tables(cli, data, tmp_path):
     cli("count", data, tmp_path / "c1")
     cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")

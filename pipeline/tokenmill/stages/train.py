@@ -28,9 +28,16 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
         return None, config
     from tokenmill.formats import load_any
     from tokenmill.tokenizer.extend import check_base
+    from tokenmill.tokenizer.superword import PATTERN as SUPERWORD_PATTERN
 
     base = load_any(location(config.extend), pattern=pattern)
     check_base(base)
+    if base.pattern == SUPERWORD_PATTERN:
+        raise TokenmillError(
+            f"--extend {config.extend}: a superword tokenizer cannot be extended: merges "
+            "grown on its pieces would skip stage 2's limits (words a token, the colon), "
+            "which only superword training keeps"
+        )
     if base.mode == "byte" and base.pattern not in PATTERNS:
         raise TokenmillError(
             f"--extend {config.extend}: its pattern is no preset ({', '.join(PATTERNS)}), "
