@@ -16,6 +16,9 @@ filesystem): each task reads its shard and writes its output itself, and
 only its small summary comes back to the driver. A task whose node is lost
 is run again elsewhere (RAY_RETRIES), which is safe because outputs appear
 whole or not at all and the results are collected in task order.
+Only the driver holds OUT's lock: worker processes and Ray tasks get its
+fence (storage.carried_fences), so their I/O under OUT stops when the
+driver's lock is lost or the driver is gone (io/lock.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any, TypeVar
 from tokenmill import _native
 from tokenmill.errors import TokenmillError, WorkerLost
 from tokenmill.faults import checkpoint
+from tokenmill.io import storage
 from tokenmill.memory import bound_retained_memory, release_memory
 
 T = TypeVar("T")
@@ -83,9 +87,10 @@ def run_tasks(
         with _pool(executor, parallel, workers) as pool:
             try:
                 if executor == "processes":
+                    fences = storage.carried_fences()
                     with _sigint_blocked():  # the workers start at the first submit
                         futures = {
-                            i: pool.submit(_process_call, fn, tasks[i], desc)
+                            i: pool.submit(_process_call, fn, tasks[i], desc, fences)
                             for i in largest_first()
                         }
                 else:
@@ -156,10 +161,12 @@ def _task_started(stage: str) -> None:
     checkpoint(f"{stage}-task", _started[stage])
 
 
-def _process_call(fn: Callable[[T], R], task: T, stage: str) -> R:
-    """Run one task in a worker process."""
+def _process_call(fn: Callable[[T], R], task: T, stage: str, fences: list) -> R:
+    """Run one task in a worker process, its I/O under OUT fenced by the
+    driver's lock (`fences`: storage.carried_fences)."""
     _task_started(stage)
-    return fn(task)
+    with storage.carrying(fences):
+        return fn(task)
 
 
 @contextlib.contextmanager
@@ -211,12 +218,16 @@ RAY_RETRIES = 3
 RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
-def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[bool, object]:
+def _ray_call(
+    fn: Callable[[T], R], task: T, stage: str, shared: dict, fences: list
+) -> tuple[bool, object]:
     """Run one task on a Ray worker. Tasks are idempotent (an output is
     written whole or not at all, and a finished one is kept), so Ray may run
     one again after its node died. A task's exception comes back as a value,
     so the driver re-raises it as it was (one line, not a remote traceback).
-    `shared`: the task's fields held in Ray's object store (`shared_fields`)."""
+    `shared`: the task's fields held in Ray's object store (`shared_fields`);
+    `fences`: the driver's lock, which the task's I/O under OUT passes
+    (storage.carried_fences)."""
     import ray
 
     if shared:
@@ -224,7 +235,8 @@ def _ray_call(fn: Callable[[T], R], task: T, stage: str, shared: dict) -> tuple[
     _native.set_threads(1)
     _task_started(stage)
     try:
-        return True, fn(task)
+        with storage.carrying(fences):
+            return True, fn(task)
     except Exception as e:  # noqa: BLE001 - re-raised on the driver
         return False, e
 
@@ -318,7 +330,8 @@ def _run_ray(
     shared = shared_fields(tasks)
     in_store = {k: ray.put(v) for k, v in shared.items()}
     light = [_with_fields(t, dict.fromkeys(shared)) if shared else t for t in tasks]
-    submitted = {i: remote.remote(fn, light[i], stage, in_store) for i in order}
+    fences = storage.carried_fences()
+    submitted = {i: remote.remote(fn, light[i], stage, in_store, fences) for i in order}
     refs = [submitted[i] for i in range(len(tasks))]
     results: list[R] = []
     try:

@@ -4,6 +4,7 @@ comparing output folders."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -61,7 +62,8 @@ def tokenmill_here(*args, check: bool = True) -> subprocess.CompletedProcess:
 @contextmanager
 def paused(args: list, stage: str, step: int, tmp_path: Path, env: dict | None = None):
     """`tokenmill ARGS` running, held at STAGE:STEP (see tokenmill.faults), for the
-    block; SIGKILLed after it."""
+    block; SIGKILLed after it, with the worker processes it started (its own
+    process group)."""
     marker = tmp_path / f"paused-at-{stage}-{step}"
     env = {
         **os.environ,
@@ -75,6 +77,7 @@ def paused(args: list, stage: str, step: int, tmp_path: Path, env: dict | None =
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + HANG_GUARD_S
@@ -87,7 +90,8 @@ def paused(args: list, stage: str, step: int, tmp_path: Path, env: dict | None =
             time.sleep(0.05)
         yield proc
     finally:
-        proc.send_signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
 

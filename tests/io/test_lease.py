@@ -152,6 +152,29 @@ def test_a_stalled_holder_leaves_the_run_that_took_over_intact(
     assert output_files(local) == output_files(uninterrupted)
 
 
+def test_the_worker_processes_of_a_stalled_holder_write_nothing_after_a_takeover(
+    s3, data, here, scratch, tmp_path, monkeypatch
+):
+    # Only the driver holds the lease: its workers pass its fence, carried to
+    # them. Its worker is held until the taker has ended, then goes on; the
+    # driver, stalled meanwhile, resumes after it.
+    monkeypatch.setenv("TOKENMILL_LOCK_STALE_S", "4")  # a worker needs a lock dated < 1 s
+    holder_options = ("--vocab-size", "1000", "--workers", "2", "--executor", "processes")
+    taker_options = ("--vocab-size", "900", *WORKERS)
+    url = s3.url("out")
+    with paused(["run", data, url, *holder_options], "encode-task", 2, tmp_path) as holder:
+        holder.send_signal(signal.SIGSTOP)
+        take_over(here, "run", data, url, *taker_options)
+        before = snapshot(url)
+        (tmp_path / "paused-at-encode-task-2").unlink()
+        err = resume(holder)
+    assert snapshot(url) == before
+    assert holder.returncode == 1, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"Error: {url}/") and "taken over by another tokenmill run" in line
+    assert "files match the manifest" in here("verify", url).output
+
+
 def test_a_holder_that_lost_its_lock_writes_removes_and_reads_nothing(s3, stale, tmp_path):
     """The fence alone, in this process: once another writer replaced the lock
     and tokenizer.json (as a run taking over does), writing, removing or

@@ -5,6 +5,7 @@ rerun gives the outputs of an uninterrupted run."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,10 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import make_documents, write_shard
 from runs import HANG_GUARD_S, output_files, paused, temporaries, tokenmill
 
 from tokenmill.executors import run_tasks
+from tokenmill.io import storage
+from tokenmill.io.lock import LockLost, output_lock
+from tokenmill.io.writers import write_json
 
 RUN = ("--vocab-size", "300", "--workers", "2", "--executor", "processes")
 
@@ -60,6 +65,25 @@ def test_a_killed_worker_process_is_one_line_and_a_rerun_resumes(tmp_path):
 
     tokenmill("run", data, out, *RUN)
     assert output_files(out) == output_files(clean)
+
+
+def test_a_worker_whose_driver_is_gone_writes_nothing_into_out(tmp_path):
+    """A killed driver's flock is gone with it, and a rerun may hold OUT while
+    its worker processes finish their tasks (with its tokenizer): what they
+    write under OUT passes the fence the driver carried to them, and is
+    refused once it is gone (here a driver that is not this process)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with output_lock(out) as lock:
+        ours = lock.carried()
+    fence = dataclasses.replace(ours, driver={**ours.driver, "process_start": "gone"})
+    with storage.carrying([(storage.same_file_key(out), fence)]):
+        with pytest.raises(LockLost, match=r"tokens/a.parquet: not written: .* has ended"):
+            write_json({}, out / "tokens" / "a.parquet")
+    assert not (out / "tokens" / "a.parquet").exists()
+    assert temporaries(out) == []
+    with output_lock(out) as lock, storage.carrying([(storage.same_file_key(out), lock.carried())]):
+        write_json({}, out / "tokens" / "a.parquet")  # its driver (this process) runs
 
 
 def sigint_blocked(_task: int) -> bool:

@@ -53,8 +53,11 @@ What it does not: S3 cannot make a write conditional on another object, so
 a stall of more than half the stale limit between the check and the store
 receiving the request (or in the middle of sending one PUT's body) can still
 land after a takeover. The stale limit makes that rarer, not impossible.
-Worker processes (--executor processes, ray) write their shards unfenced:
-only the driver holds the lease. State files (stages/state.py) are read
+Only the driver holds the lease; its worker processes and Ray tasks pass
+the same fence, carried to them (`RunFence`): each reads the lock object,
+no more often than the driver confirms it, and acts only while it still
+holds the driver's record with a heartbeat the store dates less than
+`fresh_seconds()` ago. State files (stages/state.py) are read
 unfenced; what a run decides from one is followed by a fenced read or write
 before anything reaches OUT.
 
@@ -101,9 +104,9 @@ def stale_seconds() -> float:
         return STALE_S
 
 
-def heartbeat_seconds() -> float:
+def heartbeat_seconds(stale: float | None = None) -> float:
     # Several heartbeats per stale limit: one slow or failed rewrite is no death.
-    return max(0.05, min(HEARTBEAT_S, stale_seconds() / 5))
+    return max(0.05, min(HEARTBEAT_S, (stale_seconds() if stale is None else stale) / 5))
 
 
 def last_holder(folder: AnyPath) -> dict:
@@ -160,6 +163,16 @@ class HeldLock:
     def check(self) -> None:
         """Fail if the lock is no longer this run's (a flock cannot be lost)."""
 
+    def confirm(self, path: AnyPath | None = None, action: str = "written") -> None:
+        """The fence of a held flock: always passed (it goes only with this process)."""
+
+    def fresh(self) -> bool:
+        return True
+
+    def carried(self) -> RunFence:
+        """This lock as the run's worker processes and Ray tasks check it."""
+        return RunFence(str(self.folder), driver=_this_process())
+
 
 @contextmanager
 def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
@@ -191,7 +204,9 @@ def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
             raise in_use(folder, last_holder(folder))
         _held.add(str(folder))
         try:
-            yield HeldLock(fd, folder, last_holder(folder))
+            held = HeldLock(fd, folder, last_holder(folder))
+            with fenced(folder, held):
+                yield held
         finally:
             _held.discard(str(folder))
     finally:
@@ -302,11 +317,11 @@ def _elapsed(since: tuple[float, ...]) -> float:
     return max(now - then for now, then in zip(_clocks(), since, strict=True))
 
 
-def fresh_seconds() -> float:
+def fresh_seconds(stale: float | None = None) -> float:
     """How long after its last confirmation the lease is taken as held without
     asking the store: half the stale limit, less one second because the
     store's dates (Last-Modified, Date) are whole seconds."""
-    return max(0.0, stale_seconds() / 2 - 1.0)
+    return max(0.0, (stale_seconds() if stale is None else stale) / 2 - 1.0)
 
 
 @dataclass
@@ -371,6 +386,10 @@ class RemoteLock:
         stale limit): it must not remove or record anything in the folder."""
         self.confirm()
 
+    def carried(self) -> RunFence:
+        """This lease as the run's worker processes and Ray tasks check it."""
+        return RunFence(str(self.folder), _this_process(), self.record_["token"], stale_seconds())
+
     def _body(self, **extra) -> bytes:
         beat = {"heartbeat": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
         return (json.dumps({**self.record_, **beat}) + "\n").encode()
@@ -417,6 +436,81 @@ class RemoteLock:
             self._rewrite(released=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         except Exception:  # noqa: BLE001, S110 (a lock not released goes stale)
             pass
+
+
+def _this_process() -> dict:
+    pid = os.getpid()
+    return {"machine": machine_id(), "pid": pid, "process_start": process_start(pid)}
+
+
+@dataclass
+class RunFence:
+    """A folder's lock held by this run's driver, as the run's worker processes
+    and Ray tasks see it (executors.py carries it to them): what they write,
+    remove, list or read under the folder passes `confirm` first, as the
+    driver's I/O passes its lock's.
+
+    A local folder's flock goes with the driver: a worker of this machine
+    writes only while the driver runs (after a `kill -9` of the driver, its
+    workers finish their tasks and a rerun may hold the lock already); on
+    another machine (a Ray node sharing the folder) there is no process to
+    look up and the write goes on. A remote folder's lease: the lock object
+    must still hold the driver's record (its token, not released) and the
+    store must date its last heartbeat less than `fresh_seconds` before the
+    request that read it, the driver's own rule; until it does, the worker
+    waits for the driver's next heartbeat (the driver may be stalled, and
+    either comes back or has its lock taken over)."""
+
+    folder: str
+    driver: dict  # machine, pid, process_start of the driver
+    token: str | None = None  # a remote folder's: the token of the driver's record
+    stale: float = STALE_S  # the driver's stale limit
+    confirmed: tuple[float, ...] = field(default=(float("-inf"),) * 3, compare=False)
+
+    def fresh(self) -> bool:
+        # A local folder's is asked at each write: a look at /proc, no I/O on OUT.
+        return self.token is not None and _elapsed(self.confirmed) < fresh_seconds(self.stale)
+
+    def confirm(self, path: AnyPath | None = None, action: str = "written") -> None:
+        if self.fresh():
+            return
+        what = f"{path}: not {action}: " if path is not None else f"{self.folder}: "
+        if self.token is None:
+            if holder_gone(self.driver):
+                raise LockLost(f"{what}{self._ended()}")
+            return
+        folder = location(self.folder)
+        assert is_remote(folder)  # a lease is a remote folder's
+        while True:
+            sent = _clocks()
+            try:
+                found = _read(folder / LOCK)
+            except Exception as e:
+                if not (isinstance(e, OSError) or is_store_error(e)):
+                    raise
+                raise LockLost(
+                    f"{what}cannot confirm this run's lock on {self.folder} ({one_line(e)}); "
+                    "stopping"
+                ) from None
+            holder, _, age = found or ({}, None, None)
+            if holder.get("token") != self.token:
+                taker = f" ({describe_holder(holder)})" if holder else ""
+                raise LockLost(
+                    f"{what}the lock of {self.folder} was taken over by another tokenmill "
+                    f"run{taker}; stopping"
+                )
+            if holder.get("released") or holder_gone(self.driver):
+                raise LockLost(f"{what}{self._ended()}")
+            if age is None or age < fresh_seconds(self.stale):
+                self.confirmed = tuple(t - max(age or 0.0, 0.0) for t in sent)
+                return
+            time.sleep(heartbeat_seconds(self.stale) / 4)
+
+    def _ended(self) -> str:
+        return (
+            f"the tokenmill run holding the lock of {self.folder} "
+            f"(pid {self.driver.get('pid', '?')}) has ended; stopping"
+        )
 
 
 @contextmanager

@@ -22,6 +22,9 @@ there whole or not at all, and a killed upload leaves no object (see
 Under a remote folder whose lock this process holds (io/lock.py), every
 upload, removal, listing and read made here first passes the lock's fence
 (`fence`), so that a run that stalled past its lease touches nothing there.
+The run's worker processes and Ray tasks pass the same fence, carried to
+them (`carrying`), and under a local folder too their writes stop once the
+driver holding its lock is gone.
 """
 
 from __future__ import annotations
@@ -144,7 +147,7 @@ def identity(path: AnyPath) -> tuple:
 
 
 class Fence(Protocol):
-    """The lock of a remote folder, as the I/O under it sees it (io/lock.py)."""
+    """The lock of a folder, as the I/O under it sees it (io/lock.py)."""
 
     def confirm(self, path: AnyPath, action: str) -> None:
         """Return once this process may `action` ("written", "read"...) `path`;
@@ -154,12 +157,15 @@ class Fence(Protocol):
         """Whether it may act without confirming first (no I/O)."""
 
 
-# The remote folders whose lock this process holds, by same_file_key.
+# The folders whose lock this process holds (or, in a worker process or Ray
+# task, this run's driver holds), by same_file_key.
 _fences: dict[str, Fence] = {}
+# A worker's fences, kept from task to task with what they confirmed.
+_kept: dict[str, Fence] = {}
 
 
 @contextmanager
-def fenced(folder: UPath, lock: Fence) -> Iterator[None]:
+def fenced(folder: AnyPath, lock: Fence) -> Iterator[None]:
     """Make the I/O here under `folder` pass `lock` first, for the block."""
     key = same_file_key(folder)
     _fences[key] = lock
@@ -171,13 +177,36 @@ def fenced(folder: UPath, lock: Fence) -> Iterator[None]:
 
 def fence_of(path: AnyPath) -> Fence | None:
     """The fence of the held folder that holds `path`, if any."""
-    if not _fences or not is_remote(path):
+    if not _fences:
         return None
     key = same_file_key(path)
     for folder, lock in list(_fences.items()):
         if key == folder or key.startswith(folder + "/"):
             return lock
     return None
+
+
+def carried_fences() -> list[tuple[str, Fence]]:
+    """The fences of the folders this process holds, as the worker processes
+    and Ray tasks it starts are to pass them (each lock's `carried`): only
+    the driver holds a lock, and a worker's writes must stop when it does."""
+    found = [(key, getattr(lock, "carried", None)) for key, lock in list(_fences.items())]
+    return [(key, carry()) for key, carry in found if carry is not None]
+
+
+@contextmanager
+def carrying(fences: list[tuple[str, Fence]]) -> Iterator[None]:
+    """In a worker process or Ray task: make the I/O here under the driver's
+    held folders pass their fences (`carried_fences`) for the block."""
+    for key, lock in fences:
+        if _kept.get(key) != lock:  # a new run's, or the first task's
+            _kept[key] = lock
+        _fences[key] = _kept[key]
+    try:
+        yield
+    finally:
+        for key, _ in fences:
+            _fences.pop(key, None)
 
 
 def fence(path: AnyPath, action: str) -> None:

@@ -45,6 +45,8 @@ def atomic_path(path: AnyPath) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name[:200]}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     try:
         yield tmp
+        # Only a worker's may fail: its driver, holding OUT's lock, is gone.
+        storage.fence(path, "written")
         os.replace(tmp, path)
     except OSError as e:
         # PyArrow's write errors name no file: name the output (disk full on
