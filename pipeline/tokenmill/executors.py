@@ -107,6 +107,8 @@ def run_tasks(
     finally:
         bar.close()
         release_memory()
+        if executor != "threads":
+            storage.forget_listings()
 
 
 class _NoBar:

@@ -8,6 +8,7 @@ Runs are killed at known points (tokenmill.faults), never after a delay."""
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -311,6 +312,23 @@ def test_s3_to_s3_is_identical_uninterrupted_and_resumed(
     here("run", remote_data, resumed, *RUN)
     assert_same_run(resumed, local_run())
     assert "files match the manifest" in here("verify", resumed).output
+
+
+@pytest.mark.parametrize("executor", ["processes", "ray"])
+def test_a_rerun_with_workers_sees_what_they_wrote(s3, data, local_run, tmp_path, executor):
+    """The driver lists OUT before its workers write there: the listing it
+    keeps must not hide their outputs from the stages after (merge reading
+    the count table of an input added since the first run)."""
+    fewer = tmp_path / "data"
+    shutil.copytree(data, fewer)
+    added = sorted(fewer.iterdir())[0]
+    added.rename(tmp_path / added.name)
+    url = s3.url("out")
+    processes = ("--vocab-size", "1000", "--workers", "2", "--executor", executor)
+    tokenmill("run", fewer, url, *processes)
+    (tmp_path / added.name).rename(added)
+    tokenmill("run", fewer, url, *processes)
+    assert_same_run(url, local_run())
 
 
 def test_verify_finds_a_local_tokenizer_given_to_a_run_into_s3(

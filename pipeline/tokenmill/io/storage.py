@@ -30,6 +30,7 @@ driver holding its lock is gone.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -258,6 +259,22 @@ def upload(local: Path, dest: UPath) -> None:
         f"{dest}: not written: the lock of its folder went unconfirmed during each of "
         f"{UPLOAD_TRIES} uploads; stopping"
     )
+
+
+def forget_listings() -> None:
+    """Drop what this process's remote filesystems cached of listings and
+    objects' details: other processes (worker processes, Ray tasks) wrote
+    there since, and a listing kept from before hides their outputs from the
+    stages after (or names an object's ETag it no longer has)."""
+    fsspec = sys.modules.get("fsspec")
+    if fsspec is None:
+        return  # nothing remote was opened
+    classes = [fsspec.AbstractFileSystem]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        for fs in list(vars(cls).get("_cache", {}).values()):
+            fs.invalidate_cache()
 
 
 SCRATCH = "tokenmill-scratch"
