@@ -15,7 +15,7 @@ from tokenmill.config import (
     TXT_UNITS,
     WORKERS_PER_CORE,
 )
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import NoSuchPath, TokenmillError
 from tokenmill.tokenizer import MODES, PATTERNS
 
 
@@ -29,6 +29,8 @@ class Location(click.ParamType):
 
         try:
             return location(value)
+        except NoSuchPath as e:  # exit 1, as a local path that does not exist
+            raise click.ClickException(str(e)) from None
         except TokenmillError as e:
             self.fail(str(e), param, ctx)
 

@@ -22,6 +22,7 @@ import re
 __all__ = [
     "DisallowedSpecialTokenError",
     "InputChanged",
+    "NoSuchPath",
     "OptionError",
     "StoreError",
     "TokenmillError",
@@ -68,6 +69,11 @@ class StoreError(TokenmillError):
     """The object store holding an input failed while it was read (unreachable,
     no credentials, a connection dropped after retries): never a bad input, so
     --on-error skip does not skip it; a rerun resumes."""
+
+
+class NoSuchPath(TokenmillError):
+    """A URL that names nothing a file can be in (a store's root, no bucket): a
+    missing path, as a local one that does not exist, not a usage error."""
 
 
 class InputChanged(TokenmillError):

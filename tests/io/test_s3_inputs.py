@@ -310,6 +310,19 @@ def test_a_store_that_says_no_is_one_line(s3, tmp_path):
         find_inputs(location(missing_bucket))
 
 
+def test_a_url_without_a_bucket_is_one_line(s3, tmp_path):
+    missing = tokenmill("run", tmp_path / "missing", tmp_path / "out", *RUN, check=False)
+    for url, args in [
+        ("s3://", ("run", "s3://", tmp_path / "out")),
+        ("s3://", ("run", tmp_path, "s3://")),
+        ("s3:///", ("count", "s3:///", tmp_path / "counts")),
+        ("s3://", ("verify", "s3://")),
+    ]:
+        result = tokenmill(*args, check=False)
+        assert result.returncode == missing.returncode, result.stderr
+        assert result.stderr.strip().splitlines() == [f"Error: {url}: names no bucket"]
+
+
 def test_store_errors_become_one_line():
     import botocore.exceptions
 

@@ -37,7 +37,7 @@ from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Protocol, Union
 
-from tokenmill.errors import StoreError, TokenmillError, WriteError, one_line
+from tokenmill.errors import NoSuchPath, StoreError, TokenmillError, WriteError, one_line
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -73,6 +73,9 @@ def location(value: str | os.PathLike | AnyPath) -> AnyPath:
         ) from None
     except ValueError as e:
         raise TokenmillError(f"{value}: {e}") from None
+    if not path.path.strip("/"):
+        # A store's root: there is nothing tokenmill may list, read or write.
+        raise NoSuchPath(f"{value}: names no bucket")
     return path
 
 
