@@ -261,7 +261,8 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     options = {"include_dashboard": False, "log_to_driver": False}
     try:
         if address:
-            ray.init(address=address, **options)
+            with _one_gcs_attempt():
+                ray.init(address=address, **options)
         else:
             # "local", not None: with None, Ray joins the last cluster
             # `ray start` recorded on this machine (its ray_current_cluster
@@ -271,6 +272,27 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = f"Ray at {address}" if address else "a local Ray"
         raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
+
+
+# Ray tries to reach a cluster's GCS this many times (each attempt waits
+# about 40 s: its connect, then its cluster id), 20 by default: an address
+# where no GCS answers hung a run for over ten minutes. Read at each join.
+RAY_GCS_ATTEMPTS_ENV = "RAY_gcs_server_port_wait_time_s"
+
+
+@contextlib.contextmanager
+def _one_gcs_attempt() -> Iterator[None]:
+    """Join with one attempt at the GCS, unless the environment sets the
+    number: a cluster that is up answers the first; a wrong address then
+    fails in under a minute instead of hanging."""
+    if RAY_GCS_ATTEMPTS_ENV in os.environ:
+        yield
+        return
+    os.environ[RAY_GCS_ATTEMPTS_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(RAY_GCS_ATTEMPTS_ENV, None)
 
 
 def shared_fields(tasks: Sequence[T]) -> dict[str, object]:

@@ -3,11 +3,14 @@ with the same outputs as the local executors."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from runs import copy_sample, manifest, output_files, tokenmill
+from runs import HANG_GUARD_S, copy_sample, manifest, output_files, tokenmill
 
 pytest.importorskip("ray")
 
@@ -42,6 +45,23 @@ def test_ray_address_and_errors_come_back_as_one_line(tmp_path):
     local = tmp_path / "local"
     tokenmill("run", data, local, *RUN, "--on-error", "skip")
     assert output_files(out) == output_files(local)
+
+
+def test_an_address_where_no_ray_answers_is_one_line(tmp_path):
+    data = copy_sample(tmp_path / "data", ["lines.txt"])
+    # One attempt still waits on its cluster id (~30 s): its connect need not add more.
+    env = {"RAY_gcs_rpc_server_connect_timeout_s": "1"}
+    args = ("run", data, tmp_path / "out", *RUN, "--executor", "ray")
+    failed = subprocess.run(
+        [sys.executable, "-m", "tokenmill", *map(str, args), "--ray-address", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=HANG_GUARD_S,  # Ray's own retries took over ten minutes
+    )
+    assert failed.returncode == 1, failed.stderr
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot start or join Ray at 127.0.0.1:1: "), last
 
 
 def test_a_run_with_no_address_starts_its_own_ray_beside_a_stale_cluster_record(tmp_path):
