@@ -28,6 +28,8 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
@@ -43,9 +45,26 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _init_process(threads: int) -> None:
+# How often a worker process looks whether its driver still runs.
+DRIVER_WATCH_S = 0.5
+
+
+def _init_process(threads: int, driver: int) -> None:
     bound_retained_memory()
     _native.set_threads(threads)
+    threading.Thread(
+        target=_exit_without_driver, args=(driver,), name="tokenmill-driver-watch", daemon=True
+    ).start()
+
+
+def _exit_without_driver(driver: int) -> None:
+    """End this worker once its driver is gone (killed: nothing stops the pool).
+    Its writes under OUT are refused then anyway (io/lock.py RunFence), but it
+    would hold its memory and cores until its task ended; an output is written
+    whole or not at all, so ending it mid-task loses nothing."""
+    while os.getppid() == driver:
+        time.sleep(DRIVER_WATCH_S)
+    os._exit(1)
 
 
 def run_tasks(
@@ -207,7 +226,7 @@ def _pool(executor: str, parallel: int, workers: int) -> Executor:
             parallel,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_process,
-            initargs=(max(1, workers // parallel),),
+            initargs=(max(1, workers // parallel), os.getpid()),
         )
     raise ValueError(f"unknown executor {executor!r}")
 

@@ -126,3 +126,29 @@ def test_ctrl_c_ends_a_processes_run_in_one_line_and_stops_its_workers(tmp_path)
         time.sleep(0.05)
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
     assert temporaries(out) == []
+
+
+def test_the_workers_of_a_killed_driver_end_too(tmp_path):
+    """SIGKILL of the driver alone (the OOM killer's choice): nothing stops its
+    pool, and its workers held their memory and cores until their tasks ended
+    (one held here for ever); they end once their driver is gone."""
+    data = tmp_path / "data"
+    for i in range(4):
+        write_shard(data / f"s{i}.jsonl", make_documents(40, seed=i))
+    with paused(["run", data, tmp_path / "out", *RUN], "count-task", 1, tmp_path) as proc:
+        workers = worker_processes(proc.pid)
+        assert workers
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + HANG_GUARD_S
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
