@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from tokenmill.errors import (
         DisallowedSpecialTokenError,
         InputChanged,
+        NoSuchPath,
+        OptionError,
         StoreError,
         TokenmillError,
         WorkerLost,
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DisallowedSpecialTokenError",
     "InputChanged",
+    "NoSuchPath",
+    "OptionError",
     "StoreError",
     "TokenmillError",
     "Tokenizer",

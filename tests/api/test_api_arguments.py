@@ -32,6 +32,8 @@ def tok() -> Tokenizer:
         (lambda t: t.encode("a", eos="no"), "eos='no': want True or False"),
         (lambda t: t.encode_batch(["a"], eos="no"), "eos='no'"),
         (lambda t: t.encode_arrow(pa.array(["a"]), eos=None), "eos=None"),
+        (lambda t: t.encode("a", eos=1), "eos=1: want True or False"),
+        (lambda t: t.encode_batch(["a"], eos=0.0), "eos=0.0: want True or False"),
         (lambda t: t.encode_arrow(["a"]), "not list: use encode_batch"),
     ],
 )
@@ -122,7 +124,12 @@ def test_the_options_each_mode_takes_still_train():
         (["a", "b"], [1, 2.5], "counts[1]=2.5 is not a count"),
         (["a", "b"], [1, True], "counts[1]=True is not a count"),
         (["a", "b"], [1, 2**64], "is not a count"),
-        (["a", None], [1, 2], "train_from_word_counts: texts[1] is NoneType"),
+        (
+            ["a", "b"],
+            [1, 2**63],
+            "counts[1]=9223372036854775808 is not a count (a whole number from 0 to 2**63-1)",
+        ),
+        (["a", None], [1, 2], "train_from_word_counts: words[1] is NoneType"),
         ("ab", [1, 2], "not one text: words= is a list"),
     ],
 )

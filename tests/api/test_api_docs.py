@@ -79,6 +79,8 @@ def test_the_package_exports_only_the_public_api():
         "StoreError",
         "InputChanged",
         "WorkerLost",
+        "NoSuchPath",
+        "OptionError",
     }
     for name in tokenmill.__all__:
         assert getattr(tokenmill, name) is not None

@@ -202,7 +202,7 @@ class Tokenizer:
         import pyarrow as pa
 
         pattern = _training_pattern(mode, pattern, lowercase)
-        words = text_batch(words, "train_from_word_counts", ": words= is a list")
+        words = text_batch(words, "train_from_word_counts", ": words= is a list", "words")
         return cls._train_from_word_arrays(
             pa.array(words, pa.large_string()),
             pa.array(_counts(counts, len(words)), pa.uint64()),
@@ -1289,14 +1289,18 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _check_flag(name: str, value: object) -> None:
-    # A string is true: eos="no" would add the token it asks to leave out.
-    if value not in (True, False):
+    # A string is true: eos="no" would add the token it asks to leave out;
+    # 1 and 0.0 equal True and False, but are no answer to a yes-or-no option.
+    import numpy as np
+
+    if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name}={show(value)}: want True or False")
 
 
 def _counts(counts: Sequence[int], n_words: int) -> list[int]:
-    """train_from_word_counts' `counts`, one whole number in 0..2**64-1 per
-    word: pyarrow would truncate a float and overflow on a negative one."""
+    """train_from_word_counts' `counts`, one whole number in 0..2**63-1 per
+    word (training adds them up in 64-bit signed integers): pyarrow would
+    truncate a float and overflow on a negative one."""
     import operator
 
     out = []
@@ -1305,10 +1309,10 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
             count = operator.index(given)  # int and numpy's integers; not float
         except TypeError:
             count = -1
-        if isinstance(given, bool) or not 0 <= count < 2**64:
+        if isinstance(given, bool) or not 0 <= count < 2**63:
             raise TokenmillError(
                 f"train_from_word_counts: counts[{k}]={show(given)} is not a count "
-                "(a whole number, 0 or more)"
+                "(a whole number from 0 to 2**63-1)"
             )
         out.append(count)
     if len(out) != n_words:
@@ -1318,7 +1322,9 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
     return out
 
 
-def text_batch(texts: Iterable[str], method: str, hint: str = ": use encode") -> list[str]:
+def text_batch(
+    texts: Iterable[str], method: str, hint: str = ": use encode", name: str = "texts"
+) -> list[str]:
     """`texts` as a list of str. A string is an iterable of texts too (its
     characters', silently), and pyarrow takes None for an empty document and
     bytes for text: each is a TypeError naming its place, as `encode(None)` is."""
@@ -1328,5 +1334,5 @@ def text_batch(texts: Iterable[str], method: str, hint: str = ": use encode") ->
     if not all(type(text) is str for text in texts):  # the fast check; then which one
         for k, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"{method}: texts[{k}] is {type(text).__name__}, not str")
+                raise TypeError(f"{method}: {name}[{k}] is {type(text).__name__}, not str")
     return texts
