@@ -35,11 +35,25 @@ def tok() -> Tokenizer:
         (lambda t: t.encode("a", eos=1), "eos=1: want True or False"),
         (lambda t: t.encode_batch(["a"], eos=0.0), "eos=0.0: want True or False"),
         (lambda t: t.encode_arrow(["a"]), "not list: use encode_batch"),
+        (lambda t: t.encode(None), "encode: text= is NoneType, not str"),
+        (lambda t: t.encode(b"hi"), "encode: text= is bytes, not str"),
+        (lambda t: t.encode_ordinary(None), "encode_ordinary: text= is NoneType"),
+        (lambda t: t.encode("x", allowed_special=None), "allowed_special=None: want a set"),
+        (lambda t: t.encode("x", disallowed_special=None), "disallowed_special=None: want"),
+        (lambda t: t.encode_batch(["a"], parallel=None), "parallel=None: want True or False"),
+        (lambda t: t.decode(None), "decode: ids= is NoneType, not a sequence of ids"),
+        (lambda t: t.decode({104: 1}), "decode: ids= is dict, not a sequence of ids"),
+        (lambda t: tokenmill.load(None), "load: path= is NoneType, not a path or URL"),
     ],
 )
 def test_encoding_refuses_what_is_not_text(tok, call, needle):
     with pytest.raises(TypeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         call(tok)
+
+
+def test_decode_names_the_id_that_is_no_integer(tok):
+    with pytest.raises(TokenmillError, match=r"ids\[1\]=1.0 is not an integer"):
+        tok.decode([104, 1.0])
 
 
 def test_a_null_document_is_refused_by_encode_arrow(tok):

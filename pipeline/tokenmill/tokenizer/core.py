@@ -560,6 +560,7 @@ class Tokenizer:
         True
         """
         _check_flag("eos", eos)
+        _check_text(text, "encode")
         allowed = self._allowed_specials([text], allowed_special, disallowed_special)
         if allowed:
             ids: list[int] = []
@@ -582,6 +583,7 @@ class Tokenizer:
         >>> tok.encode_ordinary("hello") == tok.encode("hello")
         True
         """
+        _check_text(text, "encode_ordinary")
         try:
             return self._encode_native(text)
         except UnicodeEncodeError:  # lone surrogates, which UTF-8 cannot hold
@@ -678,6 +680,8 @@ class Tokenizer:
                 raise TokenmillError(
                     f"{name}={show(value)}: want a set of special tokens, or 'all'"
                 )
+            if not isinstance(value, str | Collection):
+                raise TypeError(f"{name}={show(value)}: want a set of special tokens, or 'all'")
         specials = self.special_tokens_set
         allowed = specials if allowed_special == "all" else frozenset(allowed_special)
         if disallowed_special == "all":
@@ -729,6 +733,7 @@ class Tokenizer:
         from tokenmill.io.arrow import arrow_buffers
 
         _check_flag("eos", eos)
+        _check_flag("parallel", parallel)
         docs = _text_array(docs)
         n = len(docs)
         id_type, list_type = self._id_type, self._ids_type
@@ -777,6 +782,8 @@ class Tokenizer:
         ...
         tokenmill.errors.TokenmillError: id 999 is not in the vocabulary (ids 0 to 265, ...)
         """
+        if isinstance(ids, str | Mapping) or not isinstance(ids, Iterable):
+            raise TypeError(f"decode: ids= is {type(ids).__name__}, not a sequence of ids")
         values = self.token_values
         ids = list(ids)
         n = len(values)
@@ -790,8 +797,8 @@ class Tokenizer:
                 )
             parts = [values[i] for i in ids]
         except TypeError:
-            odd = next((i for i in ids if type(i) is not int), None)
-            raise TokenmillError(f"id {show(odd)} is not an integer") from None
+            k, odd = next((k, i) for k, i in enumerate(ids) if type(i) is not int)
+            raise TokenmillError(f"ids[{k}]={show(odd)} is not an integer") from None
         if None in parts:
             raise TokenmillError(
                 f"id {ids[parts.index(None)]} is no token (a gap in a vocabulary of {n})"
@@ -1286,6 +1293,12 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
         first = docs.is_null().to_numpy(zero_copy_only=False).argmax()
         raise TokenmillError(f"encode_arrow: document {first} is null, not a string")
     return large_text(docs)
+
+
+def _check_text(text: object, method: str) -> None:
+    # Else bytes met the regex engine's own error and None Python's, naming neither.
+    if not isinstance(text, str):
+        raise TypeError(f"{method}: text= is {type(text).__name__}, not str")
 
 
 def _check_flag(name: str, value: object) -> None:
