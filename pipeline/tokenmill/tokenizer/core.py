@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields
 from functools import cache, cached_property
@@ -1304,9 +1305,9 @@ def _check_text(text: object, method: str) -> None:
 def _check_flag(name: str, value: object) -> None:
     # A string is true: eos="no" would add the token it asks to leave out;
     # 1 and 0.0 equal True and False, but are no answer to a yes-or-no option.
-    import numpy as np
-
-    if not isinstance(value, bool | np.bool_):
+    # A NumPy bool is one too; if NumPy is not imported, `value` is none.
+    np = sys.modules.get("numpy")
+    if not (isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))):
         raise TypeError(f"{name}={show(value)}: want True or False")
 
 
