@@ -98,3 +98,15 @@ def test_library_errors_name_arguments_and_the_cli_its_options(tmp_path, trained
     (data / "a.txt").write_text(TEXT + "\n", encoding="utf-8")
     result = cli("run", data, tmp_path / "out", "--mode", "char", "--vocab-size", "2", ok=False)
     assert "--vocab-size 2 is below" in result.output and "vocab_size" not in result.output
+
+
+def test_numpy_integers_are_special_token_ids_and_bools_are_not():
+    import numpy as np
+
+    enc = tokenmill.load(GPT2_FILE, special_tokens={"<|endoftext|>": np.int64(50256)})
+    assert enc.special_map == {"<|endoftext|>": 50256}
+    assert type(enc.special_map["<|endoftext|>"]) is int
+    with pytest.raises(TokenmillError, match="has id True"):
+        tokenmill.load(GPT2_FILE, special_tokens={"<|endoftext|>": True})
+    with pytest.raises(TokenmillError, match="has id 50256.0"):
+        tokenmill.load(GPT2_FILE, special_tokens={"<|endoftext|>": 50256.0})

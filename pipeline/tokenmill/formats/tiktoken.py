@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import operator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
@@ -277,6 +278,12 @@ def load(
             f"{path}: special_tokens= wants a dict of each token's id, "
             f"not a {type(special_tokens).__name__}"
         )
+    if special_tokens is not None:
+        # A NumPy integer is an id as an int is (as counts are to train_from_word_counts).
+        special_tokens = {
+            name: i if isinstance(i, bool) or not hasattr(i, "__index__") else operator.index(i)
+            for name, i in special_tokens.items()
+        }
     side = sidecar_path(path)
     if side.is_file() and (pattern is None or special_tokens is None):
         meta = read_sidecar(side)
