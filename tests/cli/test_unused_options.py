@@ -27,10 +27,7 @@ def test_an_option_nothing_acts_on_is_refused(cli, tmp_path, args, message):
     out = tmp_path / "out"
     size = [] if "--count-only" in args else ["--vocab-size", "1000"]  # nothing trains
     result = cli("run", "sample_data", out, *size, *args, ok=False)
-    assert_one_line_error(result, message)
-    # A usage error, as click's own refusals (README, Exit status): 2, help named.
-    assert result.exit_code == 2 and " run --help')" in result.output
-    assert not out.exists()
+    assert_usage_error(result, message, "run", out)
 
 
 @pytest.mark.parametrize(
@@ -48,9 +45,7 @@ def test_a_training_option_with_count_only_is_refused(cli, tmp_path, args, messa
     """Nothing trains: the run ended 0, the option dropped without a word."""
     out = tmp_path / "out"
     result = cli("run", "sample_data", out, "--count-only", *args, ok=False)
-    assert_one_line_error(result, message)
-    assert result.exit_code == 2 and " run --help')" in result.output
-    assert not out.exists()
+    assert_usage_error(result, message, "run", out)
 
 
 @pytest.mark.parametrize(
@@ -63,9 +58,7 @@ def test_a_training_option_with_count_only_is_refused(cli, tmp_path, args, messa
 def test_count_superword_refuses_a_mode_or_pattern_it_would_drop(cli, tmp_path, args, message):
     out = tmp_path / "counts"
     result = cli("count", "sample_data/multilingual.jsonl", out, "--superword", *args, ok=False)
-    assert_one_line_error(result, message)
-    assert result.exit_code == 2 and " count --help')" in result.output
-    assert not out.exists()
+    assert_usage_error(result, message, "count", out)
 
 
 def test_the_same_options_where_they_act_are_taken():
@@ -73,3 +66,11 @@ def test_the_same_options_where_they_act_are_taken():
     Config(per_shard=True, format="megatron")
     Config(executor="ray", ray_address="127.0.0.1:1")
     Config(mode="char", pattern="cl100k")  # the default, which char mode leaves alone
+
+
+def assert_usage_error(result, message: str, command: str, out) -> None:
+    """Refused in one line as a usage error, as click's own refusals (README,
+    Exit status): status 2, the command's help named; nothing written."""
+    assert_one_line_error(result, message)
+    assert result.exit_code == 2 and f" {command} --help')" in result.output
+    assert not out.exists()
