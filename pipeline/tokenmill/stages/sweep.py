@@ -104,11 +104,18 @@ def check_sizes(sizes: list[int], tok: Tokenizer, base: int | None, config: dict
                 f"--vocab-sizes {size} is below the base's {base} ids: no training with "
                 f"--extend {config['extend']} gives it"
             )
-        if not fixed_ids(tok) <= size <= tok.vocab_size:
-            raise OptionError(
-                f"--vocab-sizes {size} is out of range: {fixed_ids(tok)} (no merges) to "
-                f"{tok.vocab_size} (the trained size)"
-            )
+        if (wrong := out_of_range(tok, size)) is not None:
+            raise OptionError(f"--vocab-sizes {wrong}")
+
+
+def out_of_range(tok: Tokenizer, size: int) -> str | None:
+    """What is wrong with `size` as a vocabulary size cut from `tok`, if anything."""
+    if fixed_ids(tok) <= size <= tok.vocab_size:
+        return None
+    return (
+        f"{size} is out of range: {fixed_ids(tok)} (no merges) to "
+        f"{tok.vocab_size} (the trained size)"
+    )
 
 
 def ordinary_bpe(out: AnyPath, tok: Tokenizer, config: dict) -> Tokenizer:
@@ -135,12 +142,9 @@ def ordinary_bpe(out: AnyPath, tok: Tokenizer, config: dict) -> Tokenizer:
 def prefix(tok: Tokenizer, size: int) -> Tokenizer:
     """`tok` with the merges a training to `size` ids would have made: the
     first `size - fixed_ids(tok)` of them (ids of the dropped merges unused)."""
+    if (wrong := out_of_range(tok, size)) is not None:
+        raise TokenmillError(f"vocabulary size {wrong}")
     k = size - fixed_ids(tok)
-    if not 0 <= k <= len(tok.merges):
-        raise TokenmillError(
-            f"vocabulary size {size} is out of range: {fixed_ids(tok)} (no merges) to "
-            f"{tok.vocab_size} (the trained size)"
-        )
     if tok.vocab is None:
         # Numbered afresh, base tokens then merges then specials (an extended
         # tokenizer's special ids among its merges would fall out of range):
