@@ -27,6 +27,13 @@ MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
 WORKERS_PER_CORE = 8  # more threads than this per core only add switching
 MAX_RAY_WORKERS = 100_000
+# `run` options not spelled as their Config field with - for _.
+OPTION_NAMES = {"special_tokens": "--special-token"}
+
+
+def option_name(key: str) -> str:
+    """The `run` option setting the Config field `key`."""
+    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
 
 
 def default_workers() -> int:

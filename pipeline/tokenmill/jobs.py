@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from tokenmill.config import Config
+from tokenmill.config import Config, option_name
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
@@ -49,7 +49,6 @@ TRAINING_KEYS = (
 # min_count and superword_at do): given with --count-only, nothing acts on them.
 # A job file may hold them for the runs that train.
 TRAINED_KEYS = ("vocab_size", "special_tokens", "superword_max_words", "extend_alphabet")
-OPTION_NAMES = {"special_tokens": "--special-token"}  # where not the key with - for _
 # Lists of strings in TOML; `format` may also be one string ("megatron,bin").
 LIST_KEYS = ("special_tokens", "format")
 
@@ -134,11 +133,6 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
         if message.startswith(f"{key}="):  # the library's
             return TokenmillError(f"{job_file}: {key} {message[len(key) + 1 :]}")
     return error
-
-
-def option_name(key: str) -> str:
-    """The `run` option setting the Config field `key`."""
-    return OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
 
 
 def resolve_job(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenmill.config import Config
+from tokenmill.config import Config, option_name
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.tokenizer import BOS, Tokenizer
@@ -59,8 +59,7 @@ def make_plan(
             raise OptionError(
                 "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
             )
-        option = "--" + options[0].replace("_", "-")
-        raise OptionError(f"{option} acts on token shards: not with --count-only")
+        raise OptionError(f"{option_name(options[0])} acts on token shards: not with --count-only")
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
