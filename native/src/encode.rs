@@ -3,6 +3,7 @@
 
 use crate::atoms::Atoms;
 use crate::error::Result;
+use crate::longword;
 use crate::pretok::PreTokenizer;
 use crate::sharedcache::{halves, hash, wide_key, Held, Key, SharedCache, MANY, NO_KEY, SHORT_IDS};
 use crate::superword::Pieces;
@@ -11,8 +12,6 @@ use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Mutex;
 
 /// How a word becomes base symbols.
@@ -34,33 +33,6 @@ impl Alphabet {
         Alphabet::Bytes {
             ids: Box::new(std::array::from_fn(|b| b as u32)),
         }
-    }
-}
-
-/// Positions waiting to merge, by rank; pops the lowest rank's positions sorted.
-#[derive(Default)]
-struct RankQueue {
-    buckets: FxHashMap<u32, Vec<u32>>,
-    ranks: BinaryHeap<Reverse<u32>>,
-}
-
-impl RankQueue {
-    fn push(&mut self, rank: u32, pos: u32) {
-        let ranks = &mut self.ranks;
-        self.buckets
-            .entry(rank)
-            .or_insert_with(|| {
-                ranks.push(Reverse(rank));
-                Vec::new()
-            })
-            .push(pos);
-    }
-
-    fn pop(&mut self) -> Option<(u32, Vec<u32>)> {
-        let Reverse(rank) = self.ranks.pop()?;
-        let mut positions = self.buckets.remove(&rank).unwrap_or_default();
-        positions.sort_unstable();
-        Some((rank, positions))
     }
 }
 
@@ -393,70 +365,10 @@ impl Encoder {
         }
     }
 
-    /// Merging for long words, over a linked list, in near-linear time.
-    ///
-    /// Positions wait in one bucket per rank. All merges of the lowest rank
-    /// are applied left to right before any higher rank (pairs made by a merge
-    /// never have a lower rank than it in a BPE merge list), which is what
-    /// repeatedly merging the lowest-ranked, leftmost pair does.
-    ///
-    /// Links are u32, like the queued positions, and a merged-away symbol is
-    /// marked in its `prev`; `sym` is merged and compacted in place. A word
-    /// costs 12 bytes a symbol plus its queue, where usize links, a flag per
-    /// symbol, a copy of the word and a new result took 25 and more: encoding
-    /// a 10 MB word of random letters (o200k) took 281 MB more than before
-    /// it, now 133 MB, and a 10 MB word of A, C, G, T 0.60 s, now 0.40 s.
-    fn merge_long(&self, mut sym: Vec<u32>) -> Vec<u32> {
-        const NONE: u32 = u32::MAX; // no left neighbour
-        const GONE: u32 = u32::MAX - 1; // merged into its left neighbour
-        let n = sym.len();
-        debug_assert!(n < GONE as usize);
-        let mut next: Vec<u32> = (1..=n as u32).collect();
-        let mut prev: Vec<u32> = (0..n as u32).map(|i| i.wrapping_sub(1)).collect();
-        let mut queue = RankQueue::default();
-        let enqueue = |queue: &mut RankQueue, sym: &[u32], i: usize, j: usize| {
-            if let Some((rank, _)) = self.merge_of((sym[i], sym[j])) {
-                queue.push(rank, i as u32);
-            }
-        };
-        for i in 0..n.saturating_sub(1) {
-            enqueue(&mut queue, &sym, i, i + 1);
-        }
-        while let Some((rank, positions)) = queue.pop() {
-            for i in positions {
-                let i = i as usize;
-                let j = next[i] as usize;
-                if prev[i] == GONE || j >= n {
-                    continue;
-                }
-                // Skip positions whose pair changed since they were queued.
-                let id = match self.merges.get(&(sym[i], sym[j])) {
-                    Some(&(r, id)) if r == rank => id,
-                    _ => continue,
-                };
-                sym[i] = id;
-                prev[j] = GONE;
-                next[i] = next[j];
-                let after = next[i] as usize;
-                if after < n {
-                    prev[after] = i as u32;
-                    enqueue(&mut queue, &sym, i, after);
-                }
-                if prev[i] != NONE {
-                    enqueue(&mut queue, &sym, prev[i] as usize, i);
-                }
-            }
-        }
-        // The first symbol is never merged away, and a kept symbol only
-        // moves left: compact along the links.
-        let (mut kept, mut i) = (0, 0);
-        while i < n {
-            sym[kept] = sym[i];
-            kept += 1;
-            i = next[i] as usize;
-        }
-        sym.truncate(kept);
-        sym
+    /// Merging for long words, in near-linear time and about 8 bytes a
+    /// symbol (`longword`).
+    fn merge_long(&self, sym: Vec<u32>) -> Vec<u32> {
+        longword::merge(sym, |pair| self.merge_of(pair))
     }
 
     /// The ids of a word the short family did not give (`short`: what it

@@ -7,6 +7,7 @@ pub mod count;
 pub mod encode;
 pub mod error;
 pub mod extend;
+pub mod longword;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;

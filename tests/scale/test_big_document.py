@@ -38,6 +38,10 @@ ENCODE_PER_BYTE = {".txt": 2.6, ".jsonl": 3.25, ".parquet": 3.75}
 # pack and bin: the document's ids joined back into one buffer, and a copy
 # (2.05 and 1.9 measured).
 LAYOUT_PER_BYTE = 3.0
+# encode, a document of one word: the text, 4 bytes a symbol and the queue
+# of positions to merge, 4 bytes each (a symbol is a byte, or a character of
+# two or three bytes here: 5.3 measured; two links a symbol more took 8.1).
+WORD_PER_BYTE = 6.5
 SEQ = ["--seq-len", 2048]
 # Letters of several scripts, of two to three UTF-8 bytes as well as one.
 LETTERS = "abcdefghijklmnopqrstuvwxyzαβγδεζηθικλμνξοπρστυφχψωабвгдежзийклмнопрстуфх東京大阪中国語"
@@ -206,10 +210,12 @@ def test_encode_writes_a_batch_once_the_reader_has_moved_on():
 def test_a_word_as_large_as_the_document(tmp_path):
     """A document without a space is one word: counted, it is the count
     table's one entry, written without min/max statistics, which copied the
-    word twice more."""
-    piece = "".join(random.Random(0).choices(LETTERS, k=1 << 20)).encode()
+    word twice more. Encoded, it is merged whole (a merge can reach across
+    all of it): a symbol costs its id and its place in the queue, not two
+    links more (docs/memory.md)."""
+    piece = "".join(random.Random(0).choices(LETTERS, k=1 << 20))
     path = tmp_path / "word.txt"
-    path.write_bytes(piece * (SIZE // len(piece) + 1))
+    path.write_bytes(piece.encode() * (SIZE // len(piece.encode()) + 1))
     (tmp_path / "tiny.txt").write_text("tiny", encoding="utf-8")
     size = path.stat().st_size
     unit = ["--txt-unit", "file"]
@@ -219,6 +225,16 @@ def test_a_word_as_large_as_the_document(tmp_path):
     (shard,) = (tmp_path / "c").glob("*.parquet")
     assert pq.read_table(shard)["count"].to_pylist() == [1]
     assert count <= 3.5 * size, f"{size >> 20} MB: count {count >> 20} MB"
+
+    chunks = [piece[i : i + 64] for i in range(0, len(piece), 64)]
+    Tokenizer.train(chunks, vocab_size=1000).save(tmp_path / "tok.json")
+    tok = ["--tokenizer", tmp_path / "tok.json", *unit]
+    encode = growth(
+        "encode", [path, tmp_path / "e", *tok], [tmp_path / "tiny.txt", tmp_path / "te", *tok]
+    )
+    ids = shard_ids(tmp_path / "e")
+    assert Tokenizer.load(tmp_path / "tok.json").decode(ids[:-1].to_pylist()) == path.read_text()
+    assert encode <= WORD_PER_BYTE * size, f"{size >> 20} MB, {len(ids)} tokens: {encode >> 20} MB"
 
 
 def test_one_chunk_is_not_copied_into_one_array():
