@@ -115,6 +115,25 @@ def test_a_tokenizer_the_shards_were_not_encoded_with_is_refused_as_stats_refuse
     assert not (copy / "sweep.json").exists() or read_sweep(copy) == read_sweep(out)
 
 
+def test_an_input_changed_since_the_run_is_refused(swept, tmp_path):
+    """sweep encodes the run's documents again from DATA: another text there
+    would be measured as the run's, as stats and verify refuse it."""
+    _, data, out = swept
+    copy, changed = tmp_path / "out", tmp_path / "data"
+    shutil.copytree(out, copy)
+    shutil.copytree(data, changed)
+    with open(changed / "lines.txt", "a", encoding="utf-8") as f:
+        f.write("a line the run never read\n")
+    result = CliRunner().invoke(main, ["sweep", str(copy), "--data", str(changed)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {changed / 'lines.txt'}: changed since the run (not the sha256 its manifest "
+        "records); sweep measures the run's documents: run again, or give --held-out\n"
+    )
+    assert not (copy / "sweep.json").exists() or read_sweep(copy) == read_sweep(out)
+    assert CliRunner().invoke(main, ["sweep", str(copy), "--data", str(data)]).exit_code == 0
+
+
 @pytest.mark.parametrize("lines", [['{"text": ""}', '{"text": ""}'], []])
 def test_held_out_text_with_nothing_to_measure_is_refused(swept, tmp_path, lines):
     """Empty documents, or none: sweep printed "bytes per token None to None" and

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -35,11 +36,14 @@ import pyarrow.compute as pc
 
 from tokenmill.errors import OptionError, TokenmillError, one_line
 from tokenmill.io.columns import has_column, read_column
+from tokenmill.io.files import file_sha256
 from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
+from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
-from tokenmill.stages.layout import SWEEP
+from tokenmill.stages.layout import MANIFEST, SWEEP
+from tokenmill.stages.manifest import read_manifest
 from tokenmill.stages.results import SweepResult, bpe_stops
 from tokenmill.stages.split import document_hashes
 from tokenmill.stages.stats import (
@@ -197,6 +201,23 @@ def sampled_rows(shards: list[TokenShard], sample: int | None) -> list[np.ndarra
     return [np.sort(flat[chosen[owner[chosen] == i]]) for i in range(len(shards))]
 
 
+def refuse_changed_inputs(out: AnyPath, inputs: Sequence[tuple[AnyPath, str, object]]) -> None:
+    """The run's documents are measured again from DATA: an input that
+    changed since would be measured as if the run had read it."""
+    if not (out / MANIFEST).is_file():
+        return
+    recorded = {e["path"]: e for e in read_manifest(out).get("inputs", [])}
+    for path, name, _ in inputs:
+        entry = recorded.get(name)
+        if entry is not None and (
+            file_size(path) != entry["bytes"] or file_sha256(path) != entry["sha256"]
+        ):
+            raise TokenmillError(
+                f"{path}: changed since the run (not the sha256 its manifest records); "
+                "sweep measures the run's documents: run again, or give --held-out"
+            )
+
+
 def run_sweep(
     out: AnyPath,
     *,
@@ -247,6 +268,7 @@ def run_sweep(
             (input_path(data, shard), shard.source, wanted)
             for shard, wanted in zip(shards, sampled_rows(shards, sample), strict=True)
         ]
+        refuse_changed_inputs(out, inputs)
     # Per source: documents, bytes, then the tokens at each size (and ordinary BPE's).
     sources: dict[str, np.ndarray] = {}
     for path, name, wanted in inputs:
