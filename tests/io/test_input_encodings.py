@@ -110,6 +110,24 @@ def test_a_utf8_byte_order_mark_still_starts_json_lines(tmp_path):
 
 
 @pytest.mark.parametrize("unit", ["line", "paragraph", "file"])
+def test_a_utf8_byte_order_mark_is_no_text_in_any_unit(tmp_path, unit):
+    """An editor's mark before the first line is not part of the first
+    document (it became a token of the vocabulary), and a file of nothing
+    else holds no document, as in JSON Lines."""
+    text = "first line\n\nsecond\n"
+    marked, plain, alone = tmp_path / "marked.txt", tmp_path / "plain.txt", tmp_path / "alone.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plain.write_text(text, encoding="utf-8")
+    alone.write_bytes(b"\xef\xbb\xbf")
+    docs = [d.to_pylist() for _, d in read_batches(marked, txt_unit=unit)]
+    assert docs == [d.to_pylist() for _, d in read_batches(plain, txt_unit=unit)]
+    assert list(read_batches(alone, txt_unit=unit)) == []
+    only = tmp_path / "alone.jsonl"
+    only.write_bytes(b"\xef\xbb\xbf\n" + json.dumps({"text": "x"}).encode() + b"\n")
+    assert read_all(only) == (["x"], [])
+
+
+@pytest.mark.parametrize("unit", ["line", "paragraph", "file"])
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
 def test_text_with_a_utf16_or_utf32_byte_order_mark_is_a_bad_file(tmp_path, encoding, unit):
     # Without the check, UTF-16 text of ASCII letters reads as valid UTF-8, a

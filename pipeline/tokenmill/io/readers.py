@@ -115,6 +115,9 @@ WIDE_BOMS = {
     b"\xff\xfe": "UTF-16",
     b"\xfe\xff": "UTF-16",
 }
+# UTF-8's byte-order mark, which some editors begin a file with: not text
+# (Python's utf-8-sig drops it), so a line-format file's is dropped.
+UTF8_BOM = b"\xef\xbb\xbf"
 # What reading a file can raise when the file, not a document, is bad.
 READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
@@ -463,6 +466,7 @@ def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytearray, pa
                 break
             if first:
                 _check_not_wide(path, block)
+                block = block.removeprefix(UTF8_BOM)
                 first = False
             end = block.find(b"\n")
             if end >= 0 and len(carry) + end > TEXT_BLOCK_BYTES:
@@ -661,6 +665,8 @@ def _file_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBa
             # The file held a document if anything but whitespace was read.
             raise _StreamBroken(e, int(bool(data) and not data.isspace())) from e
     _check_not_wide(path, data)
+    if data.startswith(UTF8_BOM):
+        del data[: len(UTF8_BOM)]  # in place: a copy would hold the file twice
     if data and not data.isspace():  # strip() would copy the file
         yield RawBatch(_binaries([data]), {}, [1])
 
@@ -743,7 +749,7 @@ def _check_json_lines(path: AnyPath) -> None:
         # A read may give less (a compressed stream ending): the head is read whole.
         while sum(map(len, parts)) < 1 << 16 and (piece := stream.read(1 << 16)):
             parts.append(piece)
-    head = b"".join(parts)[: 1 << 16]
+    head = b"".join(parts)[: 1 << 16].removeprefix(UTF8_BOM)
     lines = head.split(b"\n")
     complete = lines[:-1]  # the last piece may be a line cut short by the read
     first = next((line.strip() for line in lines if line.strip()), b"")
