@@ -649,8 +649,9 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
     PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
     documents). Documents are concatenated in input order, each ending with
     <|endoftext|>; what is left after a shard's last full row starts the next
-    shard's first row. With --val-fraction, train and validation documents are
-    packed apart, into PACKED_DIR/train and PACKED_DIR/val."""
+    shard's first row. With --val-fraction (the one encode or the mix split
+    TOKENS_DIR by, when either did), train and validation documents are packed
+    apart, into PACKED_DIR/train and PACKED_DIR/val."""
     from tokenmill.config import check_workers, default_workers
     from tokenmill.stages.pack import run_pack
     from tokenmill.stages.split import split_token_shards
@@ -686,8 +687,9 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
 def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction, force):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,
     nanoGPT style: <shard>.bin (uint16, or uint32 above 65536 ids, little-endian),
-    <shard>.idx.npy (document offsets) and index.json; with --val-fraction, all
-    shards as train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
+    <shard>.idx.npy (document offsets) and index.json; with --val-fraction (the
+    one encode or the mix split TOKENS_DIR by, when either did), all shards as
+    train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from tokenmill.config import check_workers, default_workers
     from tokenmill.layouts.bin import bin_tokenizer, run_bin
     from tokenmill.stages.split import split_token_shards

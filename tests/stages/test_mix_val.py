@@ -174,3 +174,38 @@ def test_a_fractional_epoch_takes_that_share_of_the_held_out_tokens():
     assert val_budget(Share("x", epochs=0.5), 500, held=300, fraction=0.25) == 150
     assert val_budget(Share("x", epochs=3.0), 1500, held=300, fraction=0.25) == 300
     assert val_budget(Share("x", tokens=90), 90, held=300, fraction=0.25) == 30
+
+
+def test_standalone_pack_and_bin_of_the_parts_split_as_the_mix_did_or_refuse(runs, cli, tmp_path):
+    """The parts of a split mixture, packed or binned without --val-fraction,
+    went into one stream (a row of a training and a validation document), and
+    another fraction was taken as the mix's: refused, as for encode's split
+    shards; with the mix's fraction, what the run wrote."""
+    mix = runs[0] / "mix"
+    for fraction in ((), ("--val-fraction", "0.3")):
+        for args in (
+            ("bin", mix, tmp_path / "b"),
+            ("pack", mix, tmp_path / "p", "--seq-len", "64"),
+        ):
+            result = cli(*args, *fraction, ok=False)
+            assert result.exit_code == 1
+            assert_one_line_error(result, f"{mix}/part-00000.parquet: the mix split its documents")
+            assert not args[2].exists()
+    cli("bin", mix, tmp_path / "b", "--val-fraction", str(FRACTION))
+    for name in ("train.bin", "val.bin", "train.idx.npy", "val.idx.npy"):
+        assert (tmp_path / "b" / name).read_bytes() == (runs[0] / "bin" / name).read_bytes()
+    cli("pack", mix, tmp_path / "p", "--seq-len", "64", "--val-fraction", str(FRACTION))
+    assert sorted(p.name for p in (tmp_path / "p").iterdir() if p.is_dir()) == ["train", "val"]
+
+
+def test_standalone_pack_of_parts_without_a_split_refuses_to_split_them(cli, tmp_path):
+    """Split anew, a repeated document's copies would fall in both splits."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[mix]\n" + RECIPE)
+    out = tmp_path / "out"
+    cli("run", data, out, "--tokenizer", tok, "--mix", recipe, "--workers", "1")
+    result = cli("pack", out / "mix", tmp_path / "p", "--seq-len", "64", "--val-fraction", "0.1",
+                 ok=False)  # fmt: skip
+    assert_one_line_error(result, "part-00000.parquet: the mix held out no documents")
+    assert not (tmp_path / "p").exists()

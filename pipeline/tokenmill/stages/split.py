@@ -17,9 +17,11 @@ golden-ratio increment.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
+
+from tokenmill.errors import TokenmillError
 
 if TYPE_CHECKING:
     from tokenmill.io.storage import AnyPath
@@ -105,27 +107,54 @@ def split_token_shards(
     tokens_dir: AnyPath, fraction: float, names: list[str] | None = None
 ) -> list[TokenShard]:
     """The token shards of `tokens_dir` (or those `names`) for a standalone pack
-    or bin to split by `fraction`, refused unless encode split them so: rows
-    that record their split (encode's --val-fraction) must be those `fraction`
-    gives, or validation documents would go into training data, or be split
-    anew. A mixture's part is one split whole."""
+    or bin to split by `fraction`, refused unless encode (or the mix) split
+    them so: rows that record their split (encode's --val-fraction) must be
+    those `fraction` gives, and a mixture's parts must be split as the mix
+    was, or validation documents would go into training data, or be split
+    anew (which would put one copy of a repeated document in each split)."""
     import pyarrow.compute as pc
 
-    from tokenmill.errors import TokenmillError
     from tokenmill.stages.tokens import token_shards
 
     shards = token_shards(tokens_dir, names)
     for shard in shards:
-        if shard.split or not shard.split_column:
+        if shard.mixed:
+            recorded = mix_fraction(shard)
+            if recorded == 0 and fraction:
+                raise TokenmillError(
+                    f"{shard.path}: the mix held out no documents; give no --val-fraction"
+                )
+            if recorded != fraction:
+                refuse_split(shard.path, "the mix", fraction)
+            continue
+        if not shard.split_column:
             continue
         for batch in shard.batches(columns=("row", "split")):
             rows = batch.column("row").to_numpy()
             recorded = pc.equal(batch.column("split"), VAL).to_numpy(zero_copy_only=False)
             if not np.array_equal(recorded, shard_is_val(shard, rows, fraction)):
-                given = (
-                    f"another --val-fraction than {fraction:g}" if fraction else "--val-fraction"
-                )
-                raise TokenmillError(
-                    f"{shard.path}: encode split its documents by {given}; give the one it ran with"
-                )
+                refuse_split(shard.path, "encode", fraction)
     return shards
+
+
+def mix_fraction(shard: TokenShard) -> float | None:
+    """The --val-fraction a mixture's part was split by (0: none), as part 0
+    of its folder records it; None when that record cannot be read."""
+    from tokenmill.io.files import parquet_json_metadata
+    from tokenmill.io.metadata import STATE
+    from tokenmill.stages.layout import mix_part
+
+    if not shard.split:
+        return 0.0
+    state = parquet_json_metadata(shard.path.parent / mix_part(0), STATE)
+    try:
+        return float(state["result"]["mix"]["val"]["fraction"])  # type: ignore[index]
+    except (TypeError, LookupError, ValueError):
+        return None
+
+
+def refuse_split(path: AnyPath, stage: str, fraction: float) -> NoReturn:
+    given = f"another --val-fraction than {fraction:g}" if fraction else "--val-fraction"
+    raise TokenmillError(
+        f"{path}: {stage} split its documents by {given}; give the one it ran with"
+    )

@@ -61,6 +61,8 @@ class TokenShard:
     split: str = ""
     # Whether each row records its document's split (encode with --val-fraction).
     split_column: bool = False
+    # A mixture's part (stages/mix.py): its rows are copies of other shards' rows.
+    mixed: bool = False
     # The documents written over several rows: row -> (rows, ids).
     continued: dict[int, tuple[int, int]] = field(default_factory=dict, hash=False)
 
@@ -263,6 +265,7 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         id_dtype=np.dtype(str(id_type)),
         split=meta.get(SPLIT, b"").decode(),
         split_column="split" in schema.names,
+        mixed="input_row" in schema.names,
         continued=continued,
     )
 
