@@ -114,6 +114,23 @@ def test_a_source_the_fraction_holds_out_whole_is_refused(cli, tmp_path):
     assert_one_line_error(result, "mix.long: --val-fraction 0.99 holds out all 20 of its documents")
 
 
+def test_a_recipe_that_takes_no_held_out_document_is_refused(cli, tmp_path):
+    """The corpus holds documents out, but a budget's share of them rounds to
+    no token: the layouts' val files held no ids (numpy cannot map them), and
+    a rerun wrote the same. Refused as a fraction holding out nothing is."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[mix]\nshort = 1\n")  # validation: round(1 * 0.25 / 0.75) tokens
+    out = tmp_path / "out"
+    result = cli("run", data, out, "--tokenizer", tok, "--mix", recipe, "--val-fraction",
+                 str(FRACTION), "--workers", "1", "--format", "bin", ok=False)  # fmt: skip
+    assert result.exit_code == 1
+    assert_one_line_error(
+        result, f"{recipe}: mix: --val-fraction 0.25 puts none of the 1 documents it takes in val"
+    )
+    assert not (out / "bin").exists() and not (out / "mix").exists()
+
+
 def test_each_split_of_a_per_shard_layout_holds_its_own_parts_only(runs, cli, monkeypatch):
     """A part is of one split: no file of it (empty, or holding the other
     split's last packed row) stands in the other split's folder."""

@@ -18,7 +18,8 @@ recipe source its held-out documents, each once: of a source given in
 epochs E, min(E, 1) of their tokens (all of them from one epoch up), of a
 budget or weight B, up to B * F / (1 - F) tokens (a subset chosen as
 above): the mixture's proportions, on documents never trained on. A source
-F holds out whole is refused: it has nothing to train on.
+F holds out whole is refused: it has nothing to train on; so is a
+validation set of no document, whose layout files would hold no ids.
 
 A document's class is group * splits + split: its source (stages/sources.py)
 and, with F, its split (0 train, 1 validation).
@@ -39,6 +40,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.recipe import Recipe, Share
 from tokenmill.stages.shuffle import Rule, hashes
 from tokenmill.stages.sources import Group, Index
+from tokenmill.stages.split import TRAIN, VAL, check_split_holds
 from tokenmill.stages.tokens import TokenShard
 
 
@@ -231,4 +233,7 @@ def account(
             "tokens": sum(line["val"]["taken"]["tokens"] for line in lines),
             "parts": 0,
         }
+        # The corpus may hold out documents while the recipe takes none of
+        # them (its sources' held-out share, or a budget's, rounds to 0).
+        check_split_holds({TRAIN: summary, VAL: summary["val"]}, fraction, where)
     return summary

@@ -58,6 +58,7 @@ from tokenmill.stages.results import (
     StageResult,
     check_read,
 )
+from tokenmill.stages.split import check_split_holds
 from tokenmill.stages.state import state_file
 from tokenmill.stages.tokens import TokenShard, token_shards
 from tokenmill.stages.train import run_train
@@ -241,19 +242,6 @@ def merge_superwords(
 
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
-
-
-def check_split_holds(split: dict, fraction: float) -> None:
-    """Refuse a --val-fraction that leaves a split without a document: an
-    empty validation set is none, and its layout files of no ids are ones
-    trainers cannot map."""
-    for side, other in (("val", "train"), ("train", "val")):
-        if not split.get(side, {}).get("documents"):
-            n = split.get(other, {}).get("documents", 0)
-            raise TokenmillError(
-                f"--val-fraction {fraction} puts none of the {n} documents in {side} "
-                f"(every one in {other}): give a {'larger' if side == 'val' else 'smaller'} one"
-            )
 
 
 def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> None:

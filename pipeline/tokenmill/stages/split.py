@@ -103,6 +103,21 @@ def total_counts(results: list[dict]) -> dict:
     return total
 
 
+def check_split_holds(split: dict, fraction: float, where: str = "") -> None:
+    """Refuse a --val-fraction that leaves a split without a document: an
+    empty validation set is none, and its layout files of no ids are ones
+    trainers cannot map. `where`: the recipe (recipe.Recipe.where) whose
+    mixture `split` counts, when it is one's."""
+    for side, other in ((VAL, TRAIN), (TRAIN, VAL)):
+        if not split.get(side, {}).get("documents"):
+            n = split.get(other, {}).get("documents", 0)
+            raise TokenmillError(
+                f"{where + ': ' if where else ''}--val-fraction {fraction} puts none of the "
+                f"{n} documents {'it takes ' if where else ''}in {side} (every one in {other}): "
+                f"give a {'larger' if side == VAL else 'smaller'} one"
+            )
+
+
 def split_token_shards(
     tokens_dir: AnyPath, fraction: float, names: list[str] | None = None
 ) -> list[TokenShard]:
