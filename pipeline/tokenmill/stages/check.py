@@ -22,7 +22,10 @@ whatever would not train as the run meant it to:
    in DATA (char mode keeps words, not the spaces between them: there the
    text is compared as char mode reads it), and DATA's inputs are still the
    ones the run read; each token shard records the input the manifest lists
-   it for.
+   it for;
+6. with a mixture (OUT/mix/, which the layouts were written from), each of
+   its parts' rows is the token shard row it names (stages/check_mix.py),
+   and the layouts' problems name the part.
 
 The token shards are the source of truth: the layouts are compared with
 them. `verify` checks that OUT's files are the bytes the run wrote; `check`,
@@ -47,6 +50,7 @@ from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.layouts import MODULES, Document, Layout, layout
 from tokenmill.stages.check_documents import Frame, compare
+from tokenmill.stages.check_mix import Digests, part_problems
 from tokenmill.stages.layout import MANIFEST, TOKENIZER
 from tokenmill.stages.manifest import read_manifest
 from tokenmill.stages.results import CheckResult
@@ -67,6 +71,7 @@ class Run:
     eos: bool  # encode ended every row in <|endoftext|>
     bos: int | None  # --bos: the id put first in every layout's documents
     fraction: float  # --val-fraction
+    layout_folder: str = "tokens"  # of layout_shards in OUT
 
     @property
     def config(self) -> dict:
@@ -98,7 +103,8 @@ def load_run(out: AnyPath, problems: list[str]) -> Run:
     parts = [e["path"] for e in manifest.get("files", []) if e["path"].startswith("mix/")]
     mixed = [open_token_shard(out / p, p.removeprefix("mix/")) for p in parts]
     fraction = float(config.get("val_fraction", 0.0))
-    return Run(out, manifest, tok, shards, mixed or shards, eos, bos, fraction)
+    folder = "mix" if mixed else "tokens"
+    return Run(out, manifest, tok, shards, mixed or shards, eos, bos, fraction, folder)
 
 
 # ---- 4: the tokenizer each part of OUT records ----------------------------
@@ -205,9 +211,12 @@ def sample_positions(run: Run, n: int) -> np.ndarray:
     return np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(np.int64))
 
 
-def scan_shards(run: Run, positions: np.ndarray) -> tuple[list[str], list[Sampled]]:
+def scan_shards(
+    run: Run, positions: np.ndarray, table: Digests | None = None
+) -> tuple[list[str], list[Sampled]]:
     """Every row's end (check 3) and ids within the vocabulary, shard by
-    shard; and the rows at `positions` (check 5)."""
+    shard; the rows at `positions` (check 5); and into `table`, each
+    document's digest (check 6)."""
     problems, sampled, first = [], [], 0
     eos, size = run.eos_id(), run.tok.vocab_size
     for shard in run.shards:
@@ -225,6 +234,8 @@ def scan_shards(run: Run, positions: np.ndarray) -> tuple[list[str], list[Sample
                     bad_end += int(bad.sum())
                     first_bad = first_bad if first_bad is not None else int(rows[bad][0])
             beyond += int((flat >= size).sum())
+            if table is not None:
+                table.add(shard, rows, flat, offsets)
             here = positions[(positions >= first + done) & (positions < first + done + len(lens))]
             for i in (here - first - done).tolist():
                 sampled.append(
@@ -341,12 +352,12 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     frame = Frame(run.eos_id(), run.bos, lay.ends_in_eos, run.fraction)
     shards = run.layout_shards
     order = list(range(len(shards)))
-    compared = compare(where, read, shards, order, frame)
+    compared = compare(where, read, shards, order, frame, run.layout_folder)
     # One set of files per token shard may come back in the order of the files'
     # names rather than of the inputs: either is the corpus.
     by_name = sorted(order, key=lambda k: shards[k].name)
     if compared.problems and by_name != order:
-        again = compare(where, read, shards, by_name, frame)
+        again = compare(where, read, shards, by_name, frame, run.layout_folder)
         compared = compared if again.problems else again
     how = (
         reader if framework else f"tokenmill's reader: {reader} is not installed or does not import"
@@ -395,8 +406,11 @@ def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -
     problems: list[str] = []
     run = load_run(out, problems)
     problems += tokenizer_problems(run) + source_problems(run)
-    scanned, sampled = scan_shards(run, sample_positions(run, decode))
+    table = Digests() if run.layout_folder == "mix" else None
+    scanned, sampled = scan_shards(run, sample_positions(run, decode), table)
     problems += scanned
+    if table is not None:
+        problems += part_problems(run.layout_shards, table)
     names, missing = layouts_of(run)
     problems += missing
     layouts = []

@@ -184,9 +184,11 @@ def compare(
     shards: list[TokenShard],
     order: list[int],
     frame: Frame,
+    folder: str = "tokens",
 ) -> Compared:
     """The documents `read` gives of the layout in folder `where` against the
-    token shards taken in `order`."""
+    token shards taken in `order`, which are in OUT's `folder` (tokens, or
+    mix for a mixture's parts)."""
     wanted = SPLITS if frame.fraction > 0 else ("",)
     sides: dict[str, Side] = {}
     dtypes: set[np.dtype] = set()
@@ -208,9 +210,8 @@ def compare(
                 assert want.shard is not None and want.rows is not None
                 shard = shards[int(want.shard[i])]
                 how = why(got.doc(i, got.starts()[i]), want.doc(i, want.starts()[i]), frame)
-                side.first = (
-                    f"document {side.documents + i} (tokens/{shard.name} row {want.rows[i]}): {how}"
-                )
+                at = f"{folder}/{shard.name} row {want.rows[i]}"
+                side.first = f"document {side.documents + i} ({at}): {how}"
             side.differ += len(differ)
             side.documents += len(got)
             side.compared += len(want)

@@ -42,7 +42,11 @@ def shard_key(name: str) -> np.uint64:
 
 def document_hashes(name: str, rows: np.ndarray) -> np.ndarray:
     """The uint64 hash of each row of shard `name` (splitmix64 over row XOR key)."""
-    x = np.asarray(rows, np.uint64) ^ shard_key(name)
+    return splitmix64(np.asarray(rows, np.uint64) ^ shard_key(name))
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's step on each uint64 of `x`: the golden-ratio increment, then its finalizer."""
     with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
         x = x + _GOLDEN
         x = (x ^ (x >> np.uint64(30))) * _MIX1
