@@ -191,6 +191,21 @@ def test_a_token_shard_copied_over_another(cli, out, monkeypatch):
     one_problem(result, "tokens/a.jsonl.parquet: holds the tokens of input c.txt, the manifest")
 
 
+def test_a_packed_row_whose_sequence_number_is_out_of_place(cli, out, monkeypatch):
+    """A loader indexing rows by `sequence` would read one row twice, or never;
+    the documents read back in file order are still all there."""
+    hide_trainers(monkeypatch)
+    path = sorted((out / "packed").rglob("*.parquet"))[0]
+    table = pq.read_table(path)
+    numbers = table["sequence"].to_pylist()
+    numbers[0] = 999999
+    at = table.schema.get_field_index("sequence")
+    table = table.set_column(at, table.schema.field(at), pa.array(numbers, pa.uint64()))
+    pq.write_table(table, path)
+    result = check(cli, out, ok=False)
+    one_problem(result, "packed/: the rows' sequence numbers are not 0 to ", "each once")
+
+
 def test_a_sample_document_whose_text_changed(cli, clean, tmp_path, monkeypatch):
     hide_trainers(monkeypatch)
     data = shutil.copytree(clean[0], tmp_path / "data")

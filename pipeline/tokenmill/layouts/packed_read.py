@@ -38,6 +38,24 @@ def in_stream_order(paths: list[AnyPath]) -> list[AnyPath]:
     return [path for _, path in sorted(first, key=lambda sp: sp[0])]
 
 
+def sequence_problems(folder: AnyPath, where: str) -> list[str]:
+    """Whether the rows' `sequence` numbers in one stream of packed shards are
+    0 to n - 1, each once: a loader that indexes rows by it (or sorts by it)
+    would otherwise read a row twice, or never."""
+    found = []
+    for path in parquet_files(folder):
+        with parquet_file(path) as pf:
+            found.append(pf.read(columns=["sequence"]).column(0).to_numpy())
+    numbers = np.sort(np.concatenate(found)) if found else np.empty(0, np.uint64)
+    wrong = np.flatnonzero(numbers != np.arange(len(numbers), dtype=numbers.dtype))
+    if not len(wrong):
+        return []
+    return [
+        f"{where}: the rows' sequence numbers are not 0 to {len(numbers) - 1}, each once "
+        f"(the first not in place: {numbers[wrong[0]]})"
+    ]
+
+
 def stream_batches(folder: AnyPath) -> Iterator[pa.RecordBatch]:
     """The rows (ids, documents) of one stream of packed shards in stream order."""
     files = in_stream_order(parquet_files(folder))

@@ -54,6 +54,7 @@ from tokenmill.stages.check_mix import Digests, part_problems
 from tokenmill.stages.layout import MANIFEST, TOKENIZER
 from tokenmill.stages.manifest import read_manifest
 from tokenmill.stages.results import CheckResult
+from tokenmill.stages.split import SPLITS
 from tokenmill.stages.tokens import TokenShard, list_ids, open_token_shard
 from tokenmill.tokenizer import BOS, ENDOFTEXT, Tokenizer
 
@@ -365,6 +366,11 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     summary = {"name": name, "folder": where, "documents": compared.documents, "read_with": how}
     summary["equal"] = not compared.problems
     problems = compared.problems
+    if name == "packed":
+        from tokenmill.layouts.packed_read import sequence_problems
+
+        for side in SPLITS if run.fraction > 0 else ("",):
+            problems += sequence_problems(folder / side if side else folder, f"{where}{side}")
     for dtype in sorted(compared.dtypes, key=str):
         problems += dtype_problems(where, dtype, run.tok.vocab_size)
     try:
