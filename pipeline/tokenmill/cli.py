@@ -128,10 +128,13 @@ def os_error_line(e: OSError) -> str:
 
 
 @contextlib.contextmanager
-def output_folder(data: Path | None, folder: Path, option: str, force: bool = False):
+def output_folder(
+    data: Path | None, folder: Path, option: str, force: bool = False, data_option: str = "DATA"
+):
     """A stage's own output folder, locked for the command (one run per folder),
-    never holding DATA, nor in or around another output folder, nor someone
-    else's folder unless `force`, and rid of the temporaries of killed runs."""
+    never holding `data` (the command's input, its argument `data_option`), nor
+    in or around another output folder, nor someone else's folder unless
+    `force`, and rid of the temporaries of killed runs."""
     from tokenmill.io.inputs import check_overlap
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
@@ -139,7 +142,7 @@ def output_folder(data: Path | None, folder: Path, option: str, force: bool = Fa
     from tokenmill.stages.layout import check_out_folder
 
     if data is not None:
-        check_overlap(location(data), location(folder), option)
+        check_overlap(location(data), location(folder), option, data_option)
     check_out_folder(folder, force, whole=True)
     with output_lock(folder) as lock:
         lock.record(data)
@@ -658,7 +661,7 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
 
     workers = check_workers(workers or default_workers(), "threads")
     shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
-    with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force):
+    with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force, "TOKENS_DIR"):
         summary = run_pack(
             tokens_dir,
             packed_dir,
@@ -698,7 +701,7 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
     # Refused before any write: another split than encode's, another tokenizer.
     shards = split_token_shards(tokens_dir, val_fraction)
     tok = bin_tokenizer(shards, tokenizer_file) if bos or tokenizer_file else None
-    with output_folder(tokens_dir, bin_dir, "BIN_DIR", force):
+    with output_folder(tokens_dir, bin_dir, "BIN_DIR", force, "TOKENS_DIR"):
         summary = run_bin(
             tokens_dir,
             bin_dir,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_documents, write_shard
+from conftest import assert_one_line_error, make_documents, write_shard
 from runs import output_files
 
 from tokenmill.errors import TokenmillError
@@ -124,6 +124,19 @@ def test_pack_command_equals_run_pack(corpus, cli, tmp_path):
     cli("pack", out / "tokens", tmp_path / "again", "--seq-len", "50")
     again = output_files(tmp_path / "again")
     assert again == output_files(out / "packed") and len(again) == len(INPUT_ORDER)
+
+
+def test_pack_and_bin_into_their_own_input_name_their_own_arguments(corpus, cli, tmp_path):
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN)
+    tokens = out / "tokens"
+    for command, folder, extra in (
+        ("pack", "PACKED_DIR", ("--seq-len", "8")),
+        ("bin", "BIN_DIR", ()),
+    ):
+        result = cli(command, tokens, tokens, *extra, ok=False)
+        assert result.exit_code == 1
+        assert_one_line_error(result, f"{tokens}: TOKENS_DIR is {folder} {tokens}; give {folder}")
 
 
 def test_pack_needs_bos_in_the_tokenizer(corpus, cli, tmp_path):

@@ -124,14 +124,17 @@ def matches_glob(name: str, pattern: str) -> bool:
     return _glob_regex(pattern).match(name) is not None
 
 
-def check_overlap(data: AnyPath, out: AnyPath, out_option: str = "OUT") -> None:
+def check_overlap(
+    data: AnyPath, out: AnyPath, out_option: str = "OUT", data_option: str = "DATA"
+) -> None:
     """DATA inside or equal to OUT is refused (a run would rewrite its own
     inputs); OUT inside DATA is fine: find_inputs leaves it out. A URL and a
-    local path are different filesystems: never one inside the other."""
+    local path are different filesystems: never one inside the other. The
+    options: the command's own names of its input and output."""
     if is_inside(data, out):
         same = is_inside(out, data)
         raise TokenmillError(
-            f"{data}: DATA is {'' if same else 'inside '}{out_option} {out}; "
+            f"{data}: {data_option} is {'' if same else 'inside '}{out_option} {out}; "
             f"give {out_option} a folder of its own"
         )
 
