@@ -111,6 +111,14 @@ def assert_one_line_error(result, *needles: str) -> None:
         assert needle in lines[-1], lines[-1]
 
 
+def assert_usage_error(result, message: str, command: str, out: Path | None = None) -> None:
+    """Refused in one line as a usage error, as click's own refusals (README,
+    Exit status): status 2, the command's help named; nothing written in `out`."""
+    assert_one_line_error(result, message)
+    assert result.exit_code == 2 and f" {command} --help')" in result.output
+    assert out is None or not out.exists()
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """A folder with one shard in each input format."""

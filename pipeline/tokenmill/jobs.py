@@ -46,8 +46,7 @@ TRAINING_KEYS = (
     "extend_alphabet",
 )
 # Of those, the ones counting and merging do not read either (mode, lowercase,
-# min_count and superword_at do): given with --count-only, nothing acts on them.
-# A job file may hold them for the runs that train.
+# min_count and superword_at do): given to count only, nothing acts on them.
 TRAINED_KEYS = ("vocab_size", "special_tokens", "superword_max_words", "extend_alphabet")
 # Lists of strings in TOML; `format` may also be one string ("megatron,bin").
 LIST_KEYS = ("special_tokens", "format")
@@ -135,6 +134,19 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     return error
 
 
+def refuse_unread(
+    keys: tuple[str, ...], given: set[str], settings: dict, where: str, why: str, job_why: str
+) -> None:
+    """Refuse an option of `keys` that the run's steps never read: one given
+    on the command line as a usage error naming the option (`why` ends the
+    line), one the job file set naming its key (`job_why`)."""
+    for key in keys:
+        if key in given:
+            raise OptionError(f"{option_name(key)} trains: {why}")
+        if key in settings:
+            raise TokenmillError(f"{where}{key} trains: {job_why}")
+
+
 def resolve_job(
     job_file: Path | None,
     data: Path | None,
@@ -166,15 +178,20 @@ def resolve_job(
             f"{where}a tokenizer goes with encoding only (steps = 'encode'), not steps = '{steps}'"
         )
     if steps == "encode":
-        for key in TRAINING_KEYS:
-            if key in given:
-                raise OptionError(f"{option_name(key)} trains: give it without --tokenizer")
-            if key in settings:
-                raise TokenmillError(f"{where}{key} trains: give it without tokenizer")
-    if count_only:
-        for key in TRAINED_KEYS:
-            if key in given:
-                raise OptionError(f"{option_name(key)} trains: not with --count-only")
+        refuse_unread(
+            TRAINING_KEYS,
+            given,
+            settings,
+            where,
+            "give it without --tokenizer",
+            "give it without tokenizer",
+        )
+    if steps == "count":
+        # Whichever says to count only, the command line or the job, a
+        # training option from either would be dropped without a word.
+        counting = "--count-only" if count_only else "steps = 'count'"
+        why = f"not with {counting}" + ("" if count_only else f" of {job_file}")
+        refuse_unread(TRAINED_KEYS, given, settings, where, why, f"not with {counting}")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
     for key, value in settings.items():
         if key in CONFIG_KEYS and key not in given:

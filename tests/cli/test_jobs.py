@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, assert_usage_error
 from runs import copy_sample, manifest, output_files, tokenmill_here
 
 from tokenmill.jobs import load_job
@@ -131,6 +131,10 @@ def test_count_only_and_encode_only_jobs(tmp_path):
             'inputs = "d"\noutput = "o"\nsteps = "count"\npack = 64\n',
             "bad.toml: pack acts on token shards",
         ),
+        (
+            'inputs = "d"\noutput = "o"\nsteps = "count"\nvocab_size = 500\n',
+            "bad.toml: vocab_size trains: not with steps = 'count'",
+        ),
     ],
 )
 def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
@@ -144,6 +148,18 @@ def test_a_bad_value_given_on_the_command_line_over_a_job_names_the_option(tmp_p
     job = write_job(tmp_path / "job.toml", 'inputs = "d"\noutput = "o"\nvocab_size = 500\n')
     result = cli("run", "--job", job, "--vocab-size", "7", ok=False)
     assert_one_line_error(result, "Error: --vocab-size 7 is below the base vocabulary")
+
+
+def test_a_training_option_of_a_run_that_counts_only_is_refused(tmp_path, cli):
+    """Nothing trains: the option was dropped without a word, the run ended 0."""
+    counting = write_job(tmp_path / "c.toml", 'inputs = "d"\noutput = "o"\nsteps = "count"\n')
+    result = cli("run", "--job", counting, "--vocab-size", "500", ok=False)
+    message = f"--vocab-size trains: not with steps = 'count' of {counting}"
+    assert_usage_error(result, message, "run", tmp_path / "o")
+    training = write_job(tmp_path / "t.toml", 'inputs = "d"\noutput = "o"\nvocab_size = 500\n')
+    result = cli("run", "--job", training, "--count-only", ok=False)
+    assert_one_line_error(result, f"{training}: vocab_size trains: not with --count-only")
+    assert result.exit_code == 1  # the job file's key, not a usage error
 
 
 def test_pattern_of_an_encode_only_run_reads_the_tokenizer(tmp_path):

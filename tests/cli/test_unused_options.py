@@ -5,7 +5,7 @@ than the one asked for."""
 from __future__ import annotations
 
 import pytest
-from conftest import assert_one_line_error
+from conftest import assert_usage_error
 
 from tokenmill.config import Config
 
@@ -66,11 +66,3 @@ def test_the_same_options_where_they_act_are_taken():
     Config(per_shard=True, format="megatron")
     Config(executor="ray", ray_address="127.0.0.1:1")
     Config(mode="char", pattern="cl100k")  # the default, which char mode leaves alone
-
-
-def assert_usage_error(result, message: str, command: str, out) -> None:
-    """Refused in one line as a usage error, as click's own refusals (README,
-    Exit status): status 2, the command's help named; nothing written."""
-    assert_one_line_error(result, message)
-    assert result.exit_code == 2 and f" {command} --help')" in result.output
-    assert not out.exists()
