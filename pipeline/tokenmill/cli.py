@@ -529,9 +529,9 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     options = load_options(pattern, special_tokens)
     if shard is not None:
         if row is None:
-            raise TokenmillError("--shard needs --row")
+            raise OptionError("--shard needs --row")
         if ids:  # the row's ids are decoded; these would be dropped
-            raise TokenmillError(
+            raise OptionError(
                 f"give IDS or --shard and --row, not both (--row {row} takes one row; "
                 f"{' '.join(map(str, ids))} given too)"
             )
@@ -546,7 +546,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
         if eos and ids and ENDOFTEXT in tok.special_tokens and ids[-1] == tok.eos_id:
             ids = ids[:-1]
     elif tokenizer_file is None:
-        raise TokenmillError("give --tokenizer (or --shard and --row)")
+        raise OptionError("give --tokenizer (or --shard and --row)")
     else:
         tok = read_tokenizer(tokenizer_file, **options)
     click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are

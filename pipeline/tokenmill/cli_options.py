@@ -171,12 +171,12 @@ def tokenizer_option(help_text: str, required: bool = False):
     """--tokenizer FILE: a tokenizer file of any format `encode` reads."""
 
     def check(ctx, param, value):
-        # Checked here, not by click's `required`: a missing option is then one
-        # line, as every other error is, rather than a usage message.
+        # Checked here, not by click's `required`, to say which files it takes.
         if value is None and required:
-            raise click.ClickException(
+            raise click.UsageError(
                 "missing --tokenizer FILE: the tokenizer to use (tokenmill's tokenizer.json, "
-                "a Hugging Face tokenizer.json or a .tiktoken file)"
+                "a Hugging Face tokenizer.json or a .tiktoken file)",
+                ctx,
             )
         return regular_file(value, "--tokenizer")
 

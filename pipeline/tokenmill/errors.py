@@ -7,7 +7,7 @@ whose message is one line naming the file, row or argument at fault.
         ├── WriteError               an output could not be written
         ├── StoreError               an object store failed while an input was read
         ├── InputChanged             an input changed while a run read it
-        ├── OptionError              the CLI: a command-line option's value is wrong (exit 2)
+        ├── OptionError              a wrong, missing or conflicting argument (CLI: exit 2)
         └── WorkerLost               a worker process died under a stage
 
 TokenmillError derives from ValueError, as tiktoken's and rustbpe's errors
@@ -84,8 +84,9 @@ class InputChanged(TokenmillError):
 
 class OptionError(TokenmillError):
     """A value given on the command line is wrong (an unknown --format, a
-    --val-fraction of nan): a usage error, which the CLI ends with status 2
-    and where help is, as for the values click itself refuses."""
+    --val-fraction of nan), an argument is missing, or options do not go
+    together (--pattern for a file that has its own): a usage error, which
+    the CLI ends with status 2 and where help is, as for click's own."""
 
 
 class WorkerLost(TokenmillError):

@@ -164,7 +164,8 @@ def resolve_job(
     data = data if data is not None else settings.pop("inputs", None)
     out = out if out is not None else settings.pop("output", None)
     if data is None or out is None:
-        raise TokenmillError(f"{where}give DATA and OUT (or inputs and output in a --job file)")
+        error = TokenmillError if job_file else OptionError  # a bad job, or a usage error
+        raise error(f"{where}give DATA and OUT (or inputs and output in a --job file)")
     tokenizer = tokenizer if tokenizer is not None else settings.pop("tokenizer", None)
     steps = "count" if count_only else settings.pop("steps", None)
     if steps is None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_one_line_error, write_shard
+from conftest import assert_one_line_error, assert_usage_error, write_shard
+
+from tokenmill.tokenizer import Tokenizer
 
 NOT_TOKENIZER = "not a tokenizer file"
 NOT_WORD_TABLE = "word table `tokenmill merge` writes"
@@ -89,3 +91,37 @@ def test_a_usage_error_is_one_line_with_exit_status_2(cli, args, wanted, command
     [line] = result.output.strip().splitlines()
     # The program's name is how it was started (CliRunner: the function's, main).
     assert line == f"Error: {wanted} (see 'main{command} --help')"
+
+
+NOT_TIKTOKEN = "applies to .tiktoken files only; this file has its own"
+USAGE_CASES = [
+    (["tokenize", "hello"], "missing --tokenizer FILE"),
+    (["encode", "plain", "out"], "missing --tokenizer FILE"),
+    (["run", "plain"], "give DATA and OUT"),
+    (["run"], "give DATA and OUT"),
+    (["decode"], "give --tokenizer (or --shard and --row)"),
+    (["decode", "--shard", "tokens/a.parquet"], "--shard needs --row"),
+    (["decode", "--shard", "tokens/a.parquet", "--row", "0", "5"], "give IDS or --shard and"),
+    (
+        ["export", "tok.json", "x.json", "--format", "hf", "--pattern", "gpt2"],
+        "--pattern " + NOT_TIKTOKEN,
+    ),
+    (
+        ["tokenize", "--tokenizer", "tok.json", "--special-token", "<|x|>=5", "hi"],
+        "tok.json: --special-token " + NOT_TIKTOKEN,
+    ),
+    (
+        ["run", "plain", "out", "--tokenizer", "tok.json", "--pattern", "gpt2"],
+        "--pattern " + NOT_TIKTOKEN,
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "wanted"), USAGE_CASES, ids=[" ".join(c[0]) for c in USAGE_CASES])
+def test_a_missing_argument_or_an_option_that_does_not_apply_is_a_usage_error(
+    cli, files, monkeypatch, args, wanted
+):
+    """Said as click's own usage errors are (exit 2, where help is), not as a bad file."""
+    Tokenizer.train(["a document, and another"], vocab_size=300).save(files / "tok.json")
+    monkeypatch.chdir(files)
+    assert_usage_error(cli(*args, ok=False), wanted, args[0], files / "out")

@@ -97,7 +97,7 @@ def test_decode_finds_the_tokenizer_of_a_shard(corpus, cli, tmp_path):
     assert "--tokenizer" in result.output
     # Ids beside --row were dropped without a word.
     result = cli("decode", "--shard", shard, "--row", "3", "5", "6", ok=False)
-    assert result.exit_code == 1 and "not both (--row 3 takes one row; 5 6 given too)" in (
+    assert result.exit_code == 2 and "not both (--row 3 takes one row; 5 6 given too)" in (
         result.output
     )
 

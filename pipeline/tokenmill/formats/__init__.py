@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 
 if TYPE_CHECKING:
     from tokenmill.formats.hf import Parsed
@@ -102,9 +102,14 @@ def _load(path: AnyPath, pattern: str | None, special_tokens: dict[str, int] | N
         path, kind = path.with_name(path.name.removesuffix(".json")), "tiktoken"
     if kind == "tiktoken":
         return tiktoken.load(path, pattern, special_tokens)
-    if pattern is not None or special_tokens is not None:
-        raise TokenmillError(
-            f"{path}: pattern= and special_tokens= apply to .tiktoken files only; "
+    given = [
+        n for n, v in [("pattern", pattern), ("special_tokens", special_tokens)] if v is not None
+    ]
+    if given:
+        # An argument this file would leave unread: the caller's mistake, not the file's.
+        raise OptionError(
+            f"{path}: {' and '.join(f'{n}=' for n in given)} "
+            f"{'apply' if len(given) > 1 else 'applies'} to .tiktoken files only; "
             "this file has its own"
         )
     if kind == "hf":
