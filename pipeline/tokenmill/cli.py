@@ -32,10 +32,10 @@ from tokenmill.cli_options import (
     output_folder_options,
     output_format_options,
     parse_special_tokens,
-    pattern_option,
     regular_file,
     special_token_option,
     superword_options,
+    tiktoken_options,
     tokenizer_option,
     tokenizer_options,
     val_fraction_option,
@@ -309,7 +309,7 @@ def extend_pattern(ctx, options: dict) -> str | None:
 @click.argument("tokenizer_file", type=EXISTING)
 @mode_options
 @vocab_option
-@special_token_option
+@special_token_option()
 @force_option
 @extend_option
 @superword_options
@@ -394,7 +394,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @vocab_option
 @min_count_option
 @eos_option
-@special_token_option
+@special_token_option()
 @output_format_options
 @mix_options
 @extend_option
@@ -729,8 +729,7 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
     "<|endoftext|>, bos_token <|bos|> when the tokenizer has it); OUT must be new, "
     "empty or an earlier such export, which is replaced.",
 )
-@pattern_option(None)
-@special_token_option
+@tiktoken_options
 @user_errors
 def export(tokenizer_file, out, fmt, pattern, special_tokens):
     """Write TOKENIZER_FILE (any format `encode` reads) as OUT in another tool's

@@ -41,7 +41,34 @@ EXISTING = Location()
 # Options shared by several commands, each defined once with one meaning.
 
 
-def pattern_option(default: str | None):
+PRESET_OR_REGEX = f"a preset ({', '.join(PATTERNS)}, tiktoken's, per encoding) or a regex"
+TIKTOKEN_PATTERN = "tiktoken's for its own files (gpt2, r50k_base, cl100k_base, o200k_base)"
+TIKTOKEN_SPECIALS = (
+    "default: the JSON beside the file, else tiktoken's for a public vocabulary (gpt2, "
+    "cl100k, o200k), else none"
+)
+PATTERN_HELP = (
+    f"Byte mode's pre-tokenization pattern: {PRESET_OR_REGEX}. Training takes a preset; for "
+    f"a .tiktoken file it defaults to the JSON beside the file, else to {TIKTOKEN_PATTERN}."
+)
+SPECIAL_TOKEN_HELP = (
+    "A special token (repeatable). Training: NAME, e.g. '<|pad|>'; ids follow the merges: "
+    "<|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then these in the "
+    f"order given. Reading a .tiktoken file: NAME=ID; {TIKTOKEN_SPECIALS}."
+)
+# The commands that only read a tokenizer: other formats hold their own pattern
+# and special tokens, so both options are about .tiktoken files alone there.
+READ_PATTERN_HELP = (
+    f"For a .tiktoken file, which holds no pattern: {PRESET_OR_REGEX}; default: the JSON "
+    f"beside the file, else {TIKTOKEN_PATTERN}. Other tokenizer files have their own."
+)
+READ_SPECIAL_TOKEN_HELP = (
+    "For a .tiktoken file, which holds none: a special token as NAME=ID (repeatable); "
+    f"{TIKTOKEN_SPECIALS}. Other tokenizer files have their own."
+)
+
+
+def pattern_option(default: str | None, help_text: str = PATTERN_HELP):
     """--pattern: the pre-tokenization pattern, a preset or a regex, wherever it
     appears. Training (count, train, run) takes a preset; reading a .tiktoken file
     (encode, decode, export, run --tokenizer) takes either."""
@@ -50,27 +77,27 @@ def pattern_option(default: str | None):
         default=default,
         show_default=default is not None,
         metavar="PRESET|REGEX",
-        help=f"Byte mode's pre-tokenization pattern: a preset ({', '.join(PATTERNS)}, "
-        "tiktoken's, per encoding) or a regex. Training takes a preset; for a .tiktoken "
-        "file it defaults to the JSON beside the file, else to tiktoken's for its own "
-        "files (gpt2, r50k_base, cl100k_base, o200k_base).",
+        help=help_text,
     )
 
 
-def special_token_option(f):
+def special_token_option(help_text: str = SPECIAL_TOKEN_HELP, metavar: str = "NAME[=ID]"):
     """--special-token, repeatable: NAME to reserve in training, NAME=ID to read a
     .tiktoken file. `run` takes NAME, or NAME=ID with --tokenizer."""
     return click.option(
         "--special-token",
         "special_tokens",
         multiple=True,
-        metavar="NAME[=ID]",
-        help="A special token (repeatable). Training: NAME, e.g. '<|pad|>'; ids follow the "
-        "merges: <|endoftext|> (char mode: <unk>, <|endoftext|>) first unless listed, then "
-        "these in the order given. Reading a .tiktoken file: NAME=ID; default: the JSON "
-        "beside the file, else tiktoken's for a public vocabulary (gpt2, cl100k, o200k), "
-        "else none.",
-    )(f)
+        metavar=metavar,
+        help=help_text,
+    )
+
+
+def tiktoken_options(f):
+    """--pattern and --special-token NAME=ID of the commands that read a tokenizer
+    and train none: how to read a .tiktoken file."""
+    f = special_token_option(READ_SPECIAL_TOKEN_HELP, "NAME=ID")(f)
+    return pattern_option(None, READ_PATTERN_HELP)(f)
 
 
 def force_option(f):
@@ -324,9 +351,7 @@ def tokenizer_options(help_text: str, required: bool = True):
     """--tokenizer FILE of any format, with --pattern and --special-token for .tiktoken files."""
 
     def decorate(f):
-        f = special_token_option(f)
-        f = pattern_option(None)(f)
-        return tokenizer_option(help_text, required)(f)
+        return tokenizer_option(help_text, required)(tiktoken_options(f))
 
     return decorate
 

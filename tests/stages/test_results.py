@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tokenmill import cli_options
 from tokenmill.cli import main
 from tokenmill.layouts import LayoutResult
 from tokenmill.stages.results import (
@@ -80,6 +81,13 @@ def test_single_output_and_later_stage_lines():
     assert run["tokens"] == run.tokens == 4  # read as a mapping too
 
 
+# Where nothing trains, --pattern and --special-token say how a .tiktoken file is read.
+OWN_HELP = {
+    "pattern": (cli_options.PATTERN_HELP, cli_options.READ_PATTERN_HELP),
+    "special_tokens": (cli_options.SPECIAL_TOKEN_HELP, cli_options.READ_SPECIAL_TOKEN_HELP),
+}
+
+
 def test_shared_options_have_one_definition():
     """--pattern, --special-token, --workers, --force, ... read the same wherever they
     appear (only --pattern's default differs: training's preset, or the file's own)."""
@@ -88,6 +96,10 @@ def test_shared_options_have_one_definition():
         for param in command.params:
             if not isinstance(param, click.Option) or param.name in ("tokenizer_file",):
                 continue
-            shape = (param.opts[0], param.help, param.metavar, repr(param.type))
+            shape: tuple = (param.opts[0], repr(param.type))
+            if param.name in OWN_HELP:
+                assert param.help in OWN_HELP[param.name], (command.name, param.name)
+            else:
+                shape += (param.help, param.metavar)
             assert seen.setdefault(param.name, shape) == shape, (command.name, param.name)
     assert {"pattern", "special_tokens", "workers", "force", "bos", "min_count"} <= set(seen)

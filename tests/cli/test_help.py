@@ -1,0 +1,35 @@
+"""Each command's help says what its options do there."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+
+def option_help(cli, command: str, option: str) -> str:
+    """The help of `option` in `tokenmill COMMAND --help`, on one line."""
+    lines = cli(command, "--help").output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{option} "))
+    # Its wrapped lines: indented, up to the next option.
+    more = itertools.takewhile(
+        lambda line: line.startswith(" ") and not line.lstrip().startswith("-"), lines[first + 1 :]
+    )
+    block = [lines[first], *more]
+    return " ".join(" ".join(block).split())
+
+
+@pytest.mark.parametrize("command", ["tokenize", "decode", "export", "encode"])
+def test_commands_that_only_read_a_tokenizer_say_their_options_read_tiktoken_files(cli, command):
+    """They take NAME=ID alone and train nothing: training's help misled there."""
+    special = option_help(cli, command, "--special-token")
+    assert special.startswith("--special-token NAME=ID For a .tiktoken file"), special
+    pattern = option_help(cli, command, "--pattern")
+    assert pattern.startswith("--pattern PRESET|REGEX For a .tiktoken file"), pattern
+    assert "Training" not in special + pattern
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_commands_that_train_say_what_training_takes(cli, command):
+    assert "Training: NAME" in option_help(cli, command, "--special-token")
+    assert "Training takes a preset" in option_help(cli, command, "--pattern")
