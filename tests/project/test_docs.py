@@ -83,6 +83,17 @@ def table_rows(block: str) -> list[str]:
     return rows[2:]  # header and rule
 
 
+def exit_status_table(text: str) -> list[str]:
+    start = text.index("| status | meaning |")
+    return text[start:].split("\n\n", 1)[0].splitlines()
+
+
+def test_the_exit_statuses_of_jobs_are_the_readmes():
+    """A scheduler's page must not say another status than the tool gives."""
+    jobs = (REPO / "docs" / "jobs.md").read_text()
+    assert exit_status_table(jobs) == exit_status_table(README.read_text())
+
+
 def test_the_readme_is_short():
     n = len(README.read_text().splitlines())
     assert n <= MAX_LINES, f"README.md has {n} lines; move depth into docs/"
