@@ -59,6 +59,7 @@ from tokenmill.stages.results import (
     ShardStageResult,
     StageResult,
     check_read,
+    plural,
 )
 
 VERIFY_FAILED = 3  # exit status of `verify` when something differs
@@ -220,7 +221,8 @@ def echo_skips(result: ShardStageResult | RunResult | NothingRead) -> None:
     """Every skipped document or file, one line each, after the summary."""
     for skip in result.skipped:
         n = skip.get("documents", 0)
-        count = f" ({'at least ' if skip.get('lower_bound') else ''}{n} documents)" if n else ""
+        at_least = "at least " if skip.get("lower_bound") else ""
+        count = f" ({at_least}{plural(n, 'document')})" if n else ""
         tell(escaped(f"skipped: {skip['shard']}: {skip['reason']}{count}"))
 
 

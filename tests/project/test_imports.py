@@ -181,7 +181,7 @@ def test_encoding_parquet_does_not_import_pandas(tmp_path):
         "print([m for m in ('pandas', 'pyarrow.compute', 'tqdm') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "1 shards" in out.stderr + out.stdout and out.stdout.strip().endswith("[]")
+    assert "1 shard " in out.stderr + out.stdout and out.stdout.strip().endswith("[]")
 
 
 def test_loading_a_tokenizer_and_encoding_a_string_imports_no_pyarrow():

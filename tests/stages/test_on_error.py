@@ -146,6 +146,7 @@ def test_skip_a_bad_document(tmp_path, case):
     assert reason in skip["reason"] and f"row {row}" in skip["reason"]
     assert f"skipped: {name}: row {row}" in result.stderr
     assert reason in result.stderr.strip().splitlines()[-1]
+    assert result.stderr.strip().endswith(" (1 document)")
     # nothing lost silently: documents in = documents out + documents skipped
     assert m["documents_in"] == GOOD_DOCS + rows
     assert m["documents_in"] == m["documents"] + m["documents_skipped"]
@@ -164,8 +165,9 @@ def test_skip_an_unreadable_file(tmp_path, case):
     m = manifest(out)
     [skip] = m["skipped"]
     assert skip["shard"] == name and skip["row"] is None
-    assert reason in skip["reason"] and name in skip["reason"]
-    assert result.stderr.strip().splitlines()[-1].startswith(f"skipped: {name}: ")
+    assert reason in skip["reason"] and name not in skip["reason"]  # "shard" names it
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"skipped: {name}: ") and line.count(name) == 1, line
     assert [e["shard"] for e in m["outputs"]] == ["a-good.jsonl"]
     assert [e["shard"] for e in m["counts"]] == ["a-good.jsonl"]
     assert m["documents"] == GOOD_DOCS

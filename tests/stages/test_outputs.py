@@ -58,7 +58,7 @@ def test_bin_of_32_bit_ids(tmp_path):
     (tmp_path / "tokens").mkdir()
     pq.write_table(table, tmp_path / "tokens" / "big.txt.parquet")
     summary = run_bin(tmp_path / "tokens", tmp_path / "bin")
-    assert summary.describe().startswith("bin: 3 documents, 4 ids (uint32, 1 shards)")
+    assert summary.describe().startswith("bin: 3 documents, 4 ids (uint32, 1 shard)")
     assert json.loads((tmp_path / "bin" / "index.json").read_text())["dtype"] == "uint32"
     ids = np.fromfile(tmp_path / "bin" / "big.txt.bin", dtype="<u4")
     assert ids.tolist() == [70000, 1, 2**32 - 1, 65536]

@@ -14,6 +14,7 @@ from tokenmill.stages.results import (
     RunResult,
     ShardStageResult,
     StatsResult,
+    SweepResult,
     TrainResult,
 )
 
@@ -62,22 +63,25 @@ def test_single_output_and_later_stage_lines():
         shards=[{}], seq_len=8, sequences=2, last_row=3, documents=1, tokens=11, seconds=0
     )
     assert pack.describe() == (
-        "pack: 1 shards, 1 documents, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"
+        "pack: 1 shard, 1 document, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"
     )
-    bins = LayoutResult(stage="bin", dir="d", documents=1, tokens=4, summary="1 shards", seconds=0)
-    assert bins.describe() == "bin: 1 documents, 4 ids (1 shards) in 0.00 s"
+    bins = LayoutResult(stage="bin", dir="d", documents=1, tokens=4, summary="1 shard", seconds=0)
+    assert bins.describe() == "bin: 1 document, 4 ids (1 shard) in 0.00 s"
     report = ReportResult(report="r.html", documents=1, tokens=4, bytes=10**6, seconds=1)
-    assert (
-        report.describe() == "report: 1 documents, 4 tokens, 1.0 MB -> r.html in 1.00 s, 1.0 MB/s"
-    )
+    assert report.describe() == "report: 1 document, 4 tokens, 1.0 MB -> r.html in 1.00 s, 1.0 MB/s"
     stats = {"shards": [{}], "documents": 1, "tokens": 4, "bytes": 0, "bytes_per_token": None}
     stats |= {"utilization": 0.5}
     assert StatsResult(stats=stats, seconds=0).describe() == (
-        "stats: 1 shards, 1 documents, 4 tokens, 0.0 MB, 0.00 bytes per token, "
+        "stats: 1 shard, 1 document, 4 tokens, 0.0 MB, 0.00 bytes per token, "
         "50.0 % of the vocabulary used in 0.00 s"
     )
     run = RunResult(manifest="m.json", documents=1, tokens=4, skipped=[], tokenizer=None, seconds=0)
-    assert run.describe() == "run: 1 documents, 4 tokens -> m.json in 0.00 s"
+    assert run.describe() == "run: 1 document, 4 tokens -> m.json in 0.00 s"
+    line = {"documents": 1, "bytes_per_token": [4.5]}
+    sweep = SweepResult(
+        vocab_sizes=[300], sample=None, all=line, sources=[], tokenizer_sha256="x", seconds=0
+    )
+    assert sweep.describe().startswith("sweep: 1 vocabulary size (300 to 300), 1 document, ")
     assert run["tokens"] == run.tokens == 4  # read as a mapping too
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from tokenmill.io.storage import AnyPath
-from tokenmill.stages.results import StageResult
+from tokenmill.stages.results import StageResult, plural
 
 if TYPE_CHECKING:  # at run time: stages.tokens reads OUT's layout, which lists these layouts
     from tokenmill.stages.tokens import TokenShard
@@ -64,7 +64,7 @@ class LayoutResult(StageResult):
     summary: str = ""  # the stage's one line after the counts
 
     def what(self) -> str:
-        return f"{self.documents} documents, {self.tokens} ids" + (
+        return f"{plural(self.documents, 'document')}, {self.tokens} ids" + (
             f" ({self.summary})" if self.summary else ""
         )
 

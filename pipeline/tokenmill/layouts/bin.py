@@ -42,6 +42,7 @@ from tokenmill.faults import checkpoint
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.stages.results import plural
 from tokenmill.stages.split import (
     SPLITS,
     TRAIN,
@@ -277,7 +278,7 @@ def write_bin(
         files = [r[kind] for r in results for kind in ("bin", "index")]
         documents = sum(r["documents"] for r in results)
         tokens = sum(r["tokens"] for r in results)
-        summary = f"{len(results)} shards"
+        summary = plural(len(results), "shard")
     write_json({**index, "shards": results}, bin_dir / INDEX)
     return LayoutResult(
         stage="bin",

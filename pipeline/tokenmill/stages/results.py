@@ -147,7 +147,8 @@ class ShardStageResult(StageResult):
         return [r["output"]["file"] for r in self.shards if r["output"]]
 
     def what(self) -> str:
-        what = f"{len(self.shards)} shards{self.kept()}, {self.documents} documents{self.skips()}"
+        shards, documents = plural(len(self.shards), "shard"), plural(self.documents, "document")
+        what = f"{shards}{self.kept()}, {documents}{self.skips()}"
         if self.stage != "encode":
             return what + self.size()
         what += f", {self.tokens} tokens{self.size()}"
@@ -170,7 +171,8 @@ class MergeResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{self.tables} tables, {self.words} distinct words, {self.occurrences} in all"
+            f"{plural(self.tables, 'table')}, {self.words} distinct words, "
+            f"{self.occurrences} in all"
             f"{self.kept()}"
         )
 
@@ -214,7 +216,8 @@ class PackResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{len(self.shards)} shards, {self.documents} documents, {self.tokens} tokens -> "
+            f"{plural(len(self.shards), 'shard')}, {plural(self.documents, 'document')}, "
+            f"{self.tokens} tokens -> "
             f"{self.sequences} sequences of {self.seq_len} (last: {self.last_row})"
         )
 
@@ -250,7 +253,8 @@ class StatsResult(StageResult):
     def what(self) -> str:
         s = self.stats
         return (
-            f"{len(s['shards'])} shards, {s['documents']} documents, {s['tokens']} tokens"
+            f"{plural(len(s['shards']), 'shard')}, {plural(s['documents'], 'document')}, "
+            f"{s['tokens']} tokens"
             f"{self.size()}, {s['bytes_per_token'] or 0:.2f} bytes per token, "
             f"{100 * s['utilization']:.1f} % of the vocabulary used"
         )
@@ -265,7 +269,8 @@ class ReportResult(StageResult):
     bytes: int
 
     def what(self) -> str:
-        return f"{self.documents} documents, {self.tokens} tokens{self.size()} -> {self.report}"
+        documents = plural(self.documents, "document")
+        return f"{documents}, {self.tokens} tokens{self.size()} -> {self.report}"
 
 
 @dataclass(kw_only=True)
@@ -292,8 +297,9 @@ class SweepResult(StageResult):
             stops = bpe_stops(self.bpe_vocab_size)
             bpe = f" (ordinary BPE: {last})" if last is not None else f" ({stops})"
         return (
-            f"{len(self.vocab_sizes)} vocabulary sizes ({self.vocab_sizes[0]} to "
-            f"{self.vocab_sizes[-1]}), {self.all['documents']} documents, bytes per token "
+            f"{plural(len(self.vocab_sizes), 'vocabulary size')} ({self.vocab_sizes[0]} to "
+            f"{self.vocab_sizes[-1]}), {plural(self.all['documents'], 'document')}, "
+            "bytes per token "
             f"{bpt[0]} to {bpt[-1]}{bpe}"
         )
 
@@ -363,4 +369,5 @@ class RunResult(StageResult):
     tokenizer: str | None  # relative to OUT when inside it
 
     def what(self) -> str:
-        return f"{self.documents} documents{self.skips()}, {self.tokens} tokens -> {self.manifest}"
+        documents = plural(self.documents, "document")
+        return f"{documents}{self.skips()}, {self.tokens} tokens -> {self.manifest}"

@@ -85,7 +85,9 @@ def shard_task(
             # The documents it is known to hold: exact from a Parquet footer, else those
             # read before it broke ("lower_bound": True).
             known = skipped_file_documents(shard, stats["rows"])
-            skip = {"shard": name, "row": None, "reason": str(e), **known}
+            # The skip names the file: its reason says what is wrong, as a row's does.
+            reason = str(e).removeprefix(f"{shard}: ")
+            skip = {"shard": name, "row": None, "reason": reason, **known}
             return {
                 "shard": name,
                 "input": source,
