@@ -463,7 +463,9 @@ def verify(out):
     for line in differences:
         tell(f"verify: {line}")
     if differences:
-        tell(f"verify: {len(differences)} of {checked} files differ")
+        # Not "N of M files": an extra file, or the numbers, are none of the files checked.
+        differ = plural(len(differences), "difference")
+        tell(f"verify: {differ} from the manifest ({plural(checked, 'file')} checked)")
         sys.exit(VERIFY_FAILED)
     tell(f"verify: {checked} files match the manifest")
 

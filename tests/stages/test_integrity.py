@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -225,6 +226,10 @@ def test_verify_reports_unlisted_files_and_stats_reads_only_the_manifest(tmp_pat
     assert result.returncode == 3
     assert "extra tokens/extra.jsonl.parquet: not in the manifest" in result.stderr
     assert "extra tokens/.a.jsonl.parquet.tmp-1-ab: not in the manifest" in result.stderr
+    # Two differences, neither of them one of the files the manifest lists.
+    assert re.search(
+        r"verify: 2 differences from the manifest \(\d+ files checked\)\n$", result.stderr
+    )
     assert json.loads(tokenmill_here("stats", out, "--json").stdout)["documents"] == before == 25
     tokenmill_here("run", data, out, *RUN)  # removes both
     assert not extra.exists() and temporaries(out) == []

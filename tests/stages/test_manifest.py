@@ -99,7 +99,7 @@ def test_verify_catches_a_changed_output(finished):
     result = tokenmill_here("verify", out, check=False)
     assert result.returncode == 3
     assert "output tokens/multilingual.jsonl.parquet: changed" in result.stderr
-    assert "1 of" in result.stderr
+    assert "verify: 1 difference from the manifest (" in result.stderr
 
 
 def test_verify_catches_a_missing_output(finished):
@@ -110,7 +110,7 @@ def test_verify_catches_a_missing_output(finished):
     assert result.returncode == 3
     assert "output tokens/prose-en.parquet: missing" in result.stderr
     assert "output tokenizer.json: missing" in result.stderr
-    assert "2 of" in result.stderr
+    assert "verify: 2 differences from the manifest (" in result.stderr
 
 
 @pytest.mark.parametrize(
