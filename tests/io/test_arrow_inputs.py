@@ -168,6 +168,21 @@ def test_a_missing_or_nested_text_column(tmp_path):
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
+@pytest.mark.filterwarnings("ignore:Feather V1 files are deprecated")
+def test_a_file_of_another_format_under_an_ipc_name_says_which(tmp_path):
+    """Parquet named .arrow and Feather version 1 are named as what they are,
+    not as a message length PyArrow read from their first bytes."""
+    table = pa.table({"text": ["a document", "another"]})
+    pq.write_table(table, tmp_path / "parquet.arrow")
+    feather.write_feather(table, tmp_path / "old.feather", version=1)
+    with pytest.raises(TokenmillError) as e:
+        read_docs(tmp_path / "parquet.arrow")
+    why = "a Parquet file, not Arrow IPC: name it .parquet"
+    assert str(e.value) == f"{tmp_path / 'parquet.arrow'}: cannot read ({why})"
+    with pytest.raises(TokenmillError, match=r"old\.feather: cannot read \(Feather version 1 "):
+        read_docs(tmp_path / "old.feather")
+
+
 def test_a_stream_in_the_legacy_format_ends_at_its_older_marker(tmp_path):
     table = pa.table({"text": DOCS})
     options = pa.ipc.IpcWriteOptions(use_legacy_format=True)

@@ -33,9 +33,30 @@ FILE_MAGIC = b"ARROW1"
 END_OF_STREAM = (b"\xff\xff\xff\xff\x00\x00\x00\x00", b"\x00\x00\x00\x00")
 
 
+# Files named .arrow or .feather that are no Arrow IPC, by their first bytes:
+# PyArrow reads their bytes as a message length ("Expected to read 826361158
+# metadata bytes").
+OTHER_FORMATS = {
+    b"PAR1": "a Parquet file, not Arrow IPC: name it .parquet",
+    b"FEA1": (
+        "Feather version 1 (before Arrow 0.17), not Arrow IPC: write it again with "
+        "pyarrow.feather.write_feather(pyarrow.feather.read_table(PATH), NEW_PATH)"
+    ),
+}
+
+
 def is_file_format(path: AnyPath) -> bool:
     with store_errors(path), open_read(path) as f:
-        return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+        return _is_file_format(f.read(len(FILE_MAGIC)))
+
+
+def _is_file_format(head: bytes) -> bool:
+    """Whether `head` (the first bytes) starts the file format; a stream is
+    anything else but another format (ArrowInvalid, as PyArrow's own)."""
+    for magic, what in OTHER_FORMATS.items():
+        if head.startswith(magic):
+            raise pa.ArrowInvalid(what)
+    return head == FILE_MAGIC
 
 
 @contextmanager
@@ -49,7 +70,7 @@ def _reader(path: AnyPath, fields: list[int] | None = None):
     if is_remote(path) or (is_tapped(path) and not is_file_format(path)):
         # One open object for the magic and the batches: each open costs a request.
         with store_errors(path, by_pyarrow=True), open_read(path) as f:
-            file_format = f.read(len(FILE_MAGIC)) == FILE_MAGIC
+            file_format = _is_file_format(f.read(len(FILE_MAGIC)))
             f.seek(0)
             with pa.PythonFile(f, mode="r") as source:
                 open_ = pa.ipc.open_file if file_format else pa.ipc.open_stream
