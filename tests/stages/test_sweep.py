@@ -134,6 +134,18 @@ def test_an_input_changed_since_the_run_is_refused(swept, tmp_path):
     assert CliRunner().invoke(main, ["sweep", str(copy), "--data", str(data)]).exit_code == 0
 
 
+def test_a_held_out_file_that_cannot_be_read_is_named_for_its_own_fault(swept, tmp_path):
+    """Its source column is read first: the file's fault, not the column's."""
+    _, _, out = swept
+    (tmp_path / "array.json").write_text('[{"text": "a document"}]\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["sweep", str(out), "--held-out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {tmp_path / 'array.json'}: one JSON array, not JSON Lines (one object per "
+        "line); convert it, e.g. jq -c '.[]'\n"
+    )
+
+
 @pytest.mark.parametrize("lines", [['{"text": ""}', '{"text": ""}'], []])
 def test_held_out_text_with_nothing_to_measure_is_refused(swept, tmp_path, lines):
     """Empty documents, or none: sweep printed "bytes per token None to None" and

@@ -49,6 +49,8 @@ def read_column(path: AnyPath, column: str, batch_rows: int = BATCH_ROWS) -> Ite
                 bad = pa.array([i in raw.bad for i in range(len(values))])
                 values = pc.if_else(bad, pa.scalar(None, pa.large_string()), values)
             yield values
+    except TokenmillError:
+        raise  # about the file itself (a JSON array, a bad stream): it names the file
     except Exception as e:
         if not isinstance(e, (pa.ArrowException, ValueError, EOFError)) and not is_store_error(e):
             raise
