@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.recipe import Recipe, parse_recipe
 from tokenmill.tokenizer.ids import BOS, MAX_VOCAB_SIZE
 from tokenmill.tokenizer.options import (
@@ -49,7 +49,7 @@ def check_workers(workers: int, executor: str) -> int:
     process, and all start at once); Ray tasks spread over a cluster."""
     limit = MAX_RAY_WORKERS if executor == "ray" else WORKERS_PER_CORE * default_workers()
     if not 0 <= workers <= limit:
-        raise TokenmillError(
+        raise OptionError(
             f"--workers {workers} is out of range: 0 (one per core) to {limit}"
             + ("" if executor == "ray" else f" ({WORKERS_PER_CORE} per core on this machine)")
         )

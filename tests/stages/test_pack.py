@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_one_line_error, make_documents, write_shard
+from conftest import assert_one_line_error, assert_usage_error, make_documents, write_shard
 from runs import output_files
 
 from tokenmill.errors import TokenmillError
@@ -137,6 +137,16 @@ def test_pack_and_bin_into_their_own_input_name_their_own_arguments(corpus, cli,
         result = cli(command, tokens, tokens, *extra, ok=False)
         assert result.exit_code == 1
         assert_one_line_error(result, f"{tokens}: TOKENS_DIR is {folder} {tokens}; give {folder}")
+
+
+def test_pack_and_bin_refuse_a_worker_count_out_of_range_as_a_usage_error(corpus, cli, tmp_path):
+    """As `run --workers` is: a refused value is a usage error (README, Exit status)."""
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN)
+    for command, extra in (("pack", ("--seq-len", "8")), ("bin", ())):
+        folder = tmp_path / command
+        result = cli(command, out / "tokens", folder, *extra, "--workers", "100000", ok=False)
+        assert_usage_error(result, "--workers 100000 is out of range", command, folder)
 
 
 def test_pack_needs_bos_in_the_tokenizer(corpus, cli, tmp_path):
