@@ -204,3 +204,28 @@ def test_a_file_without_one_summary_block_is_refused(tmp_path, blocks):
     path.write_text("# t\n" + f"{report.SUMMARY_START}\n{report.SUMMARY_END}\n" * blocks)
     with pytest.raises(SystemExit, match=r"--summary .*README\.md: needs one"):
         report.check_summary_markers(path)
+
+
+def test_the_documented_ids_column_type_is_the_written_one(tmp_path):
+    """Code matching a schema to the docs' `ids` type (pa.list_ is not
+    pa.large_list) must match what encode and pack write."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tokenmill.config import Config
+    from tokenmill.stages.pack import run_pack
+    from tokenmill.stages.run import run_all
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("one document\nanother document\n", encoding="utf-8")
+    run_all(data, tmp_path / "out", Config(vocab_size=300))
+    run_pack(tmp_path / "out" / "tokens", tmp_path / "packed", 4)
+    for folder in ("out/tokens", "packed"):
+        (shard,) = (tmp_path / folder).glob("*.parquet")
+        ids = pq.read_schema(shard).field("ids").type
+        assert pa.types.is_large_list(ids) and ids.value_type == pa.uint16()
+    for doc in ("README.md", "docs/formats.md", "docs/recipes.md", "docs/python-api.md"):
+        text = (REPO / doc).read_text(encoding="utf-8")
+        assert "large_list<uint16>" in text, doc
+        assert not re.search(r"(?<!large_)list<uint(16|32)", text), doc
