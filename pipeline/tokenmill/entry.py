@@ -50,7 +50,57 @@ def _set_process_environment() -> None:
         os.environ.setdefault(name, value)
 
 
+def _utf8_mode() -> None:
+    """Names, options and text are UTF-8 whatever the locale: under a locale
+    that is not (LC_ALL=C without Python's coercion, Latin-1), Python would
+    decode a UTF-8 file name as undecodable bytes, and tokenmill refuse it.
+    So the process starts again in Python's UTF-8 mode, before any work."""
+    if sys.getfilesystemencoding() == "utf-8":  # a UTF-8 locale, or UTF-8 mode
+        return
+    os.environ["PYTHONUTF8"] = "1"
+    try:
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except OSError:
+        pass  # no interpreter to start again: go on in the locale's encoding
+
+
+def _standard_streams() -> None:
+    """A closed stdin, stdout or stderr (`2>&-` in a job) leaves its descriptor
+    free: the next file opened would take it, and a write meant for the log
+    land in an output. Each gets /dev/null; stdout's read-only, so that a
+    command whose output is its product still fails in one line, never a
+    success that printed nothing. Status lines on a closed stderr go nowhere,
+    as on a log that went away. Text an output's encoding cannot hold
+    (PYTHONIOENCODING=latin-1) is written escaped, not a traceback."""
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_RDONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            if os.open(os.devnull, mode) != fd:  # the lowest free descriptor
+                raise OSError(f"descriptor {fd} not free") from None
+            if fd == 2:
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def _check_environment() -> None:
+    """Values Polars panics on (a Rust traceback), said in one line."""
+    threads = os.environ.get("POLARS_MAX_THREADS", "").strip()
+    if threads.lstrip("+").isdigit() and int(threads) == 0:
+        sys.stderr.write(
+            "Error: POLARS_MAX_THREADS=0: Polars needs at least one thread; unset it "
+            "or give a number of threads\n"
+        )
+        sys.exit(2)
+
+
 def main() -> None:
+    _utf8_mode()
+    _standard_streams()
+    _check_environment()
     _set_process_environment()
     # Python's own handler, plus a note that Ctrl-C came: raised inside an
     # extension module's import, KeyboardInterrupt can surface as another
