@@ -205,8 +205,9 @@ def tell(line: str) -> None:
 
 
 def echo_summary(result: StageResult) -> None:
-    """One line per finished stage: what it did, how much, how fast."""
-    tell(result.describe())
+    """One line per finished stage: what it did, how much, how fast (a path
+    with a line break in it escaped, as errors have it)."""
+    tell(escaped(result.describe()))
 
 
 def echo_not_read(result: ShardStageResult) -> None:
@@ -461,7 +462,7 @@ def verify(out):
 
     checked, differences = verify_folder(out)
     for line in differences:
-        tell(f"verify: {line}")
+        tell(escaped(f"verify: {line}"))
     if differences:
         # Not "N of M files": an extra file, or the numbers, are none of the files checked.
         differ = plural(len(differences), "difference")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,16 @@ def test_polars_told_to_use_no_threads_is_one_line(tmp_path):
         "or give a number of threads\n"
     )
     assert not Path(tmp_path / "out").exists()
+
+
+def test_a_line_break_in_a_name_stays_inside_its_line(tmp_path):
+    """Errors and skip lines escaped it already; the run's last line and the
+    stats table printed it raw, breaking both."""
+    data, out = tmp_path / "da\nta", tmp_path / "o\nut"
+    data.mkdir()
+    (data / "x\ny.txt").write_text("a b\nc d\n", encoding="utf-8")
+    run = tokenmill("run", data, out, "--vocab-size", "260")
+    last = re.escape(f"-> {tmp_path}/o\\nut/manifest.json in ")
+    assert re.search(rf"\nrun: [^\n]*{last}[\d.]+ s\n$", run.stderr), run.stderr
+    stats = tokenmill("stats", out).stdout
+    assert "  x\\ny.txt  " in stats and "\ny.txt" not in stats

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, escaped
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
@@ -308,6 +308,8 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
         shown = sorted(lines, key=lambda x: -x["bytes"])
         if max_sources:
             shown = shown[:max_sources]
+        # A name with a line break (a file's, a source column's) stays one row.
+        shown = [{**x, "name": escaped(x["name"])} for x in shown]
         width = max([len(title), *(len(x["name"]) for x in shown)])
         head = f"  {title:<{width}}  {'documents':>10}  {'bytes':>13}  {'tokens':>12}  bytes/token"
         rows = [head]
