@@ -99,8 +99,9 @@ def user_errors(f):
         except MemoryError:
             raise click.ClickException("out of memory") from None
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            from tokenmill.interrupt import exit_interrupted
+
+            exit_interrupted()
         except Exception as e:
             # An object store's refusal that no stage put in words (io/storage.py).
             from tokenmill.io.storage import is_store_error

@@ -8,12 +8,15 @@ import os
 import signal
 import sys
 
+from tokenmill import interrupt
+
 _interrupted = False
 
 
 def _on_sigint(signum, frame) -> None:
     global _interrupted
     _interrupted = True
+    interrupt.stopped_by = signum
     raise KeyboardInterrupt
 
 
@@ -105,7 +108,8 @@ def main() -> None:
     # Python's own handler, plus a note that Ctrl-C came: raised inside an
     # extension module's import, KeyboardInterrupt can surface as another
     # error (CPython builds an ImportError from it and fails: a TypeError).
-    signal.signal(signal.SIGINT, _on_sigint)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_sigint)
     try:
         from tokenmill.memory import start_up
 
@@ -113,17 +117,17 @@ def main() -> None:
             from tokenmill.cli import main as cli
         cli()
     except KeyboardInterrupt:
-        _exit_interrupted()
+        interrupt.exit_interrupted()
     except OSError as e:
         # Only click's own writes (help, version, a usage error) get here: every
         # command turns its OSErrors into one line. A full disk or closed pipe
         # under `tokenmill --help > FILE` is said, not a traceback.
         if _interrupted:
-            _exit_interrupted()
+            interrupt.exit_interrupted()
         _exit_unwritten(e)
     except Exception:
         if _interrupted:
-            _exit_interrupted()
+            interrupt.exit_interrupted()
         raise
 
 
@@ -140,11 +144,6 @@ def _exit_unwritten(e: OSError) -> None:
     except (AttributeError, ValueError):
         pass
     sys.exit(1)
-
-
-def _exit_interrupted() -> None:
-    sys.stderr.write("interrupted\n")
-    sys.exit(130)
 
 
 if __name__ == "__main__":

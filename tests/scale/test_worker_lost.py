@@ -128,6 +128,26 @@ def test_ctrl_c_ends_a_processes_run_in_one_line_and_stops_its_workers(tmp_path)
     assert temporaries(out) == []
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_schedulers_sigterm_or_sighup_stops_a_processes_run_as_ctrl_c_does(tmp_path, signum):
+    """Killed by the signal's default, the driver left its pool's semaphores
+    to Python's tracker, whose warning of leaked ones ended the job's log."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    for i in range(4):
+        write_shard(data / f"s{i}.jsonl", make_documents(40, seed=i))
+    with paused(["run", data, out, *RUN], "count-task", 1, tmp_path) as proc:
+        workers = worker_processes(proc.pid)
+        assert workers
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    assert (proc.returncode, err) == (128 + signum, f"terminated ({signum.name})\n")
+    deadline = time.monotonic() + HANG_GUARD_S
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert temporaries(out) == []
+
+
 def test_the_workers_of_a_killed_driver_end_too(tmp_path):
     """SIGKILL of the driver alone (the OOM killer's choice): nothing stops its
     pool, and its workers held their memory and cores until their tasks ended
