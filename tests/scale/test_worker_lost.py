@@ -18,6 +18,7 @@ from conftest import make_documents, write_shard
 from runs import HANG_GUARD_S, output_files, paused, temporaries, tokenmill
 
 from tokenmill.executors import run_tasks
+from tokenmill.faults import checkpoint
 from tokenmill.io import storage
 from tokenmill.io.lock import LockLost, output_lock
 from tokenmill.io.writers import write_json
@@ -172,3 +173,35 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_pause_is_taken_once_by_a_runs_worker_processes(tmp_path, monkeypatch):
+    """Worker processes pause at their own N-th task (tokenmill.faults): one
+    reaching it after the test removed the file (to let the first go on)
+    wrote the file anew and waited for ever, and so did the run, its driver
+    waiting for that task (a stalled holder in io/test_lease.py never ended).
+    A worker reaching it while the pause lasts waits with it; after, it goes on."""
+    import multiprocessing
+
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("TOKENMILL_PAUSE_AT", "encode-task:2")
+    monkeypatch.setenv("TOKENMILL_PAUSE_FILE", str(marker))
+    spawn = multiprocessing.get_context("spawn")  # as the processes executor's workers
+    workers = [spawn.Process(target=checkpoint, args=("encode-task", 2)) for _ in range(3)]
+    try:
+        workers[0].start()
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers[1].start()  # reaches it while it lasts, or after: either way it ends
+        marker.unlink()
+        for worker in workers[:2]:
+            worker.join(HANG_GUARD_S)
+        workers[2].start()  # reaches it after: goes on
+        workers[2].join(HANG_GUARD_S)
+        assert [w.exitcode for w in workers] == [0, 0, 0]
+        assert not marker.exists()
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
