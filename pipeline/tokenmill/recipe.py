@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenmill.errors import TokenmillError
+from tokenmill.io.storage import regular_file
 
 FORMS = ("tokens", "weight", "epochs")
 # Epochs of one source, at most: more is no recipe (and 1e308 is no budget).
@@ -195,6 +196,7 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
 
 def read_recipe(path: Path) -> Recipe:
     """The `[mix]` table of a TOML file (a job file, or one holding the recipe only)."""
+    regular_file(path)
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:

@@ -125,3 +125,45 @@ def test_a_missing_argument_or_an_option_that_does_not_apply_is_a_usage_error(
     Tokenizer.train(["a document, and another"], vocab_size=300).save(files / "tok.json")
     monkeypatch.chdir(files)
     assert_usage_error(cli(*args, ok=False), wanted, args[0], files / "out")
+
+
+def test_a_fifo_or_device_wherever_a_file_is_read_is_refused_not_read_forever(files):
+    """A FIFO's open waits for a writer for ever (Ctrl-C and SIGTERM could not
+    end it inside the open), /dev/zero is read until memory runs out: every
+    file a command reads is refused in one line naming it before it opens."""
+    import os
+    import subprocess
+    import sys
+
+    from runs import tokenmill
+
+    data = files / "plain"
+    tokenmill("run", data, files / "R", "--vocab-size", "300")
+    os.mkfifo(files / "fifo")
+    for folder, source in (("counts", "R/counts"), ("tokens", "R/tokens")):
+        (files / f"{folder}-with-fifo").mkdir()
+        for table in (files / source).glob("*.parquet"):
+            (files / f"{folder}-with-fifo" / table.name).write_bytes(table.read_bytes())
+        os.mkfifo(files / f"{folder}-with-fifo" / "z.parquet")
+    cases = [
+        (["train", "fifo", "t.json"], "fifo"),
+        (["train", "R/counts.parquet", "t.json", "--extend", "fifo"], "fifo"),
+        (["run", "plain", "o1", "--mix", "fifo"], "fifo"),
+        (["run", "plain", "o2", "--mix", "/dev/zero"], "/dev/zero"),
+        (["export", "/dev/zero", "x.json", "--format", "hf"], "/dev/zero"),
+        (["decode", "--shard", "fifo", "--row", "0"], "fifo"),
+        (["merge", "counts-with-fifo", "m.parquet"], "counts-with-fifo/z.parquet"),
+        (
+            ["bin", "tokens-with-fifo", "b", "--tokenizer", "R/tokenizer.json"],
+            "tokens-with-fifo/z.parquet",
+        ),
+    ]
+    for args, named in cases:
+        result = subprocess.run(
+            [sys.executable, "-m", "tokenmill", *args],
+            cwd=files, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert (result.returncode, result.stderr) == (
+            1,
+            f"Error: {named}: not a regular file, where a file is read\n",
+        ), args

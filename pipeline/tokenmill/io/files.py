@@ -20,6 +20,7 @@ from tokenmill.io.storage import (
     open_file,
     open_read,
     parquet_file,
+    regular_file,
     store_errors,
     tapped,
 )
@@ -38,6 +39,7 @@ def read_json(path: AnyPath, what: str) -> Any:
 def read_bytes(path: AnyPath, what: str) -> bytes:
     path = location(path)
     fence(path, "read")  # under a remote OUT this run holds: io/lock.py
+    regular_file(path)
     try:
         return path.read_bytes()
     except OSError as e:

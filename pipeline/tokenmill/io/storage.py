@@ -129,7 +129,25 @@ def open_file(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
         fence(path, "read")
         with store_errors(path):
             return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
+    regular_file(path)
     return open(path, "rb")
+
+
+def regular_file(path: AnyPath) -> None:
+    """Refuse a local path that names something other than a regular file
+    before it is opened: a FIFO's open waits for a writer for ever, and a
+    device (/dev/zero) is read until memory runs out. A missing path or a
+    folder is left to the reader, which says what it wanted there."""
+    import stat
+
+    if is_remote(path):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise TokenmillError(f"{path}: not a regular file, where a file is read")
 
 
 def size(path: AnyPath) -> int:
@@ -506,6 +524,8 @@ def parquet_file(path: AnyPath, **options) -> Iterator[pq.ParquetFile]:
 
     # A tapped local file is read through its tap's file object, not by name.
     opened = is_remote(path) or is_tapped(path)
+    if not opened:
+        regular_file(path)
     source = open_read(path, cache="none") if opened else str(path)
     try:
         with store_errors(path, by_pyarrow=True):
