@@ -45,14 +45,13 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import TokenmillError, one_line
-from tokenmill.io.files import file_sha256
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.layouts import MODULES, Document, Layout, layout
 from tokenmill.stages.check_documents import Frame, compare
 from tokenmill.stages.check_mix import Digests, part_problems
 from tokenmill.stages.layout import MANIFEST, TOKENIZER
-from tokenmill.stages.manifest import read_manifest
+from tokenmill.stages.manifest import changed_from, read_manifest
 from tokenmill.stages.results import CheckResult
 from tokenmill.stages.split import SPLITS
 from tokenmill.stages.tokens import TokenShard, list_ids, open_token_shard
@@ -273,7 +272,7 @@ def sample_problems(run: Run, sampled: list[Sampled], data: AnyPath | None) -> l
             problems.append(f"input {shard.source}: not in DATA ({path}); its sample not compared")
             continue
         entry = inputs.get(shard.source)
-        if entry is not None and file_sha256(path) != entry["sha256"]:
+        if entry is not None and changed_from(entry, path):
             problems.append(
                 f"input {shard.source}: changed since the run (sha256 not the manifest's)"
             )

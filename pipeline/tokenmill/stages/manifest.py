@@ -124,6 +124,14 @@ def input_entries(stages: dict) -> list[dict]:
     return entries
 
 
+def changed_from(entry: dict, path: AnyPath) -> bool:
+    """Whether the file at `path` is no longer the one `entry` records: its
+    size first (no read), then its sha256."""
+    if "bytes" in entry and size(path) != entry["bytes"]:
+        return True
+    return file_sha256(path) != entry["sha256"]
+
+
 def file_entry(path: AnyPath, out: AnyPath, **extra) -> dict:
     path = location(path)
     return {"path": relative(path, out), **extra, "bytes": size(path), "sha256": file_sha256(path)}

@@ -36,14 +36,12 @@ import pyarrow.compute as pc
 
 from tokenmill.errors import OptionError, TokenmillError, one_line
 from tokenmill.io.columns import has_column, read_column
-from tokenmill.io.files import file_sha256
 from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
-from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.layout import MANIFEST, SWEEP
-from tokenmill.stages.manifest import read_manifest
+from tokenmill.stages.manifest import changed_from, read_manifest
 from tokenmill.stages.results import SweepResult, bpe_stops
 from tokenmill.stages.split import document_hashes
 from tokenmill.stages.stats import (
@@ -209,9 +207,7 @@ def refuse_changed_inputs(out: AnyPath, inputs: Sequence[tuple[AnyPath, str, obj
     recorded = {e["path"]: e for e in read_manifest(out).get("inputs", [])}
     for path, name, _ in inputs:
         entry = recorded.get(name)
-        if entry is not None and (
-            file_size(path) != entry["bytes"] or file_sha256(path) != entry["sha256"]
-        ):
+        if entry is not None and changed_from(entry, path):
             raise TokenmillError(
                 f"{path}: changed since the run (not the sha256 its manifest records); "
                 "sweep measures the run's documents: run again, or give --held-out"
