@@ -137,13 +137,14 @@ def output_folder(
     never holding `data` (the command's input, its argument `data_option`), nor
     in or around another output folder, nor someone else's folder unless
     `force`, and rid of the temporaries of killed runs."""
-    from tokenmill.io.inputs import check_overlap
+    from tokenmill.io.inputs import check_overlap, require_input
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
     from tokenmill.io.writers import remove_temporaries
     from tokenmill.stages.layout import check_out_folder
 
     if data is not None:
+        require_input(location(data))
         check_overlap(location(data), location(folder), option, data_option)
     check_out_folder(folder, force, whole=True)
     with output_lock(folder) as lock:

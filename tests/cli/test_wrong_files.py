@@ -43,8 +43,8 @@ CASES = [
     (["stats", "plain"], "plain", NOT_OUT),
     (["stats", "notes.txt"], "notes.txt", NOT_OUT),
     (["report", "plain"], "plain", NOT_OUT),
-    (["bin", "notes.txt", "bins"], "notes.txt", "no such folder of token shards"),
-    (["merge", "notes.txt", "merged.parquet"], "notes.txt", "no such directory"),
+    (["bin", "notes.txt", "bins"], "notes.txt", "a file, not a folder of token shards"),
+    (["merge", "notes.txt", "merged.parquet"], "notes.txt", "a file, not a folder of count tables"),
     # The table of the wrong kind is named, not the one merge would write.
     (["merge", "tokens", "merged.parquet"], "tokens/a.parquet", "not a count table"),
 ]
@@ -167,3 +167,21 @@ def test_a_fifo_or_device_wherever_a_file_is_read_is_refused_not_read_forever(fi
             1,
             f"Error: {named}: not a regular file, where a file is read\n",
         ), args
+
+
+TOKENIZER_ARGS = ("--tokenizer", "tok.json")
+MISSING_INPUT = [
+    ("count", "missing", "out"),
+    ("encode", "missing", "out", *TOKENIZER_ARGS),
+    ("pack", "missing", "out", "--seq-len", "8"),
+    ("bin", "missing", "out"),
+    ("run", "missing", "out"),
+]
+
+
+@pytest.mark.parametrize("args", MISSING_INPUT, ids=[a[0] for a in MISSING_INPUT])
+def test_a_missing_input_leaves_no_output_folder(cli, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    Tokenizer.train(["some text"], vocab_size=260).save(tmp_path / "tok.json")
+    assert_one_line_error(cli(*args, ok=False), "missing:", "no such")
+    assert not (tmp_path / "out").exists()

@@ -547,3 +547,25 @@ def test_verify_names_the_inputs_of_a_data_folder_that_moved_where_they_were(cli
     result = cli("verify", tmp_path / "out", ok=False)
     assert result.exit_code == 3
     assert f"input a.jsonl: missing ({data.resolve() / 'a.jsonl'})" in result.output
+
+
+def test_a_folder_under_data_that_cannot_be_listed_stops_the_run(tmp_path, monkeypatch):
+    # Its files can be neither read nor listed as not read, so nothing about the
+    # run could account for them. (As root, chmod cannot make a folder unlistable.)
+    from tokenmill.errors import TokenmillError
+    from tokenmill.io import inputs
+
+    data = tmp_path / "d"
+    write_shard(data / "a.jsonl", ["a document"])
+    (data / "locked").mkdir()
+    write_shard(data / "locked" / "b.jsonl", ["another document"])
+    scandir = os.scandir
+
+    def refuse(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return scandir(path)
+
+    monkeypatch.setattr(inputs.os, "scandir", refuse)
+    with pytest.raises(TokenmillError, match=r"locked: cannot list folder \(Permission denied\)"):
+        inputs.find_inputs(data)

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.readers import KNOWN_INPUTS, shard_format
 from tokenmill.io.storage import (
     AnyPath,
@@ -124,6 +124,14 @@ def matches_glob(name: str, pattern: str) -> bool:
     return _glob_regex(pattern).match(name) is not None
 
 
+def require_input(data: AnyPath) -> None:
+    """A command's input exists: checked before its output folder is made and
+    locked, so that a mistyped DATA leaves nothing behind."""
+    with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
+        if not data.exists():
+            raise TokenmillError(f"{data}: no such file or directory")
+
+
 def check_overlap(
     data: AnyPath, out: AnyPath, out_option: str = "OUT", data_option: str = "DATA"
 ) -> None:
@@ -207,8 +215,11 @@ def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] 
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as e:
-            skip(prefix or ".", f"cannot list folder ({e.strerror})")
-            return
+            # Its files cannot be accounted for, so none of them can be said to be
+            # read or not: the run stops, as for an input file it cannot read.
+            raise TokenmillError(
+                f"{printable(str(folder))}: cannot list folder ({e.strerror or one_line(e)})"
+            ) from None
         data_files = datasets_folder(folder)
         for entry in entries:
             name = prefix + entry.name

@@ -43,7 +43,8 @@ def count_tables(counts_dir: AnyPath) -> list[tuple[str, dict | None, AnyPath]]:
     `counts_dir`, in the order of their source shards."""
     counts_dir = location(counts_dir)
     if not counts_dir.is_dir():
-        raise TokenmillError(f"{counts_dir}: no such directory")
+        what = "a file, not a" if counts_dir.exists() else "no such"
+        raise TokenmillError(f"{counts_dir}: {what} folder of count tables")
     if is_remote(counts_dir):
         found = [p for _, p in walk_files(counts_dir)]
     else:

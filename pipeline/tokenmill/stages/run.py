@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, TypeVar
 from tokenmill.config import Config
 from tokenmill.errors import TokenmillError
 from tokenmill.io.files import file_sha256, read_bytes
-from tokenmill.io.inputs import Inputs, check_overlap, find_inputs, output_name
+from tokenmill.io.inputs import Inputs, check_overlap, find_inputs, output_name, require_input
 from tokenmill.io.lock import output_lock
 from tokenmill.io.storage import (
     AnyPath,
     delete,
     location,
     relative_name,
-    remote_errors,
     resolved,
 )
 from tokenmill.io.writers import atomic_path, check_folder, check_target
@@ -192,9 +191,7 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
     With config.extend, training grows plan.base, and words are counted as it
     splits them."""
     data, out, config = plan.data, plan.out, plan.config
-    with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
-        if not data.exists():
-            raise TokenmillError(f"{data}: no such file or directory")
+    require_input(data)
     check_overlap(data, out)
     check_out_folder(out, config.force)
     note = on_note or (lambda _: None)

@@ -291,7 +291,8 @@ def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[To
     under it."""
     tokens_dir = location(tokens_dir)
     if not tokens_dir.is_dir():
-        raise TokenmillError(f"{tokens_dir}: no such folder of token shards")
+        what = "a file, not a" if tokens_dir.exists() else "no such"
+        raise TokenmillError(f"{tokens_dir}: {what} folder of token shards")
     if names is None:
         if is_remote(tokens_dir):
             found = [name for name, _ in walk_files(tokens_dir) if name.endswith(".parquet")]
