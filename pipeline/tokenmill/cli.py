@@ -663,11 +663,14 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
     TOKENS_DIR by, when either did), train and validation documents are packed
     apart, into PACKED_DIR/train and PACKED_DIR/val."""
     from tokenmill.config import check_workers, default_workers
+    from tokenmill.layouts import layout
+    from tokenmill.stages.layout import check_layout_folder
     from tokenmill.stages.pack import run_pack
     from tokenmill.stages.split import split_token_shards
 
     workers = check_workers(workers or default_workers(), "threads")
     shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
+    check_layout_folder(layout("packed"), packed_dir)
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force, "TOKENS_DIR"):
         summary = run_pack(
             tokens_dir,
@@ -701,13 +704,16 @@ def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction,
     one encode or the mix split TOKENS_DIR by, when either did), all shards as
     train.bin and val.bin (with train.idx.npy, val.idx.npy)."""
     from tokenmill.config import check_workers, default_workers
+    from tokenmill.layouts import layout
     from tokenmill.layouts.bin import bin_tokenizer, run_bin
+    from tokenmill.stages.layout import check_layout_folder
     from tokenmill.stages.split import split_token_shards
 
     workers = check_workers(workers or default_workers(), "threads")
     # Refused before any write: another split than encode's, another tokenizer.
     shards = split_token_shards(tokens_dir, val_fraction)
     tok = bin_tokenizer(shards, tokenizer_file) if bos or tokenizer_file else None
+    check_layout_folder(layout("bin"), bin_dir)
     with output_folder(tokens_dir, bin_dir, "BIN_DIR", force, "TOKENS_DIR"):
         summary = run_bin(
             tokens_dir,

@@ -185,3 +185,18 @@ def test_a_missing_input_leaves_no_output_folder(cli, tmp_path, monkeypatch, arg
     Tokenizer.train(["some text"], vocab_size=260).save(tmp_path / "tok.json")
     assert_one_line_error(cli(*args, ok=False), "missing:", "no such")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["count", "encode"])
+def test_a_folder_where_a_shard_output_goes_is_refused_before_any_shard(
+    cli, tmp_path, monkeypatch, command
+):
+    monkeypatch.chdir(tmp_path)
+    write_shard(tmp_path / "d" / "a.jsonl", ["one document"])
+    write_shard(tmp_path / "d" / "b.jsonl", ["another document"])
+    Tokenizer.train(["some text"], vocab_size=260).save(tmp_path / "tok.json")
+    (tmp_path / "out" / "b.jsonl.parquet").mkdir(parents=True)
+    options = TOKENIZER_ARGS if command == "encode" else ()
+    result = cli(command, "d", "out", *options, ok=False)
+    assert_one_line_error(result, "out/b.jsonl.parquet: a folder, where tokenmill writes a file")
+    assert not (tmp_path / "out" / "a.jsonl.parquet").exists()

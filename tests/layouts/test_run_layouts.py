@@ -84,6 +84,42 @@ def test_a_file_where_a_layout_folder_goes_is_refused_before_any_work(cli, corpu
     assert not (out / "counts").exists()
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_a_folder_where_a_layout_writes_a_file_is_refused_before_any_work(
+    cli, corpus, tmp_path, name
+):
+    # The layout names its files by the options: found only when written, the
+    # run ended after the counts, tokens and the layout's earlier files.
+    option = ("--pack", "8") if name == "packed" else ("--format", name)
+    cli("run", corpus, tmp_path / "first", *RUN, *option)
+    folder = tmp_path / "first" / layout(name).folder
+    last = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())[-1]
+    out = tmp_path / "out"
+    (out / layout(name).folder / last).mkdir(parents=True)
+    result = cli("run", corpus, out, *RUN, *option, "--force", ok=False)
+    said = f"{out / layout(name).folder / last}: a folder, where tokenmill writes a file"
+    assert_one_line_error(result, said)
+    assert not (out / "counts").exists()
+
+
+@pytest.mark.parametrize("command", ["bin", "pack"])
+def test_standalone_layouts_refuse_a_folder_where_they_write_a_file(cli, corpus, tmp_path, command):
+    cli("run", corpus, tmp_path / "r", *RUN)
+    wanted = (
+        "index.json"
+        if command == "bin"
+        else sorted(
+            p.relative_to(tmp_path / "r" / "tokens")
+            for p in (tmp_path / "r" / "tokens").rglob("*.parquet")
+        )[-1]
+    )
+    (tmp_path / "o" / wanted).mkdir(parents=True)
+    options = ("--seq-len", "8") if command == "pack" else ()
+    result = cli(command, tmp_path / "r" / "tokens", tmp_path / "o", *options, ok=False)
+    assert_one_line_error(result, f"{tmp_path / 'o' / wanted}: a folder, where tokenmill writes")
+    assert [p.name for p in (tmp_path / "o").iterdir()] == [str(wanted).split("/")[0]]
+
+
 def test_a_run_loads_its_base_once_and_encodes_with_the_tokenizer_it_trained(tmp_path, monkeypatch):
     data = tmp_path / "data"
     write_shard(data / "a.txt", ["the cat sat on the mat", "a dog and a log"] * 20)

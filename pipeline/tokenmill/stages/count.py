@@ -19,7 +19,13 @@ from tokenmill.io.readers import OnSkip, read_documents
 from tokenmill.io.storage import AnyPath, delete, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.stages.results import ShardStageResult
-from tokenmill.stages.shards import output_record, shard_size, shard_task, split_shards
+from tokenmill.stages.shards import (
+    check_outputs,
+    output_record,
+    shard_size,
+    shard_task,
+    split_shards,
+)
 from tokenmill.stages.state import count_key, record_output
 from tokenmill.tokenizer.core import word_tables
 
@@ -153,6 +159,7 @@ def run_counts(
         )
         for s in data.shards
     ]
+    check_outputs([out for t in tasks for out in (t.out, *(o for _, o in t.also))])
     results = run_tasks(
         count_shard,
         tasks,

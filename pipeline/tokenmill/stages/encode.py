@@ -35,7 +35,7 @@ from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.stages.results import ShardStageResult
-from tokenmill.stages.shards import shard_size, shard_task, split_shards
+from tokenmill.stages.shards import check_outputs, shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
 from tokenmill.stages.state import encode_key
 from tokenmill.stages.tokens import RowWriter
@@ -243,6 +243,7 @@ def run_encode(
         )
         for s in data.shards
     ]
+    check_outputs([t.out for t in tasks])
     results = run_tasks(
         encode_shard,
         tasks,

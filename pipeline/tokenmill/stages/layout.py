@@ -231,6 +231,19 @@ def walk_out(folder: AnyPath) -> Iterator[tuple[str, str, AnyPath]]:
                 yield name, "other", Path(e.path)
 
 
+def check_layout_folder(lay: Layout, folder: AnyPath) -> None:
+    """Refuse, before any work, a folder, link to a folder, FIFO or device in
+    a layout's folder at a name the layout writes a file at (`owns`): the
+    layout names its files by the options, so its folder is walked for them.
+    Found only when written, it ended the run after the other outputs."""
+    writers.check_folder(folder)
+    if is_remote(folder):
+        return  # an object store holds objects only
+    for name, kind, path in walk_out(folder):
+        if lay.owns(name) and (kind in ("dir", "link to dir", "other") or is_special(kind, path)):
+            raise writers.not_a_file(path)
+
+
 def tokenmill_files(out: AnyPath) -> list[tuple[str, AnyPath]]:
     """(name relative to OUT, path) of every file in tokenmill's folders and
     top-level names of OUT; a folder that is a link is not entered."""

@@ -26,13 +26,14 @@ from tokenmill.io.storage import (
     relative_name,
     resolved,
 )
-from tokenmill.io.writers import atomic_path, check_folder, check_target
+from tokenmill.io.writers import atomic_path, check_target
 from tokenmill.layouts import LayoutJob, layout
 from tokenmill.plan import Plan, make_plan
 from tokenmill.stages.count import run_counts
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.layout import (
     MANIFEST,
+    check_layout_folder,
     check_out_folder,
     output_paths,
     remove_stale,
@@ -261,7 +262,7 @@ def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> N
         # A layout names its files by the options (merged or per shard, split or
         # not): its folder is what is checked.
         for name in config.layouts:
-            check_folder(location(out) / layout(name).folder)
+            check_layout_folder(layout(name), location(out) / layout(name).folder)
     files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
     for path in files:
         check_target(path)

@@ -14,8 +14,8 @@ from tokenmill.errors import InputChanged, StoreError, TokenmillError, WriteErro
 from tokenmill.io.files import hashed_read
 from tokenmill.io.readers import OnSkip, skipped_file_documents
 from tokenmill.io.storage import AnyPath, delete, location, parquet_file, size
-from tokenmill.io.writers import atomic_path
-from tokenmill.stages.state import record_output, reusable_shard, shard_state
+from tokenmill.io.writers import atomic_path, check_target
+from tokenmill.stages.state import record_output, reusable_shard, shard_state, state_file
 
 # write(tmp, on_skip, stats, state) -> result: reads the shard (passing on_skip
 # and stats to the reader), writes the output to tmp with `state(result)` in
@@ -115,6 +115,15 @@ def check_counted(shard: AnyPath, counted: dict | None, source: dict, stage: str
             f"by {stage} as {source['sha256']}); rerun"
         )
     return source
+
+
+def check_outputs(outputs: list[AnyPath]) -> None:
+    """Refuse, before any shard is read, a folder, FIFO or device where a
+    shard's output or its state file goes: found when written, it ended the
+    stage after the other shards."""
+    for out in outputs:
+        check_target(out)
+        check_target(state_file(out))
 
 
 def split_shards(shards: Sized, config: Config) -> bool:
