@@ -141,14 +141,16 @@ def output_folder(
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
     from tokenmill.io.writers import remove_temporaries
-    from tokenmill.stages.layout import check_out_folder
+    from tokenmill.stages.layout import check_out_folder, check_writer
 
     if data is not None:
         require_input(location(data))
         check_overlap(location(data), location(folder), option, data_option)
     check_out_folder(folder, force, whole=True)
+    writes = click.get_current_context().info_name or "?"  # the command: count, encode, ...
     with output_lock(folder) as lock:
-        lock.record(data)
+        check_writer(folder, lock.previous, writes, force)
+        lock.record(data, writes)
         if lock.note:
             tell(lock.note)
         remove_temporaries(folder)

@@ -187,7 +187,7 @@ def test_a_holder_that_lost_its_lock_writes_removes_and_reads_nothing(s3, stale,
     out = UPath(s3.url("out"))
     fs = store()
     with pytest.raises(LockLost), output_lock(out) as lock:
-        lock.record(None)
+        lock.record(None, "run")
         write_json({"ours": True}, out / "state.json")
         fs.pipe_file(f"{out}/{LOCK}", b'{"pid": 7, "host": "elsewhere"}')
         fs.put_file(str(theirs), f"{out}/tokenizer.json")

@@ -29,7 +29,7 @@ def test_a_lock_released_while_a_child_still_holds_its_copy_is_taken_again(tmp_p
     of the same process waits for it instead of calling its own process
     another run."""
     with output_lock(tmp_path) as held:
-        held.record(None)
+        held.record(None, "run")
         child = forked_holding(0.3)
     try:
         started = time.monotonic()
@@ -42,7 +42,7 @@ def test_a_lock_released_while_a_child_still_holds_its_copy_is_taken_again(tmp_p
 
 def test_a_lock_this_process_holds_is_refused_at_once(tmp_path):
     with output_lock(tmp_path) as held:
-        held.record(None)
+        held.record(None, "run")
         started = time.monotonic()
         with pytest.raises(TokenmillError, match="in use by another tokenmill run"):
             with output_lock(tmp_path):
@@ -53,7 +53,7 @@ def test_a_lock_this_process_holds_is_refused_at_once(tmp_path):
 def test_a_child_holding_it_past_the_wait_is_another_run(tmp_path, monkeypatch):
     monkeypatch.setattr(lock, "OWN_RELEASE_S", 0.05)
     with output_lock(tmp_path) as held:
-        held.record(None)
+        held.record(None, "run")
         child = forked_holding(0.5)
     try:
         with pytest.raises(TokenmillError, match="in use by another tokenmill run"):

@@ -269,7 +269,7 @@ def test_the_holder_beats_and_learns_when_its_lock_is_taken(s3, monkeypatch):
     fs = store()
     with pytest.raises(TokenmillError, match="taken over by another tokenmill run"):
         with output_lock(UPath(url)) as lock:
-            lock.record(None)
+            lock.record(None, "run")
             first = fs.info(path.path)["ETag"]
             deadline = time.monotonic() + HANG_GUARD_S
             while fs.info(path.path)["ETag"] == first:

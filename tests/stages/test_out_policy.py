@@ -115,6 +115,37 @@ def test_force_writes_into_it_and_replaces_only_tokenmill_named_outputs(tmp_path
     assert (bins / "a.jsonl.bin").exists() and (bins / "bin" / "deploy.sh").exists()
 
 
+def test_a_folder_of_another_commands_outputs_is_refused_untouched(tmp_path):
+    # encode into a run's OUT wrote shards beside its counts/ and tokens/; run
+    # into count's folder mixed its outputs with the tables; encode into
+    # count's folder replaced the tables with token shards.
+    data = data_folder(tmp_path)
+    out, counts = tmp_path / "out", tmp_path / "counts"
+    tokenmill_here("run", data, out, *RUN)
+    tokenmill_here("count", data, counts)
+    tokenizer = ("--tokenizer", out / "tokenizer.json")
+    cases = [
+        (("encode", data, out, *tokenizer), out, "run", "encode"),
+        (("count", data, out), out, "run", "count"),
+        (("pack", out / "tokens", counts, "--seq-len", "8"), counts, "count", "pack"),
+        (("run", data, counts, *RUN), counts, "count", "run"),
+        (("encode", data, counts, *tokenizer), counts, "count", "encode"),
+    ]
+    for args, folder, before, command in cases:
+        was = tree(folder)
+        result = tokenmill_here(*args, check=False)
+        error_line(
+            result,
+            f"{folder}: holds the outputs of `tokenmill {before}`, not `tokenmill {command}`",
+            "--force",
+        )
+        assert tree(folder) == was, args
+    # The same command again is a rerun; --force writes into the folder.
+    assert "(2 kept, 0 done)" in tokenmill_here("count", data, counts).stderr
+    tokenmill_here("encode", data, counts, *tokenizer, "--force")
+    tokenmill_here("encode", data, counts, *tokenizer)
+
+
 def test_an_empty_or_missing_folder_is_fine(tmp_path):
     data = data_folder(tmp_path)
     (tmp_path / "empty").mkdir()

@@ -119,13 +119,16 @@ def last_holder(folder: AnyPath) -> dict:
     return holder if isinstance(holder, dict) else {}
 
 
-def holder_record(data: AnyPath | None) -> dict:
+def holder_record(data: AnyPath | None, writes: str | None = None) -> dict:
+    """`writes`: which command's outputs the folder holds ("run", "count", ...):
+    another command's are refused there (stages/layout.check_writer)."""
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": sys.argv,
         "data": resolved(location(data)) if data is not None else None,
+        "writes": writes,
     }
 
 
@@ -150,10 +153,10 @@ class HeldLock:
     previous: dict  # what the lock file said of the run that took it last
     note: str | None = None  # what the user should know of how the lock was taken
 
-    def record(self, data: AnyPath | None) -> None:
+    def record(self, data: AnyPath | None, writes: str) -> None:
         """Name this run in the lock file, once it is sure to write to the folder
         (a refused run leaves the previous holder's record)."""
-        record = holder_record(data)
+        record = holder_record(data, writes)
         try:
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
@@ -343,9 +346,10 @@ class RemoteLock:
     def path(self) -> UPath:
         return self.folder / LOCK
 
-    def record(self, data: AnyPath | None) -> None:
-        """Name this run's DATA in the lock object."""
+    def record(self, data: AnyPath | None, writes: str) -> None:
+        """Name this run's DATA and command in the lock object."""
         self.record_["data"] = resolved(location(data)) if data is not None else None
+        self.record_["writes"] = writes
         try:
             self._rewrite()
         except Lost:

@@ -181,6 +181,21 @@ def _check_out_folder(out: AnyPath, force: bool, whole: bool) -> None:
             )
 
 
+def check_writer(out: AnyPath, previous: dict, writes: str, force: bool) -> None:
+    """Refuse a folder that holds another command's outputs (the last lock
+    holder's `writes`; a run's manifest): `encode` into a run's OUT wrote its
+    shards beside counts/ and tokens/, `run` into a `count` folder mixed its
+    outputs with the tables, `encode` into a `count` folder replaced them."""
+    before = previous.get("writes")
+    if before is None and writes != "run" and is_tokenmill_manifest(location(out) / MANIFEST):
+        before = "run"
+    if before is not None and before != writes and not force:
+        raise TokenmillError(
+            f"{out}: holds the outputs of `tokenmill {before}`, not `tokenmill {writes}`; "
+            "give another folder, or --force to write into it"
+        )
+
+
 def is_special(kind: str, path: AnyPath) -> bool:
     """Whether an entry of walk_out is, or links to, a FIFO, socket or device."""
     if kind != "file" or is_remote(path) or not os.path.islink(path):

@@ -35,6 +35,7 @@ from tokenmill.stages.layout import (
     MANIFEST,
     check_layout_folder,
     check_out_folder,
+    check_writer,
     output_paths,
     remove_stale,
     remove_temporaries,
@@ -203,6 +204,7 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
     with output_lock(out) as lock:
         if lock.note:
             note(lock.note)
+        check_writer(out, lock.previous, "run", config.force)
         check_previous_data(out, data, lock.previous, config.force)
         return _run_locked(plan, on_stage, note, lock, revision)
 
@@ -280,7 +282,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         from tokenmill.stages.sources import check_placed  # pyarrow.compute: not at start-up
 
         check_placed(config.mix, [s.name for s in inputs.shards])
-    lock.record(data)  # sure to write now: a refused run leaves the last holder's record
+    lock.record(data, "run")  # sure to write now: a refused run leaves the last holder's record
     if line := inputs.not_read_line():
         note(f"{line}; listed in the manifest under not_read")
     remove_temporaries(out)  # under OUT's lock, every temporary there is a killed run's
