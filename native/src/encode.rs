@@ -12,7 +12,7 @@ use crate::wordmap::{short_key, WordMap};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 /// How a word becomes base symbols.
 pub enum Alphabet {
@@ -534,10 +534,26 @@ impl Encoder {
 
     /// Run `f` with a word cache no other caller holds.
     fn with_cache<R>(&self, f: impl FnOnce(&mut WordCache) -> R) -> R {
-        let mut cache = self.caches.lock().unwrap().pop().unwrap_or_default();
+        let mut cache = self.caches().and_then(|mut c| c.pop()).unwrap_or_default();
         let result = f(&mut cache);
-        self.caches.lock().unwrap().push(cache);
+        if let Some(mut caches) = self.caches() {
+            caches.push(cache);
+        }
         result
+    }
+
+    /// The caches, unless they stay locked past a short wait: in a process
+    /// forked while another thread held them, that thread is gone and they
+    /// are locked for ever. A fresh cache is only a colder one.
+    fn caches(&self) -> Option<MutexGuard<'_, Vec<WordCache>>> {
+        for _ in 0..64 {
+            match self.caches.try_lock() {
+                Ok(caches) => return Some(caches),
+                Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+            }
+        }
+        None
     }
 
     /// Ids of `texts` and one length per document, on the calling thread.
@@ -776,6 +792,31 @@ pub(crate) mod tests {
                 .unwrap();
             assert_encodes_again_alike(&enc, &text, &want, name);
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_child_forked_while_another_thread_holds_the_caches_encodes() {
+        let enc = Encoder::new(
+            PreTokenizer::whitespace(false),
+            Alphabet::identity_bytes(),
+            &[],
+            None,
+        );
+        let (locked, wait) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _caches = enc.caches.lock().unwrap();
+                locked.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            });
+            wait.recv().unwrap();
+            assert!(crate::pool::runs_in_a_fork(|| {
+                let mut ids = Vec::new();
+                enc.encode_text("ab", None, &mut ids).unwrap();
+                assert_eq!(ids, [97, 98]);
+            }));
+        });
     }
 
     /// `enc` gives `text` the ids `want` twice over (the second time from

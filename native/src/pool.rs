@@ -6,9 +6,14 @@
 //! with the "fork" start method) inherits the pool without its threads:
 //! work handed to it would wait forever. So the pool records the process
 //! that built it, and a forked child builds one of its own, as big.
+//!
+//! The pool's own lock is taken by the forking thread across the fork
+//! (`pthread_atfork`): held by another thread at that moment, it would stay
+//! locked in the child for ever, and the child's first encode would wait on it.
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
-use std::sync::{Arc, RwLock};
+use std::cell::RefCell;
+use std::sync::{Arc, Once, RwLock, RwLockWriteGuard};
 
 struct Pool {
     threads: Arc<ThreadPool>,
@@ -16,6 +21,40 @@ struct Pool {
 }
 
 static POOL: RwLock<Option<Pool>> = RwLock::new(None);
+
+thread_local! {
+    /// The pool's lock, held by the forking thread from just before a fork to
+    /// just after it, in the parent and in the child.
+    static HELD: RefCell<Option<RwLockWriteGuard<'static, Option<Pool>>>> =
+        const { RefCell::new(None) };
+}
+
+extern "C" fn before_fork() {
+    let guard = POOL.write().unwrap_or_else(|e| e.into_inner());
+    HELD.with(|held| *held.borrow_mut() = Some(guard));
+}
+
+extern "C" fn after_fork() {
+    HELD.with(|held| drop(held.borrow_mut().take()));
+}
+
+/// Hold the pool's lock across every fork of this process, from the first use.
+fn guard_forks() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        #[cfg(unix)]
+        {
+            type Handler = Option<extern "C" fn()>;
+            extern "C" {
+                fn pthread_atfork(prepare: Handler, parent: Handler, child: Handler) -> i32;
+            }
+            // SAFETY: the handlers only lock and unlock POOL, on the forking thread.
+            unsafe {
+                pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+            }
+        }
+    });
+}
 
 /// The pool, if this process built it (a forked child's is not its own).
 fn own(pool: &Option<Pool>) -> Option<&Arc<ThreadPool>> {
@@ -56,6 +95,7 @@ pub fn set_threads(threads: usize) {
     } else {
         threads
     };
+    guard_forks();
     let mut pool = POOL.write().unwrap_or_else(|e| e.into_inner());
     if own(&pool).map(|p| p.current_num_threads()) != Some(threads) {
         replace(&mut pool, build(threads));
@@ -68,6 +108,7 @@ fn default_threads() -> usize {
 
 /// Run `f` on the pool, so its rayon work uses the configured threads.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    guard_forks();
     let pool = {
         let mut guard = POOL.write().unwrap_or_else(|e| e.into_inner());
         match own(&guard) {
@@ -136,5 +177,60 @@ pub fn release_memory() {
         unsafe {
             malloc_trim(0);
         }
+    }
+}
+
+/// Whether `child` runs to its end in a forked copy of this process within
+/// 20 s (a lock left held by the fork makes it wait for ever).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn runs_in_a_fork(child: impl FnOnce()) -> bool {
+    extern "C" {
+        fn fork() -> i32;
+        fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+        fn kill(pid: i32, signal: i32) -> i32;
+        fn _exit(status: i32) -> !;
+    }
+    const WNOHANG: i32 = 1;
+    const SIGKILL: i32 = 9;
+    // SAFETY: the child runs `child` and exits without unwinding into the
+    // test harness; the parent only waits for it.
+    unsafe {
+        let pid = fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child));
+            _exit(if ran.is_ok() { 0 } else { 1 });
+        }
+        let mut status = 0;
+        for _ in 0..2000 {
+            if waitpid(pid, &mut status, WNOHANG) == pid {
+                return status == 0;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &mut status, 0);
+        false
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_child_forked_while_another_thread_holds_the_pool_lock_builds_its_pool() {
+        install(|| ());
+        let (locked, wait) = mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _pool = POOL.write().unwrap_or_else(|e| e.into_inner());
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        wait.recv().unwrap();
+        assert!(runs_in_a_fork(|| assert_eq!(install(|| 1 + 1), 2)));
+        holder.join().unwrap();
     }
 }
