@@ -66,11 +66,12 @@ $(STAMP): $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q --no-deps $(TRAINER_READERS)
 	touch $@ $(RUNTIME_STAMP)
 
+# DATA, OUT and JOB quoted: a path with a space is one argument (ARGS is options).
 tokenize: $(RUNTIME_STAMP)
-	$(BIN)/tokenmill run $(DATA) $(OUT) $(ARGS)
+	$(BIN)/tokenmill run "$(DATA)" "$(OUT)" $(ARGS)
 
 job: $(RUNTIME_STAMP)
-	$(BIN)/tokenmill run --job $(JOB) $(ARGS)
+	$(BIN)/tokenmill run --job "$(JOB)" $(ARGS)
 
 test: $(STAMP)
 	cd native && cargo test --lib --quiet
@@ -100,4 +101,4 @@ bench: $(STAMP)
 		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size --skip code) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) native/target $(OUT)
+	rm -rf $(VENV) native/target "$(OUT)"

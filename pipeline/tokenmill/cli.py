@@ -861,7 +861,8 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     default=None,
     metavar="DIR",
     help="Encode the documents of these inputs (any DATA tokenmill reads) instead of the "
-    "run's: text the tokenizer was not trained on.",
+    "run's: text the tokenizer was not trained on. A document that does not read fails "
+    "the sweep.",
 )
 @max_sources_option
 @json_option

@@ -422,3 +422,21 @@ def test_make_tokenize_installs_the_runtime_only_and_says_so_and_test_adds_dev(t
     assert installs(make_dry_run("test", venv)) == installs(make_dry_run("tokenize", venv)) == []
     stamp(venv, ".installed-runtime", fresh=False)
     assert len(installs(make_dry_run("tokenize", venv))) == 1
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_tokenize_and_job_pass_a_path_with_a_space_as_one_argument(tmp_path):
+    # Unquoted, `DATA="my data"` ran `tokenmill run my data OUT` (an extra argument),
+    # and with OUT= empty, read `my` into `data`.
+    import shlex
+
+    venv = tmp_path / ".venv"
+    stamp(venv, "bin/python")
+    stamp(venv, ".installed-runtime")
+    extra = ["DATA=my data", "OUT=the out"]
+    lines = run("make", "-n", "tokenize", f"VENV={venv}", *extra, cwd=ROOT).splitlines()
+    [command] = [shlex.split(line) for line in lines if "tokenmill run" in line]
+    assert command[1:] == ["run", "my data", "the out"]
+    lines = run("make", "-n", "job", f"VENV={venv}", "JOB=my jobs/a.toml", cwd=ROOT).splitlines()
+    [command] = [shlex.split(line) for line in lines if "tokenmill run" in line]
+    assert command[1:] == ["run", "--job", "my jobs/a.toml"]

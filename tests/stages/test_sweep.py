@@ -211,3 +211,37 @@ def test_prefix_of_an_extended_char_tokenizer_has_the_same_tokens():
 
     assert tokens(prefix(tok, tok.vocab_size)) == tokens(tok)
     assert tokens(prefix(tok, base.vocab_size)) == tokens(base)
+
+
+def held_out_files(folder):
+    """A gzip stream cut short, a file that is no Parquet, bad JSON Lines records."""
+    import gzip
+
+    folder.mkdir()
+    (folder / "cut.jsonl.gz").write_bytes(gzip.compress(b'{"text": "zzz"}\n' * 50)[:40])
+    (folder / "c.parquet").write_bytes(b"garbage")
+    (folder / "x.jsonl").write_text('{"text": "alpha beta"}\nnot json\n{"text": null}\n')
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("cut.jsonl.gz", "cut.jsonl.gz: cannot read (Compressed file ended before"),
+        ("c.parquet", "c.parquet: cannot read (Parquet file size is 7 bytes"),
+        ("x.jsonl", "x.jsonl: row 1 (line 2): not JSON"),
+    ],
+)
+def test_a_held_out_document_that_does_not_read_fails_the_sweep_in_one_line(
+    swept, tmp_path, name, said
+):
+    """A traceback before (a broken stream, no Parquet), or (bad records) the
+    rest measured as if they were all, without a word."""
+    _, _, out = swept
+    files = held_out_files(tmp_path / "all")
+    (tmp_path / "one").mkdir()
+    (files / name).rename(tmp_path / "one" / name)
+    result = CliRunner().invoke(main, ["sweep", str(out), "--held-out", str(tmp_path / "one")])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {tmp_path / 'one'}/{said}"), result.output
+    assert result.output.count("\n") == 1

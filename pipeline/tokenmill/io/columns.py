@@ -4,14 +4,39 @@ batch by batch, row for row as `readers.read_batches` reads the documents."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io import ipc
-from tokenmill.io.readers import BATCH_ROWS, field_path, raw_batches, shard_format
+from tokenmill.io.readers import (
+    BATCH_ROWS,
+    _StreamBroken,
+    field_path,
+    raw_batches,
+    shard_format,
+)
 from tokenmill.io.storage import AnyPath, is_store_error, location, parquet_file
+
+
+@contextmanager
+def _column_errors(path: AnyPath, column: str | None) -> Iterator[None]:
+    """A file that does not read as one line naming it: as `read_batches` says it
+    where the file itself is at fault (not Parquet, a broken stream), else naming
+    `column` (None: opening the file only)."""
+    what = "cannot read" if column is None else f"cannot read column {column!r}"
+    try:
+        yield
+    except TokenmillError:
+        raise  # about the file itself (a JSON array, a bad stream): it names the file
+    except _StreamBroken as e:
+        raise TokenmillError(f"{path}: cannot read ({one_line(e.cause)})") from None
+    except Exception as e:
+        if not isinstance(e, (pa.ArrowException, ValueError, EOFError)) and not is_store_error(e):
+            raise
+        raise TokenmillError(f"{path}: {what} ({one_line(e)})") from None
 
 
 def has_column(path: AnyPath, column: str) -> bool:
@@ -19,11 +44,12 @@ def has_column(path: AnyPath, column: str) -> bool:
     into structs or nested objects as for --text-column (Parquet, Arrow: in the
     schema; JSON Lines: maybe, per record; text: never)."""
     fmt = shard_format(path)
-    if fmt == "parquet":
-        with parquet_file(path) as pf:
-            return field_path(pf.schema_arrow, column) is not None
-    if fmt == "ipc":
-        return field_path(ipc.schema(path), column) is not None
+    with _column_errors(path, None):
+        if fmt == "parquet":
+            with parquet_file(path) as pf:
+                return field_path(pf.schema_arrow, column) is not None
+        if fmt == "ipc":
+            return field_path(ipc.schema(path), column) is not None
     return fmt == "jsonl"
 
 
@@ -39,7 +65,7 @@ def read_column(path: AnyPath, column: str, batch_rows: int = BATCH_ROWS) -> Ite
     path = location(path)
     if shard_format(path) not in ("parquet", "ipc", "jsonl"):
         raise TokenmillError(f"{path}: no column {column!r} in a text shard")
-    try:
+    with _column_errors(path, column):
         for raw in raw_batches(path, column, batch_rows):
             values = raw.values
             if isinstance(values, pa.ChunkedArray):
@@ -49,12 +75,6 @@ def read_column(path: AnyPath, column: str, batch_rows: int = BATCH_ROWS) -> Ite
                 bad = pa.array([i in raw.bad for i in range(len(values))])
                 values = pc.if_else(bad, pa.scalar(None, pa.large_string()), values)
             yield values
-    except TokenmillError:
-        raise  # about the file itself (a JSON array, a bad stream): it names the file
-    except Exception as e:
-        if not isinstance(e, (pa.ArrowException, ValueError, EOFError)) and not is_store_error(e):
-            raise
-        raise TokenmillError(f"{path}: cannot read column {column!r} ({one_line(e)})") from None
 
 
 class RowColumn:

@@ -274,9 +274,10 @@ def run_sweep(
                 list(read_column(path, source_column)), pa.large_string()
             ).combine_chunks()
             labels = pc.fill_null(labels, name)
-        for rows, docs in read_batches(
-            path, text_column, on_skip=lambda _: None, txt_unit=txt_unit
-        ):
+        # The run's own skips are its manifest's; a held-out document that does
+        # not read would leave the numbers short without a word.
+        skip = None if held_out is not None else (lambda _: None)
+        for rows, docs in read_batches(path, text_column, on_skip=skip, txt_unit=txt_unit):
             if wanted is not None:
                 keep = np.isin(rows.to_numpy(), wanted)
                 if not keep.any():
