@@ -123,6 +123,11 @@ def run_tasks(
             except KeyboardInterrupt:
                 _stop(pool)
                 raise
+            except BaseException:
+                # The run ends with this error: the queued tasks would only be
+                # work thrown away, and outputs written after the error line.
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     finally:
         bar.close()
         release_memory()

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -222,3 +223,22 @@ def test_largest_tasks_start_first_and_results_keep_task_order(monkeypatch):
     results = executors.run_tasks(work, sizes, workers=2, desc="test", size=lambda s: s)
     assert results == [30, 90, 10, 70, 90]
     assert started == [9, 9, 7, 3, 1]
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_after_a_task_fails_no_queued_task_starts(tmp_path, executor):
+    # Before, leaving the pool waited for every task: a run that had failed
+    # went on working through its queue, writing outputs after the error.
+    tasks = [(tmp_path, i) for i in range(40)]
+    with pytest.raises(ValueError, match="task 0 failed"):
+        executors.run_tasks(_fail_first, tasks, workers=2, desc="test", executor=executor)
+    started = len(list(tmp_path.iterdir()))
+    assert 1 <= started < 20, started  # of 40
+
+
+def _fail_first(task) -> None:
+    folder, i = task
+    (folder / str(i)).touch()
+    if i == 0:
+        raise ValueError("task 0 failed")
+    time.sleep(0.2)
