@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import functools
 import json
@@ -621,22 +620,10 @@ PIECE_COLOURS = ("bright_blue", "bright_green", "bright_magenta", "bright_yellow
 
 
 def token_texts(tok, ids: list[int]) -> list[str]:
-    """Each token's text; the bytes of a token holding part of a character show
-    as `<0xe6>`, so the pieces of a split character stay visible."""
+    from tokenmill.pieces import piece
+
     values = tok.token_values
-    return [
-        v if isinstance(v, str) else v.decode("utf-8", errors=HEX_BYTES)
-        for v in (values[i] for i in ids)
-    ]
-
-
-def _hex_bytes(e: UnicodeError) -> tuple[str, int]:
-    assert isinstance(e, UnicodeDecodeError)  # used for decoding only
-    return "".join(f"<0x{b:02x}>" for b in e.object[e.start : e.end]), e.end
-
-
-HEX_BYTES = "tokenmill-hex-bytes"
-codecs.register_error(HEX_BYTES, _hex_bytes)
+    return [piece(values[i]) for i in ids]
 
 
 @main.command()

@@ -135,3 +135,19 @@ def test_sources_beyond_the_limit_are_counted_together(tiny, monkeypatch):
     s = run_stats(tiny).stats
     assert [x["name"] for x in s["sources"]] == ["web", "code", stats.OTHER]
     assert s["sources"][2] == line(stats.OTHER, 3, 4, 7, 4)  # a.jsonl's "a" and b.txt
+
+
+def test_a_token_of_part_of_a_character_shows_as_tokenize_shows_it():
+    # stats showed a lone byte as the four characters \xf0 ('\\xf0' once quoted),
+    # tokenize --pieces as <0xf0>: the same token two ways, and text that holds a
+    # backslash could pass for a byte.
+    from realtext import GPT2_FILE
+
+    import tokenmill
+    from tokenmill.cli import token_texts
+    from tokenmill.stages.stats import token_text
+
+    tok = tokenmill.load(GPT2_FILE)
+    ids = tok.encode("🤖 \\xf0")
+    assert [token_text(tok, i) for i in ids] == token_texts(tok, ids)
+    assert "".join(token_texts(tok, ids)) == "<0xf0><0x9f><0xa4><0x96> \\xf0"

@@ -13,7 +13,7 @@ from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io import ipc
 from tokenmill.io.readers import (
     BATCH_ROWS,
-    _StreamBroken,
+    StreamBroken,
     field_path,
     raw_batches,
     shard_format,
@@ -31,7 +31,7 @@ def _column_errors(path: AnyPath, column: str | None) -> Iterator[None]:
         yield
     except TokenmillError:
         raise  # about the file itself (a JSON array, a bad stream): it names the file
-    except _StreamBroken as e:
+    except StreamBroken as e:
         raise TokenmillError(f"{path}: cannot read ({one_line(e.cause)})") from None
     except Exception as e:
         if not isinstance(e, (pa.ArrowException, ValueError, EOFError)) and not is_store_error(e):

@@ -190,7 +190,7 @@ def read_batches(
             yield checked
     except TokenmillError:
         raise
-    except _StreamBroken as e:
+    except StreamBroken as e:
         if stats is not None:
             stats["rows"] = row + e.documents
         raise TokenmillError(f"{path}: cannot read ({one_line(e.cause)})") from e.cause
@@ -243,7 +243,7 @@ def skipped_file_documents(path: AnyPath, rows_read: int) -> dict:
     return {"documents": rows_read, "lower_bound": True}
 
 
-class _StreamBroken(Exception):
+class StreamBroken(Exception):
     """Reading a text or JSON Lines stream failed (`cause`) after `documents`
     documents that were read but not yet handed out; `data`: the bytes read
     since the last block handed out, for readers that count documents otherwise."""
@@ -445,7 +445,7 @@ def _ipc_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBat
 def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytearray, pa.Array]]:
     """(number of lines before the block, the block, its lines as large_binary),
     in blocks of about TEXT_BLOCK_BYTES cut at line ends; a line longer than
-    that is a block of its own. When reading breaks, raises _StreamBroken with
+    that is a block of its own. When reading breaks, raises StreamBroken with
     the number of whole lines not matching `blank` read since the last block.
 
     A block is grown in place (a large one is moved by remapping its pages,
@@ -461,7 +461,7 @@ def _line_blocks(path: AnyPath, blank: str) -> Iterator[tuple[int, bytearray, pa
                 block = _read_block(stream, parts)
             except READ_ERRORS as e:
                 read = bytes(carry) + b"".join(parts)
-                raise _StreamBroken(e, _whole_lines(read, blank), read) from e
+                raise StreamBroken(e, _whole_lines(read, blank), read) from e
             if not block:
                 break
             if first:
@@ -631,8 +631,8 @@ def _paragraph_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[
                 numbers += first
             if numbers:
                 yield RawBatch(pa.concat_arrays(docs), {}, numbers)
-    except _StreamBroken as e:
-        raise _StreamBroken(e.cause, _whole_paragraphs(e.data, bool(held)), e.data) from e.cause
+    except StreamBroken as e:
+        raise StreamBroken(e.cause, _whole_paragraphs(e.data, bool(held)), e.data) from e.cause
     if held:
         yield RawBatch(_binaries([b"\n".join(held)]), {}, [held_line])
 
@@ -663,7 +663,7 @@ def _file_batches(path: AnyPath, column: str, batch_rows: int) -> Iterator[RawBa
                 data += piece
         except READ_ERRORS as e:
             # The file held a document if anything but whitespace was read.
-            raise _StreamBroken(e, int(bool(data) and not data.isspace())) from e
+            raise StreamBroken(e, int(bool(data) and not data.isspace())) from e
     _check_not_wide(path, data)
     if data.startswith(UTF8_BOM):
         del data[: len(UTF8_BOM)]  # in place: a copy would hold the file twice

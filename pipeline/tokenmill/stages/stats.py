@@ -29,6 +29,7 @@ from tokenmill.errors import TokenmillError, escaped
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
+from tokenmill.pieces import piece
 from tokenmill.stages.layout import MANIFEST
 from tokenmill.stages.manifest import read_manifest
 from tokenmill.stages.results import StatsResult, plural
@@ -55,14 +56,8 @@ class CorpusStats:
 
 
 def token_text(tok: Tokenizer, i: int) -> str:
-    """A token as text: its bytes decoded (bytes that are not whole UTF-8 characters
-    as \\xNN escapes), char mode's string as is, a special token's name."""
-    value = tok.token_values[i]
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="backslashreplace")
-    return value
+    """A token as text (tokenmill.pieces), a special token's name as it is."""
+    return piece(tok.token_values[i])
 
 
 def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict]:
