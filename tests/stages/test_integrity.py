@@ -416,6 +416,24 @@ def test_a_read_only_out_is_one_line(disk_corpus, tmpfs):
     one_line_error(tokenmill_here("run", data, fs.path / "o", *RUN, check=False), "Read-only")
 
 
+@root_only()
+@pytest.mark.parametrize("command", ["train", "merge", "export"])
+def test_a_single_file_output_on_a_read_only_folder_names_the_output(disk_corpus, tmpfs, command):
+    # Removing the temporary never made failed too (EROFS, not ENOENT), and that
+    # error, naming .NAME.tmp-PID-..., took the place of the one naming the output.
+    _, out, _ = disk_corpus
+    fs = tmpfs(1024)
+    fs.resize(1024, readonly=True)
+    target = fs.path / "target"
+    args = {
+        "train": ("train", out / "counts.parquet", target, "--vocab-size", "280"),
+        "merge": ("merge", out / "counts", target),
+        "export": ("export", out / "tokenizer.json", target, "--format", "tiktoken"),
+    }[command]
+    result = tokenmill_here(*args, check=False)
+    assert one_line_error(result) == f"Error: {target}: cannot write (Read-only file system)"
+
+
 # 11. run --tokenizer passes --pattern and --special-token on to a .tiktoken file.
 
 

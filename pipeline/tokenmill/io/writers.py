@@ -15,7 +15,7 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,7 +53,10 @@ def atomic_path(path: AnyPath) -> Iterator[Path]:
         # `tokens/a.parquet` says which disk).
         raise WriteError(f"{path}: cannot write ({os_reason(e)})") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        # On a read-only folder even the unlink of a file never made fails (not
+        # with ENOENT), which would hide the error that names the output.
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def check_target(path: AnyPath) -> None:
