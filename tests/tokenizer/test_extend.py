@@ -381,6 +381,8 @@ def test_options_the_base_overrides_are_refused_not_dropped(tmp_path, cli):
         (["--extend", byte_base, "--mode", "char"], "--mode char does not go with --extend", 1),
         (["--extend", byte_base, "--lowercase"], "--lowercase does not go with --extend", 1),
         (["--lowercase"], "--lowercase is char mode's (--mode char)", 2),
+        # Refused once the corpus was counted and merged, before.
+        (["--extend", byte_base, "--vocab-size", "200"], "--vocab-size 200 is below the base's", 1),
     ]
     for k, (args, message, status) in enumerate(cases):
         result = cli("run", data, tmp_path / f"o{k}", "--vocab-size", "300", *args, ok=False)

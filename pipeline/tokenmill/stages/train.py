@@ -51,6 +51,11 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
             f"--mode {config.mode} does not go with --extend {config.extend}: it is a "
             f"{base.mode}-mode tokenizer, and an extended one keeps its base's mode"
         )
+    if config.vocab_size is not None and config.vocab_size < base.vocab_size:
+        # Known now, not after counting and merging the whole corpus.
+        raise TokenmillError(
+            f"--vocab-size {config.vocab_size} is below the base's {base.vocab_size} ids"
+        )
     if config.lowercase and not base.lowercase:
         raise TokenmillError(
             f"--lowercase does not go with --extend {config.extend}: it does not lowercase, "
