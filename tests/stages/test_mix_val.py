@@ -226,3 +226,17 @@ def test_standalone_pack_of_parts_without_a_split_refuses_to_split_them(cli, tmp
                  ok=False)  # fmt: skip
     assert_one_line_error(result, "part-00000.parquet: the mix held out no documents")
     assert not (tmp_path / "p").exists()
+
+
+def test_parts_without_the_part_that_records_the_split_say_so(runs, cli, tmp_path):
+    # Before: "split its documents by another --val-fraction than 0.1", though
+    # 0.1 was the mix's own: the record was what was missing.
+    import shutil
+
+    mix = tmp_path / "mix"
+    shutil.copytree(runs[0] / "mix", mix)
+    (mix / "part-00000.parquet").unlink()
+    result = cli("pack", mix, tmp_path / "p", "--seq-len", "64", "--val-fraction", str(FRACTION),
+                 ok=False)  # fmt: skip
+    assert_one_line_error(result, f"{mix}/part-00000.parquet: missing or unreadable")
+    assert not (tmp_path / "p").exists()

@@ -139,6 +139,14 @@ def split_token_shards(
     for shard in shards:
         if shard.mixed:
             recorded = mix_fraction(shard)
+            if recorded is None:
+                from tokenmill.stages.layout import mix_part
+
+                # Not a fraction of another value: the record itself is gone.
+                raise TokenmillError(
+                    f"{shard.path.parent / mix_part(0)}: missing or unreadable, and it records "
+                    "the --val-fraction the mix split its documents by; run again to rewrite it"
+                )
             if recorded == 0 and fraction:
                 raise TokenmillError(
                     f"{shard.path}: the mix held out no documents; give no --val-fraction"
