@@ -640,10 +640,20 @@ def token_texts(tok, ids: list[int]) -> list[str]:
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @val_fraction_option
+@click.option(
+    "--shuffle",
+    type=click.IntRange(0, 2**64 - 1),
+    default=None,
+    metavar="SEED",
+    help="Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
+    "writes packed/ (the same rows, whatever --workers).",
+)
 @workers_option
 @force_option
 @user_errors
-def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, workers, force):
+def pack(
+    tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, shuffle, workers, force
+):
     """Cut the token shards of TOKENS_DIR into fixed-length training sequences in
     PACKED_DIR (one packed shard per token shard; columns sequence, ids, n_tokens,
     documents). Documents are concatenated in input order, each ending with
@@ -668,6 +678,7 @@ def pack(tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, wor
             bos=bos,
             tokenizer=tokenizer_file,
             val_fraction=val_fraction,
+            shuffle=shuffle,
             workers=workers,
             shards=shards,
         )

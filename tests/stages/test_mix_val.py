@@ -213,6 +213,19 @@ def test_standalone_pack_and_bin_of_the_parts_split_as_the_mix_did_or_refuse(run
         assert (tmp_path / "b" / name).read_bytes() == (runs[0] / "bin" / name).read_bytes()
     cli("pack", mix, tmp_path / "p", "--seq-len", "64", "--val-fraction", str(FRACTION))
     assert sorted(p.name for p in (tmp_path / "p").iterdir() if p.is_dir()) == ["train", "val"]
+    # The run packed with --shuffle 7: so does pack, row for row (it could not, before).
+    cli("pack", mix, tmp_path / "s", "--seq-len", "64", "--val-fraction", str(FRACTION),
+        "--shuffle", "7")  # fmt: skip
+    packed = sorted(
+        p.relative_to(runs[0] / "packed") for p in (runs[0] / "packed").rglob("*.parquet")
+    )
+    assert packed == sorted(
+        p.relative_to(tmp_path / "s") for p in (tmp_path / "s").rglob("*.parquet")
+    )
+    for name in packed:
+        run_rows = pq.read_table(runs[0] / "packed" / name)
+        assert pq.read_table(tmp_path / "s" / name).equals(run_rows), name
+        assert not pq.read_table(tmp_path / "p" / name).equals(run_rows), name
 
 
 def test_standalone_pack_of_parts_without_a_split_refuses_to_split_them(cli, tmp_path):

@@ -28,12 +28,14 @@ def run_pack(
     tokenizer: AnyPath | Tokenizer | None = None,
     names: list[str] | None = None,
     val_fraction: float = 0.0,
+    shuffle: int | None = None,
     workers: int = 1,
     shards: list[TokenShard] | None = None,
 ) -> PackResult:
     """Pack every token shard of `tokens_dir` (or those `names`, relative to it)
     into `packed_dir` (same relative paths), with `workers` threads, split by
-    `val_fraction` as encode split them (else refused).
+    `val_fraction` as encode split them (else refused); `shuffle`: the full
+    rows in the order that seed gives, as `run --shuffle` packs them.
 
     `tokenizer`: the one the shards were encoded with (a Tokenizer or a file);
     default: tokenizer.json beside `tokens_dir`. `shards`: those of
@@ -51,7 +53,14 @@ def run_pack(
     else:
         tok = shard_tokenizer(shards[0], tokenizer)
     result = pack_shards(
-        shards, tok, packed_dir, seq_len, bos=bos, val_fraction=val_fraction, workers=workers
+        shards,
+        tok,
+        packed_dir,
+        seq_len,
+        bos=bos,
+        val_fraction=val_fraction,
+        shuffle=shuffle,
+        workers=workers,
     )
     result.seconds = time.monotonic() - start
     return result
