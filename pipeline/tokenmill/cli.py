@@ -32,6 +32,7 @@ from tokenmill.cli_options import (
     output_format_options,
     parse_special_tokens,
     regular_file,
+    shuffle_option,
     special_token_option,
     superword_options,
     tiktoken_options,
@@ -640,13 +641,9 @@ def token_texts(tok, ids: list[int]) -> list[str]:
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @val_fraction_option
-@click.option(
-    "--shuffle",
-    type=click.IntRange(0, 2**64 - 1),
-    default=None,
-    metavar="SEED",
-    help="Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
-    "writes packed/ (the same rows, whatever --workers).",
+@shuffle_option(
+    "Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
+    "writes packed/ (the same rows, whatever --workers)."
 )
 @workers_option
 @force_option

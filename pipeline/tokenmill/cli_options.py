@@ -409,15 +409,22 @@ def extend_option(f):
     )(f)
 
 
-def mix_options(f):
-    """--mix and --shuffle: the mixture the layouts get (stages/mix.py)."""
-    f = click.option(
+def shuffle_option(help_text: str):
+    """--shuffle SEED: an order of rows or documents any seed of 64 bits gives."""
+    return click.option(
         "--shuffle",
         type=click.IntRange(0, 2**64 - 1),
         default=None,
         metavar="SEED",
-        help="Write the mixture (or, without --mix, every document once) in a seeded "
-        "order over the whole corpus, the same whatever --workers and --executor.",
+        help=help_text,
+    )
+
+
+def mix_options(f):
+    """--mix and --shuffle: the mixture the layouts get (stages/mix.py)."""
+    f = shuffle_option(
+        "Write the mixture (or, without --mix, every document once) in a seeded "
+        "order over the whole corpus, the same whatever --workers and --executor."
     )(f)
     return click.option(
         "--mix",
