@@ -15,8 +15,9 @@ is a number of tokens, a bare float a weight (so it needs `total`), and
 epochs are written as such. The long form `{ tokens = ..., weight = ...,
 epochs = ... }` takes one of them, and `files`, a glob of input names
 (relative to DATA, as --glob), says which inputs the source is; by default
-a source is the inputs under the folder of its name (`code/...`) or the
-input at DATA's top whose name before its first dot is it (`web.jsonl`).
+a source is the inputs under the folder of its name (`code/...`, or a
+folder path: `"web/sub"`) or the input whose path before its name's first
+dot is it (`web.jsonl`).
 With `column`, a document's source is its value in that column or field
 of its input (a name, or a dotted path as --text-column takes), unless a
 `files` glob takes its input; one without a value keeps its input's.

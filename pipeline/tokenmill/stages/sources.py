@@ -8,7 +8,9 @@ In this order:
    stages/encode.py);
 3. otherwise (no `column`, or a document without a value: null, missing, not
    a string, or an input with no columns, such as text) it is its input's
-   source: the input's top folder, or for an input at DATA's top its name
+   source by place: the deepest of its folders, or its path up to its name's
+   first dot, that the recipe names (`web/sub` takes web/sub/y.jsonl from
+   `web`); else its top folder, or for an input at DATA's top its name
    before the first dot.
 
 A name that is a recipe source with a `files` glob takes only what the glob
@@ -23,6 +25,7 @@ few distinct values).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +49,17 @@ def default_source(name: str) -> str:
     input at DATA's top its name before the first dot."""
     top, sep, _ = name.partition("/")
     return top if sep else name.split(".", 1)[0]
+
+
+def placed_source(name: str, named: Container[str]) -> str:
+    """The source of input `name` by its place under a recipe naming `named`:
+    the deepest of its folders, or its path up to its name's first dot, that
+    is one of them (a folder path is as much a place as a top folder); else
+    default_source's."""
+    *folders, file = name.split("/")
+    deepest_first = ["/".join([*folders, file.split(".", 1)[0]])]
+    deepest_first += ["/".join(folders[:k]) for k in range(len(folders), 0, -1)]
+    return next((n for n in deepest_first if n in named), default_source(name))
 
 
 def label_codes(labels: pa.Array | pa.ChunkedArray, code: dict[str, int]) -> np.ndarray:
@@ -170,7 +184,7 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
             group_of.append(np.full(n, g, np.int32))
             seen[g] = True
             continue
-        default = resolve(default_source(shard.source))
+        default = resolve(placed_source(shard.source, taken))
         own = default if default < len(taken) else NONE
         if ix.labels is None or ix.codes is None:
             members.append(Membership(own))
@@ -187,7 +201,7 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
         seen[present[present < len(taken)]] = True
     for k, share in enumerate(recipe.sources):
         if not seen[k]:
-            placed = any(default_source(s.source) == share.name for s in shards)
+            placed = any(placed_source(s.source, taken) == share.name for s in shards)
             raise TokenmillError(f"{where}.{share.name}: {why_empty(share, recipe.column, placed)} "
                                  f"(sources here: {known(shards, index)})")  # fmt: skip
     return Sources(groups, members, group_of)
@@ -199,7 +213,8 @@ def check_placed(recipe: Recipe, names: list[str]) -> None:
     where = recipe.where
     if recipe.column is not None:
         return  # a document's column may name any source: known once encoded
-    present = {default_source(n) for n in names}
+    named = {share.name for share in recipe.sources}
+    present = {placed_source(n, named) for n in names}
     for share in recipe.sources:
         if share.files is None and share.name not in present:
             raise TokenmillError(
