@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import assert_one_line_error
 from mixdata import write_corpus, write_tokenizer
+from realtext import REPO
 from runs import manifest, output_files, tokenmill
 
 from tokenmill.recipe import Share
@@ -253,3 +254,22 @@ def test_parts_without_the_part_that_records_the_split_say_so(runs, cli, tmp_pat
                  ok=False)  # fmt: skip
     assert_one_line_error(result, f"{mix}/part-00000.parquet: missing or unreadable")
     assert not (tmp_path / "p").exists()
+
+
+def test_a_budgets_validation_share_is_met_as_a_budget_is(cli, tmp_path):
+    """At least budget * F / (1 - F) tokens, beyond it by less than one
+    document, as train's budget: what docs/recipes.md says it takes."""
+    data, tok = write_corpus(tmp_path / "data"), write_tokenizer(tmp_path / "tok.json")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[mix]\nlong = 1500\n")  # documents of about 500 tokens
+    out = tmp_path / "out"
+    cli("run", data, out, "--tokenizer", tok, "--mix", recipe, "--val-fraction",
+        str(FRACTION), "--workers", "1")  # fmt: skip
+    val = next(x for x in manifest(out)["mix"]["sources"] if x["name"] == "long")["val"]
+    taken = [r["n_tokens"] for r in rows(out, "val")]
+    assert val["budget"] == 500 and sum(taken) == val["taken"]["tokens"]
+    assert val["budget"] < sum(taken) < val["budget"] + max(taken)
+    rule = (REPO / "docs" / "recipes.md").read_text().split("## Validation", 1)[1]
+    rule = " ".join(rule.split("## What a budget takes", 1)[0].split())
+    assert "at least `budget * F / (1 - F)` tokens" in rule, rule
+    assert "up to `budget * F / (1 - F)`" not in rule

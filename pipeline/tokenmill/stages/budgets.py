@@ -16,8 +16,9 @@ chosen, by the hash of (input name, row) that splits a run without a mix
 budgets are met from the train documents; the validation set takes of each
 recipe source its held-out documents, each once: of a source given in
 epochs E, min(E, 1) of their tokens (all of them from one epoch up), of a
-budget or weight B, up to B * F / (1 - F) tokens (a subset chosen as
-above): the mixture's proportions, on documents never trained on. A source
+budget or weight B, B * F / (1 - F) tokens met as a budget is (at least
+that, within one document; all of them when fewer): the mixture's
+proportions, on documents never trained on. A source
 F holds out whole is refused: it has nothing to train on; so is a
 validation set of no document, whose layout files would hold no ids.
 
