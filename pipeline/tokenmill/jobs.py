@@ -12,7 +12,7 @@
     steps = "count"                  # or: count and merge only
 
     [mix]                            # the data recipe (tokenmill/recipe.py)
-    code = "20M"
+    code = "20M"                     # or, before any table: mix = "recipe.toml"
 
 Relative paths are relative to the job file's folder, so a job runs the same
 from cron, systemd or a shell anywhere. Options given on the command line
@@ -29,7 +29,7 @@ from tokenmill.config import Config, option_name
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
-from tokenmill.recipe import parse_recipe
+from tokenmill.recipe import parse_recipe, read_recipe
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
@@ -97,7 +97,9 @@ def load_job(path: Path) -> dict:
     for key in STRING_PATH_KEYS:
         if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
             raw[key] = str(under_job(path, raw[key]))
-    if "mix" in raw:
+    if isinstance(raw.get("mix"), str):  # a recipe file, as --mix FILE names one
+        raw["mix"] = read_recipe(under_job(path, raw["mix"]))
+    elif "mix" in raw:
         raw["mix"] = parse_recipe(raw["mix"], f"{path}: mix")
     defaults = Config()
     for key, value in raw.items():

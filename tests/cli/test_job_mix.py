@@ -1,0 +1,40 @@
+"""A job's recipe: a `[mix]` table, or `mix = "FILE"` (a recipe file, relative
+to the job file as its other paths), and how --mix on the command line and a
+--mix file's other keys go with it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_one_line_error
+from mixdata import write_corpus, write_tokenizer
+from runs import manifest
+
+from tokenmill.jobs import load_job
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("jobmix")
+    return write_corpus(folder / "data"), write_tokenizer(folder / "tok.json")
+
+
+def job_file(tmp_path, corpus, more: str):
+    data, tok = corpus
+    job = tmp_path / "jobs" / "job.toml"
+    job.parent.mkdir(exist_ok=True)
+    job.write_text(f'inputs = "{data}"\noutput = "../out"\ntokenizer = "{tok}"\n{more}')
+    return job
+
+
+def test_a_jobs_mix_may_name_a_recipe_file_relative_to_the_job(cli, corpus, tmp_path):
+    job = job_file(tmp_path, corpus, 'mix = "recipe.toml"\n')
+    (tmp_path / "jobs" / "recipe.toml").write_text("[mix]\nbooks = { epochs = 2.0 }\n")
+    assert load_job(job)["mix"].sources[0].name == "books"
+    cli("run", "--job", job)  # from another folder than the job's
+    assert manifest(tmp_path / "out")["config"]["mix"] == {"books": {"epochs": 2.0}}
+
+
+def test_a_jobs_missing_recipe_file_is_named(cli, corpus, tmp_path):
+    job = job_file(tmp_path, corpus, 'mix = "nowhere.toml"\n')
+    result = cli("run", "--job", job, ok=False)
+    assert_one_line_error(result, f"{tmp_path / 'jobs' / 'nowhere.toml'}: cannot read recipe")
