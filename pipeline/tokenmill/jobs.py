@@ -22,6 +22,7 @@ override the job's.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -69,8 +70,10 @@ def under_job(job_file: Path, value: str) -> Path:
     return (job_file.parent / Path(value).expanduser()).resolve()
 
 
-def load_job(path: Path) -> dict:
-    """The job file's settings, checked, with paths resolved."""
+def load_job(path: Path, overridden: Collection[str] = ()) -> dict:
+    """The job file's settings, checked, with paths resolved; the recipe
+    (`mix`) only when the command line does not give its own in `overridden`:
+    a job's recipe that is not used cannot fail the run."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -97,7 +100,9 @@ def load_job(path: Path) -> dict:
     for key in STRING_PATH_KEYS:
         if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
             raw[key] = str(under_job(path, raw[key]))
-    if isinstance(raw.get("mix"), str):  # a recipe file, as --mix FILE names one
+    if "mix" in overridden:
+        raw.pop("mix", None)
+    elif isinstance(raw.get("mix"), str):  # a recipe file, as --mix FILE names one
         raw["mix"] = read_recipe(under_job(path, raw["mix"]))
     elif "mix" in raw:
         raw["mix"] = parse_recipe(raw["mix"], f"{path}: mix")
@@ -161,7 +166,7 @@ def resolve_job(
     """A run from a job file (if any) and command-line values; `options` are the
     command's option values, `given` the names set on the command line, which
     override the job's."""
-    settings = load_job(job_file) if job_file else {}
+    settings = load_job(job_file, given) if job_file else {}
     where = f"{job_file}: " if job_file else ""
     data = data if data is not None else settings.pop("inputs", None)
     out = out if out is not None else settings.pop("output", None)

@@ -38,3 +38,13 @@ def test_a_jobs_missing_recipe_file_is_named(cli, corpus, tmp_path):
     job = job_file(tmp_path, corpus, 'mix = "nowhere.toml"\n')
     result = cli("run", "--job", job, ok=False)
     assert_one_line_error(result, f"{tmp_path / 'jobs' / 'nowhere.toml'}: cannot read recipe")
+
+
+def test_mix_on_the_command_line_replaces_a_broken_one_of_the_job(cli, corpus, tmp_path):
+    """The command line wins: the job's recipe, not used, is not checked either."""
+    job = job_file(tmp_path, corpus, "[mix]\nbooks = 10\nextra = 2.0\n")
+    good = tmp_path / "good.toml"
+    good.write_text("[mix]\nlong = 700\n")
+    cli("run", "--job", job, "--mix", good)
+    assert manifest(tmp_path / "out")["config"]["mix"] == {"long": {"tokens": 700}}
+    assert_one_line_error(cli("run", "--job", job, ok=False), "mix.extra: 2.0 is a weight")
