@@ -425,7 +425,7 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     if options.get("mix") is not None:
         from tokenmill.recipe import read_recipe
 
-        options["mix"] = read_recipe(options["mix"])
+        options["mix"] = read_recipe(options["mix"], note=lambda line: tell(escaped(line)))
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
     job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
     load_options = {}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,8 +196,10 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
     return Recipe(sources, total, column, where=where)
 
 
-def read_recipe(path: Path) -> Recipe:
-    """The `[mix]` table of a TOML file (a job file, or one holding the recipe only)."""
+def read_recipe(path: Path, note: Callable[[str], None] | None = None) -> Recipe:
+    """The `[mix]` table of a TOML file (a job file, or one holding the recipe
+    only); `note` is told, in one line, of the file's other keys, which a job
+    file's run would use and this reader does not (`shuffle = 7`)."""
     regular_file(path)
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -206,4 +209,11 @@ def read_recipe(path: Path) -> Recipe:
         raise TokenmillError(f"{path}: not valid TOML ({e})") from None
     if "mix" not in raw:
         raise TokenmillError(f"{path}: no [mix] table (the recipe)")
-    return parse_recipe(raw["mix"], f"{path}: mix")
+    recipe = parse_recipe(raw["mix"], f"{path}: mix")
+    unused = [key for key in raw if key != "mix"]
+    if note is not None and unused:
+        note(
+            f"note: {path}: only its [mix] is read, not {', '.join(unused)} "
+            "(give them as options, such as --shuffle, or run the file with --job)"
+        )
+    return recipe

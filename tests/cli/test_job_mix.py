@@ -48,3 +48,21 @@ def test_mix_on_the_command_line_replaces_a_broken_one_of_the_job(cli, corpus, t
     cli("run", "--job", job, "--mix", good)
     assert manifest(tmp_path / "out")["config"]["mix"] == {"long": {"tokens": 700}}
     assert_one_line_error(cli("run", "--job", job, ok=False), "mix.extra: 2.0 is a weight")
+
+
+def test_a_mix_files_other_keys_are_named_as_not_used(cli, corpus, tmp_path):
+    """--mix reads only the file's [mix]: its shuffle, say, would otherwise be
+    dropped without a word (the mixture in input order)."""
+    data, tok = corpus
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('output = "o"\nshuffle = 1234\n[mix]\nbooks = 50\n')
+    result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe)
+    notes = [line for line in result.output.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: {recipe}: only its [mix] is read, not output, shuffle (give them as options, "
+        "such as --shuffle, or run the file with --job)"
+    ]
+    assert manifest(tmp_path / "out")["mix"]["shuffle"] is None
+    recipe.write_text("[mix]\nbooks = 50\n")
+    result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe)
+    assert "note:" not in result.output
