@@ -3,6 +3,8 @@ a folder path names a source as a top folder does, the deepest named wins."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import write_shard
 from mixdata import mixture, write_tokenizer
@@ -41,3 +43,22 @@ def test_the_deepest_folder_the_recipe_names_takes_an_input(cli, nested, tmp_pat
     assert lines["web/sub"]["taken"]["documents"] == 3
     assert lines["web"]["available"]["documents"] == 2
     assert lines["web"]["taken"]["documents"] == 4
+
+
+def test_an_input_whose_documents_all_name_a_source_is_no_source_itself(cli, tmp_path):
+    """With a column, the input's place is the source of its documents without
+    a value only: none without, no source by place (no `all` left out)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    records = [{"text": f"document {k} " * 3, "src": "ab"[k % 2]} for k in range(20)]
+    (data / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('[mix]\ncolumn = "src"\na = { epochs = 1.0 }\n')
+    out = tmp_path / "out"
+    tok = write_tokenizer(tmp_path / "tok.json")
+    cli("run", data, out, "--tokenizer", tok, "--mix", recipe, "--workers", "1")
+    lines = {x["name"]: x for x in manifest(out)["mix"]["sources"]}
+    assert list(lines) == ["a", "b"]
+    assert lines["b"]["asked"] is None and lines["b"]["available"]["documents"] == 10
+    mixed = cli("stats", out).output.split("per shard:")[0].splitlines()
+    assert not [line for line in mixed if line.split()[:1] == ["all"]]

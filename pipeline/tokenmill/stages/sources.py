@@ -184,8 +184,11 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
             group_of.append(np.full(n, g, np.int32))
             seen[g] = True
             continue
-        default = resolve(placed_source(shard.source, taken))
-        own = default if default < len(taken) else NONE
+        # Only an input with a document of no value in the column is its place's
+        # source: one whose documents all name theirs lists no such source.
+        unnamed = ix.codes is None or bool((ix.codes < 0).any())
+        default = resolve(placed_source(shard.source, taken)) if unnamed else NONE
+        own = default if 0 <= default < len(taken) else NONE
         if ix.labels is None or ix.codes is None:
             members.append(Membership(own))
             group_of.append(np.full(n, default, np.int32))
@@ -198,7 +201,7 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
         members.append(Membership(None, own, takes))
         group_of.append(member)
         present = np.unique(member)
-        seen[present[present < len(taken)]] = True
+        seen[present[(present >= 0) & (present < len(taken))]] = True
     for k, share in enumerate(recipe.sources):
         if not seen[k]:
             placed = any(placed_source(s.source, taken) == share.name for s in shards)
@@ -236,7 +239,11 @@ def why_empty(share: Share, column: str | None, placed: bool) -> str:
 
 
 def known(shards: list[TokenShard], index: list[Index]) -> str:
-    names = {default_source(s.source) for s in shards}
+    names = {
+        default_source(s.source)
+        for s, ix in zip(shards, index, strict=True)
+        if ix.codes is None or (ix.codes < 0).any()
+    }
     names |= {v for ix in index for v in ix.labels or ()}
     return first_names(names)
 
