@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tokenmill.stages.results import skips_line
+
 WIDTH = 960
 PALETTE = (
     "#fde68a",
@@ -329,12 +331,18 @@ def mix_section(mix: dict) -> str:
         form, value = next(iter(x["asked"].items()))
         return f"{value} {form}" if form != "weight" else f"weight {value}"
 
+    def documents(x: dict) -> str:
+        taken = fmt_int(x["taken"]["documents"])
+        if x["asked"] or "available" not in x:
+            return taken
+        return f"{taken} of {fmt_int(x['available']['documents'])}"  # what a left-out one had
+
     rows = "".join(
         f"<tr><td>{esc(x['name'])}</td><td>{esc(asked(x))}</td>"
         f"<td class=num>{fmt_int(x['budget'])}</td><td class=num>{fmt_int(x['taken']['tokens'])}"
         f"</td><td class=num>{100 * x['asked_share']:.1f} %</td>"
         f"<td class=num>{100 * x['share']:.1f} %</td>"
-        f"<td class=num>{fmt_int(x['taken']['documents'])}</td>"
+        f"<td class=num>{documents(x)}</td>"
         f"<td class=num>{fmt_int(x['repeated']['documents'])}</td>"
         f"<td class=num>{x['epochs']:.2f}</td></tr>"
         for x in mix["sources"]
@@ -419,6 +427,7 @@ def page(
         '<div class="cards">'
         + "".join(f'<div class="card"><b>{v}</b>{esc(k)}</div>' for k, v in cards)
         + "</div>",
+        *([f"<p class=muted>{esc(skips_line(s['skipped']))}</p>"] if s.get("skipped") else []),
         "<h2 id=shards>Bytes per token, per shard</h2>"
         "<p class=muted>UTF-8 bytes of the input text per "
         "token that is not a special token: higher means the tokenizer compresses that text "

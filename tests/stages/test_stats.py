@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from runs import manifest
 
 from tokenmill.stages.stats import run_stats
 from tokenmill.tokenizer import Tokenizer
@@ -151,3 +152,31 @@ def test_a_token_of_part_of_a_character_shows_as_tokenize_shows_it():
     ids = tok.encode("🤖 \\xf0")
     assert [token_text(tok, i) for i in ids] == token_texts(tok, ids)
     assert "".join(token_texts(tok, ids)) == "<0xf0><0x9f><0xa4><0x96> \\xf0"
+
+
+def test_stats_and_the_report_say_what_the_run_skipped_and_left_out(tmp_path, cli):
+    """The counts leave out the skipped rows and unreadable inputs: stats and
+    the report say so, and a source the recipe left out shows what it had."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"text": "good one"}\n{bad\n{"text": "good two"}\n')
+    (data / "b.jsonl.gz").write_bytes(b"\x1f\x8bxx")  # not gzip past its magic
+    (data / "c.jsonl").write_text('{"text": "kept out"}\n')
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[mix]\na = { epochs = 1.0 }\n")
+    out = tmp_path / "out"
+    cli("run", data, out, "--vocab-size", "300", "--on-error", "skip", "--mix", recipe)
+    skips = (
+        "skips: at least 1 document skipped (1 whole file, 1 row) in a.jsonl, b.jsonl.gz; "
+        "not counted here, manifest.json lists each under skipped"
+    )
+    text = cli("stats", out).stdout.splitlines()
+    assert skips in text
+    had = next(x for x in manifest(out)["mix"]["sources"] if x["name"] == "c")["available"]
+    assert had["documents"] == 1  # what the table shows
+    left_out = next(line.split() for line in text if line.startswith("  c "))
+    assert left_out[1:3] == ["left", "out"] and left_out[-5:-2] == ["0", "of", "1"]
+    assert [x["shard"] for x in run_stats(out).stats["skipped"]] == ["a.jsonl", "b.jsonl.gz"]
+    cli("report", out)
+    page = (out / "report.html").read_text()
+    assert skips in page and "<td>left out</td>" in page and ">0 of 1</td>" in page

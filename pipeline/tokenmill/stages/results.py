@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, escaped
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,6 +34,17 @@ def skipped_documents(skipped: list[dict]) -> str:
         rows = len(skipped) - files
         line += f" ({plural(files, 'whole file')}" + (f", {plural(rows, 'row')})" if rows else ")")
     return line
+
+
+def skips_line(skipped: list[dict]) -> str:
+    """A finished run's skips (the manifest's `skipped`) in a line for stats
+    and the report, whose counts leave them out: how many, from which inputs."""
+    inputs = list(dict.fromkeys(escaped(x["shard"]) for x in skipped))
+    shown = ", ".join(inputs[:3]) + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else "")
+    return (
+        f"skips: {skipped_documents(skipped)} in {shown}; "
+        "not counted here, manifest.json lists each under skipped"
+    )
 
 
 class NothingRead(TokenmillError):

@@ -32,7 +32,7 @@ from tokenmill.io.storage import AnyPath, location
 from tokenmill.pieces import piece
 from tokenmill.stages.layout import MANIFEST
 from tokenmill.stages.manifest import read_manifest
-from tokenmill.stages.results import StatsResult, plural
+from tokenmill.stages.results import StatsResult, plural, skips_line
 from tokenmill.stages.tokens import (
     TokenShard,
     list_ids,
@@ -224,6 +224,7 @@ def corpus_stats(
         if counts[i] > 0
     ]
     never = np.flatnonzero(~used & is_token)
+    recorded = read_manifest(out) if (out / MANIFEST).is_file() else {}
     summary = {
         "stage": "stats",
         **{k: v for k, v in total.items() if k != "name"},
@@ -242,7 +243,9 @@ def corpus_stats(
         "tokenizer_sha256": tok.sha256,
         "extend": extension_stats(out, config, tok, warnings),
         # A run with a recipe or --shuffle: what it asked of each source and wrote (stages/mix.py).
-        "mix": read_manifest(out).get("mix") if (out / MANIFEST).is_file() else None,
+        "mix": recorded.get("mix"),
+        # What a run with --on-error skip left out: the counts above are of the rest.
+        "skipped": recorded.get("skipped", []),
         "warnings": warnings,
         "seconds": time.monotonic() - start,
     }
@@ -325,6 +328,8 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
         + (f"{bpt:.3f} bytes per token" if bpt else "no text tokens"),
         "",
     ]
+    if s.get("skipped"):
+        lines += [skips_line(s["skipped"]), ""]
     if e := s.get("extend"):
         lines += [
             f"extended {e['base']}: {e['new_merges']} new merges on its {e['base_merges']}, "
@@ -375,6 +380,14 @@ def asked_text(asked: dict | None) -> str:
     ]
 
 
+def taken_documents(source: dict) -> str:
+    """Its documents taken; a left-out source's none of those it had ("0 of 40")."""
+    taken = source["taken"]["documents"]
+    if source["asked"] or "available" not in source:
+        return str(taken)
+    return f"{taken} of {source['available']['documents']}"
+
+
 def mix_lines(mix: dict) -> list[str]:
     """The mixture's lines of the stats: per source, asked against written."""
     order = "input order" if mix["shuffle"] is None else f"shuffled with seed {mix['shuffle']}"
@@ -385,7 +398,7 @@ def mix_lines(mix: dict) -> list[str]:
             str(x["budget"]),
             str(x["taken"]["tokens"]),
             f"{100 * x['asked_share']:.1f} -> {100 * x['share']:.1f}",
-            str(x["taken"]["documents"]),
+            taken_documents(x),
             str(x["repeated"]["documents"]),
             f"{x['epochs']:.2f}",
         )
