@@ -16,6 +16,7 @@ from tokenmill import memory
 from tokenmill.cli_group import Commands, UsageLine
 from tokenmill.cli_options import (
     EXISTING,
+    PACK_SHUFFLE_HELP,
     bos_option,
     eos_option,
     extend_option,
@@ -641,10 +642,7 @@ def token_texts(tok, ids: list[int]) -> list[str]:
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
 @val_fraction_option
-@shuffle_option(
-    "Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
-    "writes packed/ (the same rows, whatever --workers)."
-)
+@shuffle_option(PACK_SHUFFLE_HELP)
 @workers_option
 @force_option
 @user_errors

@@ -409,6 +409,16 @@ def extend_option(f):
     )(f)
 
 
+SHUFFLE_HELP = (
+    "Write the mixture (or, without --mix, every document once) in a seeded "
+    "order over the whole corpus, the same whatever --workers and --executor."
+)
+PACK_SHUFFLE_HELP = (
+    "Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
+    "writes packed/ (the same rows, whatever --workers)."
+)
+
+
 def shuffle_option(help_text: str):
     """--shuffle SEED: an order of rows or documents any seed of 64 bits gives."""
     return click.option(
@@ -422,10 +432,7 @@ def shuffle_option(help_text: str):
 
 def mix_options(f):
     """--mix and --shuffle: the mixture the layouts get (stages/mix.py)."""
-    f = shuffle_option(
-        "Write the mixture (or, without --mix, every document once) in a seeded "
-        "order over the whole corpus, the same whatever --workers and --executor."
-    )(f)
+    f = shuffle_option(SHUFFLE_HELP)(f)
     return click.option(
         "--mix",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),

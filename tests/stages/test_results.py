@@ -89,6 +89,7 @@ def test_single_output_and_later_stage_lines():
 OWN_HELP = {
     "pattern": (cli_options.PATTERN_HELP, cli_options.READ_PATTERN_HELP),
     "special_tokens": (cli_options.SPECIAL_TOKEN_HELP, cli_options.READ_SPECIAL_TOKEN_HELP),
+    "shuffle": (cli_options.SHUFFLE_HELP, cli_options.PACK_SHUFFLE_HELP),
 }
 
 
