@@ -473,7 +473,7 @@ def verify(out):
         differ = plural(len(differences), "difference")
         tell(f"verify: {differ} from the manifest ({plural(checked, 'file')} checked)")
         sys.exit(VERIFY_FAILED)
-    tell(f"verify: {checked} files match the manifest")
+    tell(f"verify: {plural(checked, 'file')} match{'es' if checked == 1 else ''} the manifest")
 
 
 @main.command()
@@ -603,7 +603,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
         for k, piece in enumerate(texts):
             click.echo(click.style(piece, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
         click.echo()
-        click.echo(f"{len(ids)} tokens", err=True)
+        click.echo(f"{plural(len(ids), 'token')}", err=True)
     else:
         for i, piece in zip(ids, texts, strict=True):
             click.echo(f"{i}\t{json.dumps(piece, ensure_ascii=False)}")

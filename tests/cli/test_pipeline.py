@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents, write_shard
 from realtext import load_sample_texts
-from runs import output_files
+from runs import output_files, tokenmill_here
 
 from tokenmill import executors
 from tokenmill.io.inputs import find_inputs
@@ -242,3 +243,16 @@ def _fail_first(task) -> None:
     if i == 0:
         raise ValueError("task 0 failed")
     time.sleep(0.2)
+
+
+def test_counts_of_one_are_singular_in_every_summary(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"text": "a"}\n')
+    out = tmp_path / "o"
+    said = tokenmill_here("run", data, out, "--vocab-size", "257", "--no-eos", "--pack", "1").stderr
+    said += tokenmill_here("stats", out).stdout + tokenmill_here("verify", out).stderr
+    nouns = "tokens|documents|words|distinct words|sequences|merges|shards|tables|files|parts"
+    wrong = re.findall(rf"(?<![\d.,])1 (?:{nouns})\b", said)
+    assert not wrong, said
+    assert "1 document, 1 token" in said

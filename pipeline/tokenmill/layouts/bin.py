@@ -262,8 +262,9 @@ def write_bin(
         documents = sum(c["documents"] for c in split.values())
         tokens = sum(c["tokens"] for c in split.values())
         summary = (
-            f"train.bin {split[TRAIN]['documents']} documents, {split[TRAIN]['tokens']} ids; "
-            f"val.bin {split[VAL]['documents']} documents, {split[VAL]['tokens']} ids"
+            f"train.bin {plural(split[TRAIN]['documents'], 'document')}, "
+            f"{split[TRAIN]['tokens']} ids; "
+            f"val.bin {plural(split[VAL]['documents'], 'document')}, {split[VAL]['tokens']} ids"
         )
     else:
         results = run_tasks(

@@ -51,6 +51,7 @@ from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.layouts.packed_read import in_stream_order, parquet_files, read_side
 from tokenmill.layouts.packed_shuffle import BUCKETS
 from tokenmill.layouts.packed_write import pack_shards
+from tokenmill.stages.results import plural
 from tokenmill.stages.split import SPLITS, in_split
 
 
@@ -88,7 +89,8 @@ class Packed:
             rows={f: r["sequences"] for f, r in zip(files, result.shards, strict=True)},
             documents=result.documents,
             tokens=result.tokens,
-            summary=f"{result.sequences} sequences of {result.seq_len} (last: {result.last_row})",
+            summary=f"{plural(result.sequences, 'sequence')} of {result.seq_len} "
+            f"(last: {result.last_row})",
             seconds=result.seconds,
             redone=len(files),
         )

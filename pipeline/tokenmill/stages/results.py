@@ -162,10 +162,13 @@ class ShardStageResult(StageResult):
         what = f"{shards}{self.kept()}, {documents}{self.skips()}"
         if self.stage != "encode":
             return what + self.size()
-        what += f", {self.tokens} tokens{self.size()}"
+        what += f", {plural(self.tokens, 'token')}{self.size()}"
         if self.split:
             val = self.split["val"]
-            what += f" ({val['documents']} documents, {val['tokens']} tokens for validation)"
+            what += (
+                f" ({plural(val['documents'], 'document')}, "
+                f"{plural(val['tokens'], 'token')} for validation)"
+            )
         if self.normalizer:
             what += f", text normalized with {self.normalizer}"
         return what
@@ -182,7 +185,7 @@ class MergeResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{plural(self.tables, 'table')}, {self.words} distinct words, "
+            f"{plural(self.tables, 'table')}, {plural(self.words, 'distinct word')}, "
             f"{self.occurrences} in all"
             f"{self.kept()}"
         )
@@ -210,7 +213,8 @@ class TrainResult(StageResult):
                 f"{e['base_bytes_per_token']} with the base, {e['bytes_per_token']} extended)"
             )
         return (
-            f"{self.merges} merges{grown}, vocabulary {self.vocab_size}, from {self.words} words"
+            f"{plural(self.merges, 'merge')}{grown}, vocabulary {self.vocab_size}, "
+            f"from {plural(self.words, 'word')}"
             f"{self.kept()}"
         )
 
@@ -228,8 +232,8 @@ class PackResult(StageResult):
     def what(self) -> str:
         return (
             f"{plural(len(self.shards), 'shard')}, {plural(self.documents, 'document')}, "
-            f"{self.tokens} tokens -> "
-            f"{self.sequences} sequences of {self.seq_len} (last: {self.last_row})"
+            f"{plural(self.tokens, 'token')} -> "
+            f"{plural(self.sequences, 'sequence')} of {self.seq_len} (last: {self.last_row})"
         )
 
 
@@ -246,8 +250,9 @@ class MixResult(StageResult):
         order = "input order" if s["shuffle"] is None else f"shuffled with seed {s['shuffle']}"
         val = f", {s['val']['documents']} held out" if s.get("val") else ""
         return (
-            f"{plural(taken, 'source')}, {s['documents']} documents ({repeated} repeated), "
-            f"{s['tokens']} tokens of {s['budget']} asked{val} -> "
+            f"{plural(taken, 'source')}, {plural(s['documents'], 'document')} "
+            f"({repeated} repeated), "
+            f"{plural(s['tokens'], 'token')} of {s['budget']} asked{val} -> "
             f"{plural(len(self.parts), 'part')}, {order}{self.kept()}"
         )
 
@@ -265,7 +270,7 @@ class StatsResult(StageResult):
         s = self.stats
         return (
             f"{plural(len(s['shards']), 'shard')}, {plural(s['documents'], 'document')}, "
-            f"{s['tokens']} tokens"
+            f"{plural(s['tokens'], 'token')}"
             f"{self.size()}, {s['bytes_per_token'] or 0:.2f} bytes per token, "
             f"{100 * s['utilization']:.1f} % of the vocabulary used"
         )
@@ -281,7 +286,7 @@ class ReportResult(StageResult):
 
     def what(self) -> str:
         documents = plural(self.documents, "document")
-        return f"{documents}, {self.tokens} tokens{self.size()} -> {self.report}"
+        return f"{documents}, {plural(self.tokens, 'token')}{self.size()} -> {self.report}"
 
 
 @dataclass(kw_only=True)
@@ -357,7 +362,7 @@ class CheckResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{plural(len(self.layouts), 'layout')}, {self.documents} documents, "
+            f"{plural(len(self.layouts), 'layout')}, {plural(self.documents, 'document')}, "
             f"{self.sampled} decoded: {plural(len(self.problems), 'problem')}"
         )
 
@@ -381,4 +386,4 @@ class RunResult(StageResult):
 
     def what(self) -> str:
         documents = plural(self.documents, "document")
-        return f"{documents}{self.skips()}, {self.tokens} tokens -> {self.manifest}"
+        return f"{documents}{self.skips()}, {plural(self.tokens, 'token')} -> {self.manifest}"

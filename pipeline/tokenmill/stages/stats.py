@@ -323,7 +323,7 @@ def format_stats(s: dict, max_sources: int = 20) -> str:
 
     bpt = s["bytes_per_token"]
     lines = [
-        f"{s['documents']} documents, {s['bytes']} bytes, {s['tokens']} tokens "
+        f"{plural(s['documents'], 'document')}, {s['bytes']} bytes, {plural(s['tokens'], 'token')} "
         f"({s['text_tokens']} not special), "
         + (f"{bpt:.3f} bytes per token" if bpt else "no text tokens"),
         "",
@@ -418,12 +418,12 @@ def mix_lines(mix: dict) -> list[str]:
     if val := mix.get("val"):
         held.append(
             f"  validation (--val-fraction {val['fraction']}, held out before mixing): "
-            f"{val['tokens']} tokens, {val['documents']} documents, "
+            f"{plural(val['tokens'], 'token')}, {plural(val['documents'], 'document')}, "
             f"{plural(val['parts'], 'part')}"
         )
     return [
-        f"mixture ({order}): {mix['tokens']} tokens written of {mix['budget']} asked, "
-        f"{mix['documents']} documents, {plural(mix['parts'], 'part')} (mix/):",
+        f"mixture ({order}): {plural(mix['tokens'], 'token')} written of {mix['budget']} asked, "
+        f"{plural(mix['documents'], 'document')}, {plural(mix['parts'], 'part')} (mix/):",
         line(head),
         *map(line, rows),
         *held,
