@@ -44,6 +44,19 @@ def tok() -> Tokenizer:
         (lambda t: t.decode(None), "decode: ids= is NoneType, not a sequence of ids"),
         (lambda t: t.decode({104: 1}), "decode: ids= is dict, not a sequence of ids"),
         (lambda t: tokenmill.load(None), "load: path= is NoneType, not a path or URL"),
+        (lambda t: t.encode_batch(None), "encode_batch: texts= is NoneType, not a list of texts"),
+        (lambda t: t.encode_batch(5), "encode_batch: texts= is int, not a list of texts"),
+        (lambda t: t.encode_ordinary_batch(None), "encode_ordinary_batch: texts= is NoneType"),
+        (lambda t: t.encode_ordinary_batch("abc"), "not one text: use encode_ordinary"),
+        (lambda t: Tokenizer.train(None, num_merges=1), "train: texts= is NoneType"),
+        (
+            lambda t: Tokenizer.train_from_word_counts(None, [1], num_merges=1),
+            "train_from_word_counts: words= is NoneType, not a list of words",
+        ),
+        (
+            lambda t: Tokenizer.train_from_word_counts(["a"], None, num_merges=1),
+            "train_from_word_counts: counts= is NoneType, not a list of counts",
+        ),
     ],
 )
 def test_encoding_refuses_what_is_not_text(tok, call, needle):

@@ -653,7 +653,8 @@ class Tokenizer:
         >>> tok.encode_ordinary_batch(["hello", "<|endoftext|>"])[0]
         [259]
         """
-        return self._encode_texts(text_batch(texts, "encode_ordinary_batch"), False, parallel)
+        texts = text_batch(texts, "encode_ordinary_batch", ": use encode_ordinary")
+        return self._encode_texts(texts, False, parallel)
 
     def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
         import pyarrow as pa
@@ -1318,7 +1319,7 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
     import operator
 
     out = []
-    for k, given in enumerate(counts):
+    for k, given in enumerate(_listed(counts, "train_from_word_counts", "counts")):
         try:
             count = operator.index(given)  # int and numpy's integers; not float
         except TypeError:
@@ -1336,6 +1337,15 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
     return out
 
 
+def _listed(values: Iterable, method: str, name: str) -> list:
+    """`values` as a list; a TypeError naming `method`'s argument `name` when
+    it is no iterable (Python's own message names neither: "'NoneType' object
+    is not iterable")."""
+    if not isinstance(values, Iterable) or getattr(values, "ndim", 1) == 0:
+        raise TypeError(f"{method}: {name}= is {type(values).__name__}, not a list of {name}")
+    return list(values)
+
+
 def text_batch(
     texts: Iterable[str], method: str, hint: str = ": use encode", name: str = "texts"
 ) -> list[str]:
@@ -1344,7 +1354,7 @@ def text_batch(
     bytes for text: each is a TypeError naming its place, as `encode(None)` is."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"{method} takes a list of texts, not one text{hint}")
-    texts = list(texts)
+    texts = _listed(texts, method, name)
     if not all(type(text) is str for text in texts):  # the fast check; then which one
         for k, text in enumerate(texts):
             if not isinstance(text, str):
