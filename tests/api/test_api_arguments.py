@@ -171,6 +171,21 @@ def test_numpy_counts_are_counts():
     assert tok.merge_pairs() == [(b"a", b"b")]
 
 
+def test_numpy_integers_are_sizes_and_counts():
+    """NumPy's integers were refused as no whole number."""
+    tok = Tokenizer.train(TEXTS, vocab_size=np.int64(260))
+    assert tok == Tokenizer.train(TEXTS, vocab_size=260)
+    assert Tokenizer.train(TEXTS, num_merges=np.uint32(3)) == Tokenizer.train(TEXTS, num_merges=3)
+    from tokenmill.tokenizer import superword
+
+    at = superword.train(TEXTS, vocab_size=np.int64(270), superword_at=np.int32(262),
+                         max_words=np.int8(2))  # fmt: skip
+    assert at == superword.train(TEXTS, vocab_size=270, superword_at=262, max_words=2)
+    for value in (True, np.bool_(True), 260.0, "260"):
+        with pytest.raises(TokenmillError, match="want a whole number"):
+            Tokenizer.train(TEXTS, vocab_size=value)
+
+
 def test_load_names_special_tokens_given_as_a_list():
     with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: special_tokens= wants a dict"):
         tokenmill.load(GPT2_FILE, special_tokens=["<a>"])

@@ -38,6 +38,7 @@ from tokenmill.tokenizer.ids import (
     check_special_ids,
     id_limit,
     show,
+    whole_number,
 )
 from tokenmill.tokenizer.modes import Mode, mode_of
 from tokenmill.tokenizer.options import (
@@ -1058,8 +1059,8 @@ def trained(
     tokens get their ids after the merges it learned. `check_range(fixed,
     merges)` checks an option against those numbers first; `fields` are the
     Tokenizer's other fields."""
-    check_count(vocab_size, "vocab_size")
-    check_count(num_merges, "num_merges")
+    vocab_size = check_count(vocab_size, "vocab_size")
+    num_merges = check_count(num_merges, "num_merges")
     names, chosen = special_names(special_tokens, mode)
     fixed = base + len(names)
     total = merges_to_learn(
@@ -1316,15 +1317,10 @@ def _counts(counts: Sequence[int], n_words: int) -> list[int]:
     """train_from_word_counts' `counts`, one whole number in 0..2**63-1 per
     word (training adds them up in 64-bit signed integers): pyarrow would
     truncate a float and overflow on a negative one."""
-    import operator
-
     out = []
     for k, given in enumerate(_listed(counts, "train_from_word_counts", "counts")):
-        try:
-            count = operator.index(given)  # int and numpy's integers; not float
-        except TypeError:
-            count = -1
-        if isinstance(given, bool) or not 0 <= count < 2**63:
+        count = whole_number(given)
+        if count is None or not 0 <= count < 2**63:
             raise TokenmillError(
                 f"train_from_word_counts: counts[{k}]={show(given)} is not a count "
                 "(a whole number from 0 to 2**63-1)"

@@ -97,8 +97,8 @@ def extend(
     check_base(base)
     if extend_alphabet and base.mode != "char":
         raise TokenmillError("--extend-alphabet is for char mode (byte mode has every byte)")
-    check_count(vocab_size, "vocab_size")
-    check_count(num_merges, "num_merges")
+    vocab_size = check_count(vocab_size, "vocab_size")
+    num_merges = check_count(num_merges, "num_merges")
     words = words.cast(pa.large_string())
     counts = counts.cast(pa.uint64())
     new_specials = [t for t in special_tokens if t not in base.special_tokens]

@@ -3,6 +3,7 @@ tokens tokenmill knows, the modes and patterns, and what counts as an id."""
 
 from __future__ import annotations
 
+import operator
 from typing import TypeGuard
 
 from tokenmill.errors import TokenmillError
@@ -55,6 +56,23 @@ def is_id(value: object) -> TypeGuard[int]:
     (True, False, False)
     """
     return type(value) is int and 0 <= value < 1 << 32
+
+
+def whole_number(value: object) -> int | None:
+    """`value` as an int if it is a whole number: an int or one of NumPy's
+    integers (what `operator.index` takes), not a bool, a float or a string;
+    else None.
+
+    >>> import numpy as np
+    >>> whole_number(np.int64(260)), whole_number(True), whole_number(2.0)
+    (260, None, None)
+    """
+    if isinstance(value, bool):  # NumPy's bool has no __index__ already
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def check_id(value: object, what: str) -> int:

@@ -15,6 +15,7 @@ from tokenmill.tokenizer.ids import (
     check_id,
     id_limit,
     show,
+    whole_number,
 )
 
 # Superword tokens (tokenizer/superword.py): the SuperBPE reference trainer's
@@ -115,16 +116,18 @@ def merges_to_learn(
     return num_merges
 
 
-def check_count(value: object, name: str) -> None:
-    """A count given to training (the argument `name`): None, or an int from 0
-    to MAX_VOCAB_SIZE."""
+def check_count(value: object, name: str) -> int | None:
+    """A count given to training (the argument `name`): None, or a whole
+    number (`whole_number`: NumPy's too) from 0 to MAX_VOCAB_SIZE, as an int."""
     if value is None:
-        return
-    if type(value) is bool or not isinstance(value, int) or not 0 <= value <= MAX_VOCAB_SIZE:
+        return None
+    count = whole_number(value)
+    if count is None or not 0 <= count <= MAX_VOCAB_SIZE:
         raise TokenmillError(
             f"{name}={show(value)}: want a whole number from 0 to {MAX_VOCAB_SIZE} "
             "(ids are 32-bit: a vocabulary holds at most 2**32-1 tokens)"
         )
+    return count
 
 
 def special_names(
@@ -220,25 +223,28 @@ def lay_out_specials(
     return order, special_ids
 
 
-def check_superword(superword_at: object, max_words: object, mode: str = "byte") -> None:
+def check_superword(
+    superword_at: object, max_words: object, mode: str = "byte"
+) -> tuple[int | None, int | None]:
     """Superword training's transition point (a vocabulary size, as vocab_size
-    counts it: stage 1's) and word limit, checked alone; the training checks
-    them against the vocabulary size."""
+    counts it: stage 1's) and word limit, checked alone, as ints; the training
+    checks them against the vocabulary size."""
     if superword_at is None:
-        return
+        return None, None
     if mode != "byte":
         raise TokenmillError(
             f"superword_at={superword_at}: superword tokens are for byte mode, not {mode}"
         )
-    check_count(superword_at, "superword_at")
-    if superword_at < 256:  # type: ignore[operator]
+    at = check_count(superword_at, "superword_at")
+    assert at is not None  # superword_at is not None
+    if at < 256:
         raise TokenmillError(
             f"superword_at={superword_at}: the transition point is a vocabulary size, "
             "past the 256 byte tokens"
         )
-    if max_words is not None and (
-        type(max_words) is bool or not isinstance(max_words, int) or not 1 <= max_words < 2**32
-    ):
+    words = None if max_words is None else whole_number(max_words)
+    if max_words is not None and (words is None or not 1 <= words < 2**32):
         raise TokenmillError(
             f"max_words={show(max_words)}: want a whole number from 1, or None (no limit)"
         )
+    return at, words

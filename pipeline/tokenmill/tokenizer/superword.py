@@ -127,7 +127,7 @@ def train_superword(
     `table2` may be a function that makes the table: it is called on
     another thread while stage 1 trains (stage 1 is mostly one merge after
     another, on one core), and so is splitting its words into stage 1's."""
-    check_transition(superword_at, max_words)
+    superword_at, max_words = check_transition(superword_at, max_words)
     check_options("byte", pattern)
     stage1_merges = 0
     buffers = arrow_buffers(words.cast(pa.large_string()))
@@ -177,12 +177,14 @@ def train_superword(
     return Superword(tok, stage1_merges, len(tok.merges) - stage1_merges)
 
 
-def check_transition(superword_at: object, max_words: object) -> None:
-    """`superword_at` and `max_words` as training takes them: check_superword,
-    for which a None transition point is no superword tokens."""
+def check_transition(superword_at: object, max_words: object) -> tuple[int, int | None]:
+    """`superword_at` and `max_words` as training takes them, as ints:
+    check_superword, for which a None transition point is no superword tokens."""
     if superword_at is None:
         raise TokenmillError(
             "superword_at=None: want the transition point, a vocabulary size past the 256 "
             "byte tokens"
         )
-    check_superword(superword_at, max_words)
+    at, words = check_superword(superword_at, max_words)
+    assert at is not None  # superword_at is not None
+    return at, words
