@@ -129,6 +129,22 @@ def test_superword_train_refuses_what_tokenizer_train_refuses(kwargs, error, nee
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("lowercase", [1, None, "yes"])
+def test_lowercase_is_a_flag(lowercase):
+    """lowercase=1 met the native core's "'int' object is not an instance of 'bool'"."""
+    with pytest.raises(TypeError, match=f"lowercase={lowercase!r}: want True or False"):
+        Tokenizer.train(TEXTS, mode="char", lowercase=lowercase, num_merges=3)
+    with pytest.raises(TypeError, match=f"lowercase={lowercase!r}: want True or False"):
+        Tokenizer.train_from_word_counts(
+            ["Hi"], [3], mode="char", lowercase=lowercase, num_merges=1
+        )
+
+
+def test_a_numpy_true_lowercases_and_saves():
+    tok = Tokenizer.train(["Hi hi"] * 3, mode="char", lowercase=np.bool_(True), num_merges=1)
+    assert tok.lowercase is True and '"lowercase":true' in tok.to_json()
+
+
 def test_vocab_size_and_num_merges_together_are_refused():
     """Both given, num_merges won and vocab_size was dropped without a word."""
     with pytest.raises(TokenmillError, match="give vocab_size= or num_merges=, not both"):

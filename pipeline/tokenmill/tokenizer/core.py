@@ -1191,6 +1191,7 @@ def _training_pattern(mode: str, pattern: str | None, lowercase: bool) -> str:
     so that a bad one fails before any counting. An option the mode does not
     use is refused: ignored, it would train another tokenizer than the one
     asked for."""
+    _check_flag("lowercase", lowercase)
     check_options(mode, pattern)
     if mode != "byte":
         if pattern not in (None, DEFAULT_PATTERN):

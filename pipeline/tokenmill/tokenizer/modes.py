@@ -181,7 +181,7 @@ class CharMode(Mode):
         return alphabet, len(alphabet)
 
     def trained_options(self, pattern: str, lowercase: bool) -> tuple[str, bool]:
-        return "", lowercase
+        return "", bool(lowercase)  # NumPy's True too, which JSON cannot hold
 
     def base_size(self, alphabet: Sequence[str]) -> int:
         return len(alphabet)
