@@ -12,7 +12,6 @@ or `Tokenizer.train` one; the errors it raises, all ValueErrors.
 from __future__ import annotations
 
 import importlib
-import os
 
 # Not typing's: importing typing takes a few ms of the console script's start,
 # before it can turn Ctrl-C into one line. Type checkers read the name alike.
@@ -70,9 +69,8 @@ def load(
     >>> enc.encode("hello world"), enc.eos_id
     ([31373, 995], 50256)
     """
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"load: path= is {type(path).__name__}, not a path or URL")
     # importlib, as in __getattr__: see there.
+    importlib.import_module("tokenmill.io.storage").check_path_argument(path, "load")
     formats = importlib.import_module("tokenmill.formats")
     return formats.load_any(path, pattern=pattern, special_tokens=special_tokens)
 

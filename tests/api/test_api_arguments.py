@@ -44,6 +44,8 @@ def tok() -> Tokenizer:
         (lambda t: t.decode(None), "decode: ids= is NoneType, not a sequence of ids"),
         (lambda t: t.decode({104: 1}), "decode: ids= is dict, not a sequence of ids"),
         (lambda t: tokenmill.load(None), "load: path= is NoneType, not a path or URL"),
+        (lambda t: t.save(None), "save: path= is NoneType, not a path or URL"),
+        (lambda t: Tokenizer.load(5), "Tokenizer.load: path= is int, not a path or URL"),
         (lambda t: t.encode_batch(None), "encode_batch: texts= is NoneType, not a list of texts"),
         (lambda t: t.encode_batch(5), "encode_batch: texts= is int, not a list of texts"),
         (lambda t: t.encode_ordinary_batch(None), "encode_ordinary_batch: texts= is NoneType"),
@@ -200,6 +202,16 @@ def test_numpy_integers_are_sizes_and_counts():
     for value in (True, np.bool_(True), 260.0, "260"):
         with pytest.raises(TokenmillError, match="want a whole number"):
             Tokenizer.train(TEXTS, vocab_size=value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [tokenmill.load, Tokenizer.load, lambda path: Tokenizer.train(TEXTS, num_merges=1).save(path)],
+)
+def test_an_empty_path_is_refused_as_empty(call):
+    """ "" was the current folder: "load: .: cannot read tokenizer (Is a directory)"."""
+    with pytest.raises(TokenmillError, match=r"^(load|Tokenizer.load|save): path= is empty"):
+        call("")
 
 
 def test_load_names_special_tokens_given_as_a_list():

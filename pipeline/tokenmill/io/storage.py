@@ -52,6 +52,16 @@ LOCAL_PROTOCOLS = ("", "file", "local")
 REMOTE_BLOCK_BYTES = 8 << 20
 
 
+def check_path_argument(value: object, method: str) -> None:
+    """The library's `path=` of `method`: a str or a path object. The
+    operating system's errors name neither the method nor the argument, and
+    "" would be the current folder."""
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{method}: path= is {type(value).__name__}, not a path or URL")
+    if value == "":
+        raise TokenmillError(f"{method}: path= is empty, not a path or URL")
+
+
 def location(value: str | os.PathLike | AnyPath) -> AnyPath:
     """DATA, OUT or any file named on the command line: a Path, or a UPath for a URL."""
     if not isinstance(value, str):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tokenmill import _native
 from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError
 from tokenmill.io.files import parse_json, read_bytes
-from tokenmill.io.storage import AnyPath
+from tokenmill.io.storage import AnyPath, check_path_argument
 from tokenmill.io.writers import atomic_path
 from tokenmill.memory import gc_paused, release_memory
 from tokenmill.tokenizer.bytelevel import from_byte_level
@@ -873,6 +873,7 @@ class Tokenizer:
         >>> again == tok, again.sha256 == tok.sha256
         (True, True)
         """
+        check_path_argument(path, "save")
         with atomic_path(path) as tmp:  # a local path, or a URL (io/storage.py)
             tmp.write_bytes(self._file_bytes)
 
@@ -988,6 +989,7 @@ class Tokenizer:
         ...
         tokenmill.errors.TokenmillError: vocabularies/gpt2.tiktoken: not a tokenmill ...
         """
+        check_path_argument(path, "Tokenizer.load")
         data = read_bytes(path, "tokenizer")
         other = TokenmillError(
             f"{path}: not a tokenmill tokenizer file: tokenmill.load(path) reads it if it is "
