@@ -214,6 +214,13 @@ def test_an_empty_path_is_refused_as_empty(call):
         call("")
 
 
+@pytest.mark.parametrize("pattern", [5, b"\\S+", ""])
+def test_load_names_a_pattern_that_is_no_str(pattern):
+    """Read as no pattern: "pattern 5: byte mode needs a pattern"."""
+    with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: pattern=.*: want a str, a preset"):
+        tokenmill.load(GPT2_FILE, pattern=pattern)
+
+
 def test_load_names_special_tokens_given_as_a_list():
     with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: special_tokens= wants a dict"):
         tokenmill.load(GPT2_FILE, special_tokens=["<a>"])

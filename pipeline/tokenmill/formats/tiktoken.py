@@ -46,7 +46,7 @@ from tokenmill.io.files import parse_json, read_bytes
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.tokenizer import Tokenizer, id_limit
-from tokenmill.tokenizer.ids import check_special_ids
+from tokenmill.tokenizer.ids import check_special_ids, show
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -277,6 +277,12 @@ def load(
         raise TokenmillError(
             f"{path}: special_tokens= wants a dict of each token's id, "
             f"not a {type(special_tokens).__name__}"
+        )
+    if pattern is not None and (not isinstance(pattern, str) or not pattern):
+        # Else read as no pattern at all: "pattern 5: byte mode needs a pattern".
+        raise TokenmillError(
+            f"{path}: pattern={show(pattern)}: want a str, a preset (gpt2, cl100k, o200k) "
+            "or a regex"
         )
     if special_tokens is not None:
         # A NumPy integer is an id as an int is (as counts are to train_from_word_counts).
