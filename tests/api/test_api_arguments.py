@@ -71,6 +71,15 @@ def test_decode_names_the_id_that_is_no_integer(tok):
         tok.decode([104, 1.0])
 
 
+@pytest.mark.parametrize("ids, ndim", [(np.array([[104, 105]]), 2), (np.array(104), 0)])
+def test_decode_names_an_array_of_other_than_one_dimension(tok, ids, ndim):
+    """A 2-D array met NumPy's "truth value ... is ambiguous", a 0-D one
+    "iteration over a 0-d array"."""
+    with pytest.raises(TokenmillError, match=f"decode: ids= is a {ndim}-D array; give one"):
+        tok.decode(ids)
+    assert tok.decode(np.array([104, 105])) == tok.decode([104, 105])
+
+
 def test_a_null_document_is_refused_by_encode_arrow(tok):
     for docs in (pa.array(["a", None, "b"]), pa.chunked_array([["a"], [None, "b"]])):
         with pytest.raises(TokenmillError, match="encode_arrow: document 1 is null"):

@@ -787,6 +787,13 @@ class Tokenizer:
         """
         if isinstance(ids, str | Mapping) or not isinstance(ids, Iterable):
             raise TypeError(f"decode: ids= is {type(ids).__name__}, not a sequence of ids")
+        ndim = getattr(ids, "ndim", 1)  # NumPy's arrays, and tensors
+        if ndim != 1:
+            # Iterated, a 2-D array's rows met NumPy's "truth value ... is ambiguous",
+            # and a 0-D array cannot be iterated.
+            raise TokenmillError(
+                f"decode: ids= is a {ndim}-D array; give one document's ids (a 1-D array)"
+            )
         values = self.token_values
         ids = list(ids)
         n = len(values)
