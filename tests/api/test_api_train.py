@@ -223,3 +223,25 @@ def test_special_tokens_take_the_ids_the_command_line_gives_them(cli, tmp_path, 
     lib = Tokenizer.train(TEXTS, mode=mode, vocab_size=330, special_tokens=["<|pad|>", "<|x|>"])
     assert lib.special_map == ours.special_map
     assert lib.special_tokens == [*default_special_tokens(mode), "<|pad|>", "<|x|>"]
+
+
+@pytest.mark.parametrize("mode", ["byte", "char"])
+def test_lone_surrogates_are_trained_on_as_encode_reads_them(mode):
+    """A lone surrogate, which UTF-8 cannot hold, met pyarrow's UnicodeEncodeError
+    naming no argument; encode reads it as U+FFFD, and so training does now."""
+    texts = ["a\ud800b x\udfff", "\ud83d\udc4d ok"] * 3
+    fixed = ["a\ufffdb x\ufffd", "\U0001f44d ok"] * 3
+    options = {"mode": mode, "num_merges": 6}
+    assert Tokenizer.train(texts, **options) == Tokenizer.train(fixed, **options)
+    assert Tokenizer.train_from_word_counts(["a\ud800", "a\udc00", "b"], [3, 2, 1], **options) == (
+        Tokenizer.train_from_word_counts(["a\ufffd", "b"], [5, 1], **options)
+    )
+
+
+def test_lone_surrogates_are_trained_on_by_superword_training_too():
+    from tokenmill.tokenizer import superword
+
+    texts = ["a\ud800b x\udfff y"] * 5
+    fixed = ["a\ufffdb x\ufffd y"] * 5
+    options = {"vocab_size": 270, "superword_at": 262}
+    assert superword.train(texts, **options) == superword.train(fixed, **options)

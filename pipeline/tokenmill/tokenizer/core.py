@@ -138,6 +138,7 @@ class Tokenizer:
         fancy-regex syntax (tiktoken's `pat_str`), or None: no split, each
         text one word, as minbpe's BasicTokenizer (recorded as the regex
         `[\\s\\S]+`). Char mode splits at whitespace and takes no pattern.
+        A lone surrogate is read as U+FFFD, as `encode` reads it.
 
         `special_tokens`: a list of names, whose ids follow the merges in
         order; or a dict choosing each one's id (past the merges; ids left
@@ -163,11 +164,9 @@ class Tokenizer:
         ...
         tokenmill.errors.TokenmillError: vocab_size=10 is below the base vocabulary: ...
         """
-        import pyarrow as pa
-
         pattern = _training_pattern(mode, pattern, lowercase)
         texts = text_batch(texts, "train", "")
-        table = word_table([pa.array(texts, pa.large_string())], mode, pattern, lowercase)
+        table = word_table([arrow_texts(texts)], mode, pattern, lowercase)
         return cls._train_from_word_arrays(
             table["word"],
             table["count"],
@@ -206,7 +205,7 @@ class Tokenizer:
         pattern = _training_pattern(mode, pattern, lowercase)
         words = text_batch(words, "train_from_word_counts", ": words= is a list", "words")
         return cls._train_from_word_arrays(
-            pa.array(words, pa.large_string()),
+            arrow_texts(words),
             pa.array(_counts(counts, len(words)), pa.uint64()),
             mode=mode,
             pattern=pattern,
@@ -658,13 +657,7 @@ class Tokenizer:
         return self._encode_texts(texts, False, parallel)
 
     def _encode_texts(self, texts: list[str], eos: bool, parallel: bool) -> list[list[int]]:
-        import pyarrow as pa
-
-        try:
-            docs = pa.array(texts, pa.large_string())
-        except UnicodeEncodeError:  # lone surrogates: as encode_ordinary
-            docs = pa.array([_valid_unicode(t) for t in texts], pa.large_string())
-        ids, _ = self.encode_arrow(docs, eos=eos, parallel=parallel)
+        ids, _ = self.encode_arrow(arrow_texts(texts), eos=eos, parallel=parallel)
         return ids.to_pylist()
 
     def _allowed_specials(
@@ -1186,6 +1179,18 @@ def _valid_unicode(text: str) -> str:
     """`text` as UTF-8 can hold it, as tiktoken makes it: a surrogate pair
     written as two code points joined, a lone surrogate U+FFFD."""
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def arrow_texts(texts: list[str]) -> pa.Array:
+    """`texts` as a large_string array, a lone surrogate as U+FFFD (`_valid_unicode`),
+    as encode_ordinary makes it: UTF-8 cannot hold one, and pyarrow refuses it.
+    Only a batch that holds one is gone over in Python."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(texts, pa.large_string())
+    except UnicodeEncodeError:
+        return pa.array([_valid_unicode(t) for t in texts], pa.large_string())
 
 
 # No split: each text is one word (minbpe's BasicTokenizer). A regex, not a

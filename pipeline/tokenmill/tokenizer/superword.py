@@ -40,6 +40,7 @@ from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import (
     Tokenizer,
+    arrow_texts,
     fixed_width_buffer,
     text_batch,
     trained,
@@ -89,7 +90,7 @@ def train(
             f"({', '.join(PATTERNS)})"
         )
     check_transition(superword_at, max_words)  # before the words are counted
-    docs = pa.array(text_batch(texts, "train", ""), pa.large_string())
+    docs = arrow_texts(text_batch(texts, "train", ""))
     table, table2 = word_tables([docs], "byte", [pattern, PATTERN], False)
     return train_superword(
         table["word"],
