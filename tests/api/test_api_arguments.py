@@ -86,6 +86,35 @@ def test_a_null_document_is_refused_by_encode_arrow(tok):
             tok.encode_arrow(docs)
 
 
+def strings(*docs: bytes) -> pa.Array:
+    """A large_string array of `docs` as they are, UTF-8 or not."""
+    offsets = np.cumsum([0, *map(len, docs)], dtype=np.int64)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(docs), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(docs))]
+    )
+
+
+@pytest.mark.parametrize(
+    "docs, bad",
+    [
+        ((b"ok", b"a\xffb", b"c"), 1),
+        ((b"ok", b"fine", b"x\xc3"), 2),
+        (("é".encode()[:1], "é".encode()[1:]), 0),  # a character cut between two documents
+    ],
+)
+@pytest.mark.parametrize("normalization", ["", "NFC"])
+def test_encode_arrow_names_the_document_that_is_not_utf8(tok, docs, bad, normalization):
+    """The message was the core's "invalid UTF-8: ... from index 1", an index
+    into the batch's bytes (with a normalizer: pyarrow's ArrowInvalid)."""
+    import dataclasses
+
+    enc = dataclasses.replace(tok, normalization=normalization)
+    with pytest.raises(TokenmillError, match=f"^encode_arrow: document {bad} is not valid UTF-8"):
+        enc.encode_arrow(strings(*docs))
+    with pytest.raises(TokenmillError, match=f"^encode_arrow: document {bad} is not valid UTF-8"):
+        enc.encode_arrow(strings(b"before", *docs)[1:])
+
+
 def test_a_dictionary_array_of_strings_is_encoded_as_its_strings(tok):
     docs = ["hello", "world", "hello"]
     ids, n_tokens = tok.encode_arrow(pa.array(docs).dictionary_encode())

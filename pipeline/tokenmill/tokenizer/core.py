@@ -23,7 +23,7 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from tokenmill import _native
-from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError
+from tokenmill.errors import DisallowedSpecialTokenError, TokenmillError, one_line
 from tokenmill.io.files import parse_json, read_bytes
 from tokenmill.io.storage import AnyPath, check_path_argument
 from tokenmill.io.writers import atomic_path
@@ -740,8 +740,8 @@ class Tokenizer:
                 self._wide_ids,
                 parallel,
             )
-        except _native.NativeError as e:
-            raise TokenmillError(str(e)) from None
+        except (_native.NativeError, pa.ArrowInvalid) as e:  # normalizing: invalid UTF-8
+            raise TokenmillError(_invalid_document(docs) or one_line(e)) from None
         n_tokens = pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(lens)])
         flat = pa.Array.from_buffers(
             id_type, len(ids) // id_type.byte_width, [None, pa.py_buffer(ids)]
@@ -1311,6 +1311,22 @@ def _text_array(docs: pa.Array | pa.ChunkedArray) -> pa.Array:
         first = docs.is_null().to_numpy(zero_copy_only=False).argmax()
         raise TokenmillError(f"encode_arrow: document {first} is null, not a string")
     return large_text(docs)
+
+
+def _invalid_document(docs: pa.Array) -> str | None:
+    """Which document of `docs` is not UTF-8, or None when all are. The native
+    core checks a batch's text at once, and says where in the batch's bytes
+    the fault is: not which document, and a character cut between two
+    documents it finds only as an offset off a character boundary."""
+    import pyarrow as pa
+
+    try:
+        docs.validate(full=True)  # every string, each on its own
+    except pa.ArrowInvalid as e:
+        found = re.search(r"string index (\d+)", str(e))
+        if found:
+            return f"encode_arrow: document {found.group(1)} is not valid UTF-8"
+    return None
 
 
 def _check_text(text: object, method: str) -> None:
