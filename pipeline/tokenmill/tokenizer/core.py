@@ -204,16 +204,28 @@ class Tokenizer:
 
         pattern = _training_pattern(mode, pattern, lowercase)
         words = text_batch(words, "train_from_word_counts", ": words= is a list", "words")
-        return cls._train_from_word_arrays(
-            arrow_texts(words),
-            pa.array(_counts(counts, len(words)), pa.uint64()),
-            mode=mode,
-            pattern=pattern,
-            lowercase=lowercase,
-            vocab_size=vocab_size,
-            num_merges=num_merges,
-            special_tokens=special_tokens,
-        )
+        try:
+            return cls._train_from_word_arrays(
+                arrow_texts(words),
+                pa.array(_counts(counts, len(words)), pa.uint64()),
+                mode=mode,
+                pattern=pattern,
+                lowercase=lowercase,
+                vocab_size=vocab_size,
+                num_merges=num_merges,
+                special_tokens=special_tokens,
+            )
+        except TokenmillError as e:
+            # The core blames a count in the table, as a count table read from a
+            # file may hold one gone wrong; here each count was checked in range.
+            found = _TOO_MANY_PAIRS.search(str(e))
+            if found is None:
+                raise
+            raise TokenmillError(
+                f"train_from_word_counts: each count is in range, but together they make "
+                f"{found[1]} pairs (each count times the adjacent pairs in its word), more "
+                f"than the {found[2]} (2**63-1) that training counts"
+            ) from None
 
     @classmethod
     def _train_from_word_arrays(
@@ -1327,6 +1339,10 @@ def _invalid_document(docs: pa.Array) -> str | None:
         if found:
             return f"encode_arrow: document {found.group(1)} is not valid UTF-8"
     return None
+
+
+# The native core's refusal of a word table whose pairs outnumber its counters.
+_TOO_MANY_PAIRS = re.compile(r"the word counts make (\d+) pairs, more than the (\d+) that")
 
 
 def _check_text(text: object, method: str) -> None:
