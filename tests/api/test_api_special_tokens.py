@@ -97,6 +97,21 @@ def test_the_refusal_is_one_line_naming_the_token_and_the_arguments():
     assert isinstance(e.value, TokenmillError) and isinstance(e.value, ValueError)
 
 
+def test_a_token_disallowed_by_name_is_refused_as_tiktoken_refuses_it():
+    """The message said to allow it, which leaves it refused."""
+    for text, options in [
+        ("<|nope|>", {"disallowed_special": {"<|nope|>"}}),
+        ("x<|nope|>", {"allowed_special": "all", "disallowed_special": ["<|nope|>"]}),
+        ("<|endoftext|>", {"allowed_special": {EOT}, "disallowed_special": {EOT}}),
+    ]:
+        same(text, **options)
+        with pytest.raises(DisallowedSpecialTokenError) as e:
+            ours().encode(text, **options)
+        assert "it is in disallowed_special=: leave it out" in str(e.value)
+        assert "pass allowed_special" not in str(e.value)
+    assert same("<|nope|>", allowed_special={"<|nope|>"}) == ours().encode_ordinary("<|nope|>")
+
+
 def test_a_token_name_is_no_set_of_them():
     with pytest.raises(TokenmillError, match="allowed_special="):
         ours().encode("x", allowed_special=EOT)

@@ -703,11 +703,22 @@ class Tokenizer:
                 if found:
                     token = found.group()
                     where = f" (text {k} of the batch)" if len(texts) > 1 else ""
+                    # A token disallowed by name is refused even when allowed, as
+                    # tiktoken refuses it: allowing it is no way out then.
+                    fix = (
+                        f"pass allowed_special={{{token!r}}} (or 'all') to encode it as the "
+                        "special token, or disallowed_special=() to encode it as text"
+                        if disallowed_special == "all"
+                        else "it is in disallowed_special=: leave it out to encode it as "
+                        + (
+                            "text or, allowed, as the special token"
+                            if token in specials
+                            else "text"
+                        )
+                    )
                     raise DisallowedSpecialTokenError(
-                        f"Encountered text corresponding to disallowed special token "
-                        f"{token!r}{where}: pass allowed_special={{{token!r}}} (or 'all') to "
-                        "encode it as the special token, or disallowed_special=() to encode "
-                        "it as text"
+                        "Encountered text corresponding to disallowed special token "
+                        f"{token!r}{where}: {fix}"
                     )
         return allowed & specials
 
