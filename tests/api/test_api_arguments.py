@@ -262,3 +262,14 @@ def test_load_names_a_pattern_that_is_no_str(pattern):
 def test_load_names_special_tokens_given_as_a_list():
     with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: special_tokens= wants a dict"):
         tokenmill.load(GPT2_FILE, special_tokens=["<a>"])
+
+
+def test_save_and_load_take_a_remote_upath():
+    # A remote UPath is no os.PathLike: the check of path= refused it, and with
+    # it every run writing its tokenizer to an object store.
+    from upath import UPath
+
+    tok = Tokenizer.train(["hello world"] * 5, vocab_size=270)
+    path = UPath("memory://bucket/tok.json")
+    tok.save(path)
+    assert Tokenizer.load(path) == tok and tokenmill.load(path) == tok

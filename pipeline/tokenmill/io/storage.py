@@ -56,7 +56,10 @@ def check_path_argument(value: object, method: str) -> None:
     """The library's `path=` of `method`: a str or a path object. The
     operating system's errors name neither the method nor the argument, and
     "" would be the current folder."""
-    if not isinstance(value, str | os.PathLike):
+    # A remote UPath is no os.PathLike; nor can it be one unless upath was imported.
+    upath = sys.modules.get("upath")
+    remote = upath is not None and isinstance(value, upath.UPath)
+    if not (remote or isinstance(value, str | os.PathLike)):
         raise TypeError(f"{method}: path= is {type(value).__name__}, not a path or URL")
     if value == "":
         raise TokenmillError(f"{method}: path= is empty, not a path or URL")
