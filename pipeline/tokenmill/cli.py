@@ -428,7 +428,16 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
 
         options["mix"] = read_recipe(options["mix"], note=lambda line: tell(escaped(line)))
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
-    job = resolve_job(job_file, data, out, options, given, tokenizer_file, count_only)
+    job = resolve_job(
+        job_file,
+        data,
+        out,
+        options,
+        given,
+        tokenizer_file,
+        count_only,
+        note=lambda line: tell(escaped(line)),
+    )
     load_options = {}
     if job.tokenizer is not None:
         # An existing tokenizer: --pattern and --special-token NAME=ID tell how

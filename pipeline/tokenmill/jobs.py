@@ -22,7 +22,7 @@ override the job's.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -70,10 +70,13 @@ def under_job(job_file: Path, value: str) -> Path:
     return (job_file.parent / Path(value).expanduser()).resolve()
 
 
-def load_job(path: Path, overridden: Collection[str] = ()) -> dict:
+def load_job(
+    path: Path, overridden: Collection[str] = (), note: Callable[[str], None] | None = None
+) -> dict:
     """The job file's settings, checked, with paths resolved; the recipe
     (`mix`) only when the command line does not give its own in `overridden`:
-    a job's recipe that is not used cannot fail the run."""
+    a job's recipe that is not used cannot fail the run. `note` is told of the
+    keys of a recipe file (`mix = "FILE"`) that are not read."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -103,7 +106,8 @@ def load_job(path: Path, overridden: Collection[str] = ()) -> dict:
     if "mix" in overridden:
         raw.pop("mix", None)
     elif isinstance(raw.get("mix"), str):  # a recipe file, as --mix FILE names one
-        raw["mix"] = read_recipe(under_job(path, raw["mix"]))
+        instead = f"set them in {path} itself"
+        raw["mix"] = read_recipe(under_job(path, raw["mix"]), note, instead)
     elif "mix" in raw:
         raw["mix"] = parse_recipe(raw["mix"], f"{path}: mix")
     defaults = Config()
@@ -162,11 +166,13 @@ def resolve_job(
     given: set[str],
     tokenizer: Path | None = None,
     count_only: bool = False,
+    note: Callable[[str], None] | None = None,
 ) -> Job:
     """A run from a job file (if any) and command-line values; `options` are the
     command's option values, `given` the names set on the command line, which
-    override the job's."""
-    settings = load_job(job_file, given) if job_file else {}
+    override the job's; `note` is told of what the job's files hold and the
+    run does not read."""
+    settings = load_job(job_file, given, note) if job_file else {}
     where = f"{job_file}: " if job_file else ""
     data = data if data is not None else settings.pop("inputs", None)
     out = out if out is not None else settings.pop("output", None)

@@ -196,10 +196,15 @@ def parse_recipe(table: object, where: str = "mix") -> Recipe:
     return Recipe(sources, total, column, where=where)
 
 
-def read_recipe(path: Path, note: Callable[[str], None] | None = None) -> Recipe:
+def read_recipe(
+    path: Path,
+    note: Callable[[str], None] | None = None,
+    instead: str = "give them as options, such as --shuffle, or run the file with --job",
+) -> Recipe:
     """The `[mix]` table of a TOML file (a job file, or one holding the recipe
     only); `note` is told, in one line, of the file's other keys, which a job
-    file's run would use and this reader does not (`shuffle = 7`)."""
+    file's run would use and this reader does not (`shuffle = 7`), and what to
+    do `instead`."""
     regular_file(path)
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -212,8 +217,5 @@ def read_recipe(path: Path, note: Callable[[str], None] | None = None) -> Recipe
     recipe = parse_recipe(raw["mix"], f"{path}: mix")
     unused = [key for key in raw if key != "mix"]
     if note is not None and unused:
-        note(
-            f"note: {path}: only its [mix] is read, not {', '.join(unused)} "
-            "(give them as options, such as --shuffle, or run the file with --job)"
-        )
+        note(f"note: {path}: only its [mix] is read, not {', '.join(unused)} ({instead})")
     return recipe

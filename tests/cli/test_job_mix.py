@@ -66,3 +66,17 @@ def test_a_mix_files_other_keys_are_named_as_not_used(cli, corpus, tmp_path):
     recipe.write_text("[mix]\nbooks = 50\n")
     result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe)
     assert "note:" not in result.output
+
+
+def test_a_jobs_recipe_files_other_keys_are_named_as_not_used(cli, corpus, tmp_path):
+    """A job's `mix = "FILE"` reads only FILE's [mix]; a shuffle there would
+    otherwise be dropped without a word."""
+    job = job_file(tmp_path, corpus, 'mix = "recipe.toml"\n')
+    recipe = tmp_path / "jobs" / "recipe.toml"
+    recipe.write_text("shuffle = 1234\n[mix]\nbooks = 50\n")
+    result = cli("run", "--job", job)
+    notes = [line for line in result.output.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: {recipe}: only its [mix] is read, not shuffle (set them in {job} itself)"
+    ]
+    assert manifest(tmp_path / "out")["mix"]["shuffle"] is None
