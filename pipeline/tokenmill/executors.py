@@ -283,6 +283,9 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     imported, so it holds when tokenmill is the first to import Ray, as the
     CLI is; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 in the environment opts out."""
     options = {"include_dashboard": False, "log_to_driver": False}
+    unreachable = _unreachable(address) if address else None
+    if unreachable:
+        raise TokenmillError(f"cannot start or join Ray at {address}: {unreachable}")
     try:
         if address:
             with _one_gcs_attempt():
@@ -296,6 +299,29 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = f"Ray at {address}" if address else "a local Ray"
         raise TokenmillError(f"cannot start or join {where}: {_first_line(e)}") from None
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing can answer at a `host:port` or `ray://host:port` address
+    (the connection refused, or no such host), from one connect: Ray's join
+    waits about 30 s on an address where nothing listens. None when something
+    answers, when the connect only times out (Ray's own wait decides), or for
+    another kind of address (`auto`)."""
+    import socket
+
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not (colon and host and port.isdigit() and int(port) <= 65535):
+        return None
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return None
+    except ConnectionRefusedError:
+        return "nothing listens there (connection refused)"
+    except socket.gaierror as e:
+        return f"no such host ({e.strerror})"
+    except OSError:
+        return None
 
 
 # Ray tries to reach a cluster's GCS this many times (each attempt waits
