@@ -414,8 +414,9 @@ SHUFFLE_HELP = (
     "order over the whole corpus, the same whatever --workers and --executor."
 )
 PACK_SHUFFLE_HELP = (
-    "Write the full rows in this seeded order, as `run --pack N --shuffle SEED` "
-    "writes packed/ (the same rows, whatever --workers)."
+    "Write the full rows in this seeded order, whatever --workers. `run --pack N "
+    "--shuffle SEED` packs its shuffled documents, OUT/mix/: given that folder, "
+    "pack writes what the run wrote in packed/."
 )
 
 
