@@ -144,6 +144,10 @@ def test_local_to_s3_is_identical_and_a_rerun_keeps_everything(
 
     assert "files match the manifest" in here("verify", url).output
     if options:
+        # numpy's memmap, nanoGPT's reader, maps local files only: said so.
+        checked = here("check", url).output
+        assert "(read with tokenmill's reader: numpy reads local files only)" in checked
+        assert "0 problems" in checked
         return
     # stats and report read OUT's objects as they read a local OUT.
     remote = json.loads(here("stats", url, "--json").stdout)

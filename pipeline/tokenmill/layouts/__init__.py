@@ -85,6 +85,9 @@ class Layout(Protocol):
     name: str  # its --format value ("packed": --pack)
     folder: str  # its folder under OUT
     reader: str  # whose reading code `framework_read` runs, as pip names it
+    # Whether that code reads local files only (a memory map): on object
+    # storage `framework_read` gives None, and `check` says why.
+    local_only: bool
     # Whether every document ends in <|endoftext|>, added to the rows of shards
     # encoded with --no-eos (layouts/stream.py); else the rows as the shards hold them.
     ends_in_eos: bool

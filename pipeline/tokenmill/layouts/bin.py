@@ -64,6 +64,7 @@ class Bin:
     name = "bin"
     folder = "bin"
     reader = "numpy"
+    local_only = True
     ends_in_eos = False
 
     def owns(self, name: str) -> bool:

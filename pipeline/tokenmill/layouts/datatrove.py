@@ -75,6 +75,7 @@ class Datatrove:
     name = "datatrove"
     folder = "datatrove"
     reader = "datatrove"
+    local_only = False
     ends_in_eos = True
 
     def owns(self, name: str) -> bool:

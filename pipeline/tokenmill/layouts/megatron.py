@@ -81,6 +81,7 @@ class Megatron:
     name = "megatron"
     folder = "megatron"
     reader = "megatron-core"
+    local_only = True
     ends_in_eos = True
 
     def owns(self, name: str) -> bool:

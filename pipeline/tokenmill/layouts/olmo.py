@@ -113,6 +113,7 @@ class Olmo:
     name = "olmo"
     folder = "olmo"
     reader = "ai2-olmo-core"
+    local_only = True
     ends_in_eos = True
 
     def owns(self, name: str) -> bool:

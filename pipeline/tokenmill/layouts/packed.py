@@ -59,6 +59,7 @@ class Packed:
     name = "packed"
     folder = "packed"
     reader = "pyarrow"
+    local_only = False
     ends_in_eos = True
 
     def owns(self, name: str) -> bool:

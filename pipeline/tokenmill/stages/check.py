@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.readers import read_batches
-from tokenmill.io.storage import AnyPath, location
+from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.layouts import MODULES, Document, Layout, layout
 from tokenmill.stages.check_documents import Frame, compare
 from tokenmill.stages.check_mix import Digests, part_problems
@@ -359,9 +359,12 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     if compared.problems and by_name != order:
         again = compare(where, read, shards, by_name, frame, run.layout_folder)
         compared = compared if again.problems else again
-    how = (
-        reader if framework else f"tokenmill's reader: {reader} is not installed or does not import"
-    )
+    if framework:
+        how = reader
+    elif lay.local_only and is_remote(folder):
+        how = f"tokenmill's reader: {reader} reads local files only"
+    else:
+        how = f"tokenmill's reader: {reader} is not installed or does not import"
     summary = {"name": name, "folder": where, "documents": compared.documents, "read_with": how}
     summary["equal"] = not compared.problems
     problems = compared.problems
