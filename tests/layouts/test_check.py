@@ -281,8 +281,11 @@ def append_an_id(folder, suffix):
         append_an_id("datatrove", ".ds"),
         append_an_id("olmo", ".npy"),
         append_an_id("bin", ".bin"),
+        # Megatron reads each document by its pointer: bytes after the last are
+        # no document's, the mark of a file appended to or of another run's.
+        append_an_id("megatron", ".bin"),
     ],
-    ids=["megatron-document-index", "megatron-cut-index", "datatrove", "olmo", "bin"],
+    ids=["megatron-document-index", "megatron-cut-index", "datatrove", "olmo", "bin", "megatron"],
 )
 def test_ids_outside_the_documents_the_trainer_reads(cli, out, monkeypatch, plant, trainers):
     where, said = plant(out)
@@ -292,7 +295,7 @@ def test_ids_outside_the_documents_the_trainer_reads(cli, out, monkeypatch, plan
         with torch_stand_in():
             result = check(cli, out, ok=False)
         if where == "megatron/":
-            said = "cannot be read"  # megatron-core's own assertion
+            said = "cannot be read"  # megatron-core's own assertion, or the .bin's size
     else:
         hide_trainers(monkeypatch)
         result = check(cli, out, ok=False)

@@ -39,6 +39,7 @@ import numpy as np
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location, open_file
+from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, write_streams
@@ -147,7 +148,8 @@ def pairs(folder: AnyPath, split: bool) -> list[tuple[str, str]]:
 def indexed_datasets(folder: AnyPath, split: bool, indexed_dataset: Callable) -> Iterator[Document]:
     """The documents of every pair under `folder` by `indexed_dataset` (megatron-core's)."""
     for side, prefix in pairs(folder, split):
-        if (folder / f"{prefix}.bin").stat().st_size == 0:
+        index = read_index(folder / f"{prefix}.idx")
+        if bin_size(folder / prefix, *index[:2]) == 0:
             continue  # no sequence, and numpy cannot map an empty file
         dataset = indexed_dataset(str(folder / prefix))
         # A copy: megatron-core closes its memory map when the dataset goes, and a
@@ -184,10 +186,23 @@ def read_index(path: AnyPath) -> tuple[np.dtype, np.ndarray, np.ndarray]:
     return codes[code], lengths, pointers
 
 
+def bin_size(prefix: AnyPath, dtype: np.dtype, lengths: np.ndarray) -> int:
+    """The size of the pair's .bin, which must be that of the sequences its
+    .idx lists: Megatron reads each by its pointer, and bytes beyond the last
+    are no document's (a file appended to, or another run's)."""
+    path = prefix.with_name(prefix.name + ".bin")
+    size = file_size(path)
+    listed = int(lengths.sum()) * dtype.itemsize
+    if size != listed:
+        raise TokenmillError(f"{path}: {size} bytes, where its .idx lists {listed}")
+    return size
+
+
 def read_pair(prefix: AnyPath, chunk: int = 8192) -> Iterator[np.ndarray]:
     """The sequences of one .bin/.idx pair, in order, read `chunk` at a time."""
     idx = prefix.with_name(prefix.name + ".idx")
     dtype, lengths, pointers = read_index(idx)
+    bin_size(prefix, dtype, lengths)
     with open_file(prefix.with_name(prefix.name + ".bin")) as f:
         for i in range(0, len(lengths), chunk):
             lens = lengths[i : i + chunk]
