@@ -125,6 +125,13 @@ def parse_tokens(value: object, where: str) -> int:
 
 def parse_share(name: str, value: object, where: str) -> Share:
     at = f"{where}.{name}"
+    if not name.strip("/. ") and not (isinstance(value, dict) and "files" in value):
+        # Without files, a name is a folder or a file's stem under DATA: "" or
+        # "." would be DATA itself, which no name but the folder's can say.
+        raise TokenmillError(
+            f"{where}: a source named {name!r} names no folder or file under DATA: name it "
+            'after one (code = "20M"), or give it files = "GLOB"'
+        )
     if isinstance(value, float):
         return Share(name, weight=weight(value, at))
     if isinstance(value, int | str) and not isinstance(value, bool):

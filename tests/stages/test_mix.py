@@ -163,11 +163,17 @@ def test_the_same_recipe_writes_the_same_bytes(cli, corpus, tmp_path):
         ({"total": "1M", "a": 0.7, "b": 0.6}, "mix: the weights add up to more than 1"),
         ({"total": "1M"}, "mix: no source"),
         ({"column": 3, "x": 1}, "mix.column: the name of a column or field (a string)"),
+        ({"": 5}, "mix: a source named '' names no folder or file under DATA"),
+        ({".": {"epochs": 1.0}}, "mix: a source named '.' names no folder or file under DATA"),
     ],
 )
 def test_a_recipe_that_can_be_read_two_ways_is_refused(table, message):
     with pytest.raises(TokenmillError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         parse_recipe(table)
+
+
+def test_a_source_named_by_its_files_may_have_any_name():
+    assert parse_recipe({" ": {"tokens": 5, "files": "*"}}).sources[0].files == "*"
 
 
 def test_the_three_forms():
