@@ -31,6 +31,7 @@ from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.plan import STEPS
 from tokenmill.recipe import parse_recipe, read_recipe
+from tokenmill.tokenizer.options import refuse_numbered
 
 PATH_KEYS = ("inputs", "output", "tokenizer")
 # Paths that the run's Config holds as strings (its manifest records them).
@@ -137,7 +138,7 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     names is nowhere on the command line."""
     message = str(error)
     for key in keys:
-        option = "--" + key.replace("_", "-")
+        option = option_name(key)
         if message.startswith((f"{option} ", f"{option}:")):  # the CLI's spelling
             return TokenmillError(f"{job_file}: {key}{message[len(option) :]}")
         if message.startswith(f"{key}="):  # the library's
@@ -216,6 +217,8 @@ def resolve_job(
         load_pattern = values.pop("pattern")
     try:
         config = Config(**values)
+        if steps == "all":
+            refuse_numbered(config.special_tokens)
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
     except TokenmillError as e:

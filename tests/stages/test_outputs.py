@@ -3,6 +3,7 @@ special tokens reserved at train time."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import numpy as np
@@ -137,3 +138,33 @@ def test_special_token_order_and_errors(cli, tmp_path):
     result = cli("run", data, tmp_path / "o", "--vocab-size", "258", *("--special-token", "a"),
                  *("--special-token", "b"), ok=False)  # fmt: skip
     assert result.exit_code == 2 and "256 byte tokens + 3 special tokens" in result.output
+
+
+def test_training_refuses_a_special_token_given_an_id(cli, tmp_path):
+    """NAME=ID is how a .tiktoken file's special tokens are read; training
+    took the whole of it as the name (`<|pad|>=3`, id one after the merges)."""
+    data = tmp_path / "d.txt"
+    data.write_text("hello world\n")
+    why = "training gives special tokens the ids after the merges; give the name alone ('<|a|>')"
+    for args in (("run", data, tmp_path / "o"), ("train", tmp_path / "c.parquet", tmp_path / "t")):
+        result = cli(*args, "--vocab-size", "300", "--special-token", "<|a|>=3", ok=False)
+        assert result.exit_code == 2 and f"--special-token '<|a|>=3': {why}" in result.output
+    assert not (tmp_path / "o").exists()
+    job = tmp_path / "job.toml"
+    job.write_text(f'inputs = "{data}"\noutput = "o"\nspecial_tokens = ["<|a|>=3"]\n')
+    result = cli("run", "--job", job, ok=False)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {job}: special_tokens '<|a|>=3': {why}"
+    )
+    job.write_text(f'inputs = "{data}"\noutput = "o"\nspecial_tokens = [" x"]\n')  # as named
+    assert (
+        f"{job}: special_tokens ' x': a name without" in cli("run", "--job", job, ok=False).output
+    )
+    # Reading a .tiktoken file with `run --tokenizer`, NAME=ID is what it takes.
+    tik = tmp_path / "bytes.tiktoken"
+    tik.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    cli("run", data, tmp_path / "enc", "--tokenizer", tik, "--pattern", "gpt2",
+        "--special-token", "<|endoftext|>=256")  # fmt: skip
+    [shard] = token_shards(tmp_path / "enc" / "tokens")
+    assert pq.read_table(shard.path)["ids"].to_pylist() == [[*b"hello world", 256]]

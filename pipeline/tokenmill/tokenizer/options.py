@@ -77,6 +77,19 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
     return with_mode_specials(extra, mode)
 
 
+def refuse_numbered(names: Sequence[str]) -> None:
+    """Refuse train's --special-token NAME=ID: an id is how a .tiktoken file's
+    special tokens are read, and training would take the whole of it as the
+    name (`<|pad|>=3`), its id one after the merges."""
+    for name in names:
+        base, equals, number = name.rpartition("=")
+        if equals and base and number.isdigit():
+            raise TokenmillError(
+                f"--special-token {name!r}: training gives special tokens the ids after "
+                f"the merges; give the name alone ({base!r})"
+            )
+
+
 def check_special_names(names: Sequence[object], what: str) -> None:
     """Special tokens' names, each a non-empty str (an empty one would match
     all text) listed once (a second would take an id of its own that no text
