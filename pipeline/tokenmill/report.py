@@ -284,6 +284,16 @@ def sweep_section(sweep: dict, max_lines: int = 8) -> str:
     # A held-out sweep measured other text than the corpus the page is about.
     held_out = sweep.get("held_out")
     whole = "all held-out documents" if held_out else "all documents"
+    # A superword tokenizer's gain is over ordinary BPE of each size (sweep's
+    # own table): its line, where that BPE reached the size.
+    ordinary = sweep["all"].get("bpe_bytes_per_token") or []
+    against = ""
+    if sweep.get("superword_at") and any(y is not None for y in ordinary):
+        series.append((f"ordinary BPE, {whole}", ordinary))
+        against = (
+            f" Superword tokens from {fmt_int(sweep['superword_at'])} ids; ordinary BPE of the "
+            "same sizes, its line beside the thick one."
+        )
     series.append((whole, sweep["all"]["bytes_per_token"]))
     sample = f" on {sweep['sample']} sampled documents" if sweep.get("sample") else ""
     if held_out:
@@ -295,7 +305,7 @@ def sweep_section(sweep: dict, max_lines: int = 8) -> str:
         "<h2 id=sweep>Bytes per token against vocabulary size</h2><p class=muted>From "
         f"<code>tokenmill sweep</code>{sample}: the tokenizer's merges cut to each size, "
         "which is what training to that size gives. One line per source (the "
-        f"{len(lines)} largest), the thick one for {whole}.</p>"
+        f"{len(lines)} largest), the thick one for {whole}.{against}</p>"
         + line_chart(sweep["vocab_sizes"], series, "bytes per token")
     )
 

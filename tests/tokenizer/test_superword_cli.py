@@ -158,6 +158,11 @@ def test_sweep_sets_superword_tokens_against_ordinary_bpe(cli, data, tmp_path):
     assert d["held_out"] == str(held_out) and d["all"]["documents"] == 40
     plain = cli("sweep", out, "--vocab-sizes", "450,600").output
     assert "ordinary BPE of the same sizes" in plain and "fewer tokens than ordinary BPE" in plain
+    # The report plots ordinary BPE beside the superword tokenizer (it had no line for it).
+    cli("report", out)
+    section = (out / "report.html").read_text(encoding="utf-8").split("<h2 id=sweep>")[1]
+    assert "Superword tokens from 450 ids; ordinary BPE of the same sizes" in section
+    assert section.count("<title>ordinary BPE, all documents</title>") == 1
 
 
 def test_sweep_says_where_ordinary_bpe_stops(cli, tmp_path):
