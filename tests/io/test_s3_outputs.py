@@ -328,10 +328,11 @@ def test_a_rerun_with_workers_sees_what_they_wrote(s3, data, local_run, tmp_path
     added = sorted(fewer.iterdir())[0]
     added.rename(tmp_path / added.name)
     url = s3.url("out")
-    processes = ("--vocab-size", "1000", "--workers", "2", "--executor", executor)
-    tokenmill("run", fewer, url, *processes)
+    options = ("--vocab-size", "1000", "--workers", "2")
+    tokenmill("run", fewer, url, *options)  # the first run only makes OUT
     (tmp_path / added.name).rename(added)
-    tokenmill("run", fewer, url, *processes)
+    rerun = tokenmill("run", fewer, url, *options, "--executor", executor)
+    assert "count: 5 shards (4 kept, 1 done)" in rerun.stderr
     assert_same_run(url, local_run())
 
 
