@@ -170,9 +170,16 @@ def test_files_of_a_tokenmill_out_that_are_not_its_own_are_kept(tmp_path):
     (out / "tokens" / "stray.parquet").write_bytes(b"named as a token shard")
     result = tokenmill_here("run", data, out, *RUN, "--pack", "16")
     assert "removed 1 stale file" in result.stderr and "tokens/stray.parquet" in result.stderr
+    # Named by itself, not only in the list of stale files (cut after five).
+    unlisted = [line for line in result.stderr.splitlines() if line.startswith("of those")]
+    assert unlisted == [
+        "of those, 1 no earlier manifest listed, removed because a layout or stage writes "
+        "files of such names: tokens/stray.parquet"
+    ]
     assert "kept 3 files" in kept_line(result)
-    tokenmill_here("run", data, out, *RUN)  # packed/ goes, the rest stays
+    again = tokenmill_here("run", data, out, *RUN)  # packed/ goes, the rest stays
     assert not (out / "packed").exists()
+    assert "removed 2 stale files" in again.stderr and "of those" not in again.stderr
     for name, body in mine.items():
         assert (out / name).read_bytes() == body, name
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -25,6 +26,7 @@ from tokenmill.io.storage import (
     location,
     relative_name,
     resolved,
+    same_file_key,
 )
 from tokenmill.io.writers import atomic_path, check_target
 from tokenmill.layouts import LayoutJob, layout
@@ -33,12 +35,14 @@ from tokenmill.stages.count import run_counts
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.layout import (
     MANIFEST,
+    VIEWS,
     check_layout_folder,
     check_out_folder,
     check_writer,
     output_paths,
     remove_stale,
     remove_temporaries,
+    with_state_files,
 )
 from tokenmill.stages.manifest import (
     base_manifest,
@@ -240,6 +244,20 @@ def merge_superwords(
     return merge
 
 
+def unlisted_before(removed: list[AnyPath], out: AnyPath, previous: bytes | None) -> list[AnyPath]:
+    """The `removed` files the manifest OUT had before this run (`previous`)
+    did not list, nor their state files, nor a view (report.html)."""
+    listed: set[AnyPath] = {out / name for name in VIEWS}
+    if previous is not None:
+        try:
+            entries = listed_outputs(json.loads(previous))
+        except (ValueError, AttributeError, TypeError):
+            entries = []
+        listed |= {listed_path(out, e["path"]) for e in entries if isinstance(e, dict)}
+    keys = {same_file_key(p) for p in with_state_files(listed)}
+    return [p for p in removed if same_file_key(p) not in keys]
+
+
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
 
@@ -428,6 +446,15 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
             f"removed {len(removed)} stale file{'s' if len(removed) > 1 else ''} from {out} "
             f"(outputs of removed inputs or of stages not run, views of other outputs): "
             + some_names(removed, out)
+        )
+    if unlisted := unlisted_before(removed, out, previous):
+        # Removed by their names alone (a killed run's, or a user's file named
+        # as a layout names its own): each named, not hidden in the list above.
+        note(
+            f"of those, {len(unlisted)} no earlier manifest listed, removed because a "
+            "layout or stage writes files of such names: "
+            + ", ".join(relative_name(p, out) for p in unlisted[:20])
+            + (f", and {len(unlisted) - 20} more" if len(unlisted) > 20 else "")
         )
     if theirs:
         note(
