@@ -267,6 +267,25 @@ def append_an_id(folder, suffix):
     return plant
 
 
+def append_bytes(folder, suffix, said):
+    def plant(out):
+        path = next((out / folder).rglob(f"*{suffix}"))
+        path.write_bytes(path.read_bytes() + b"\x01\x02\x03\x04")
+        return f"{folder}/", said
+
+    return plant
+
+
+def flip_a_document_end(out):
+    """A byte of a middle end's upper half: ends that no longer rise, which
+    datatrove's reader met as a negative read length, naming no file."""
+    path = next((out / "datatrove").rglob("*.ds.index"))
+    data = bytearray(path.read_bytes())
+    data[8 * (len(data) // 16) + 4] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return "datatrove/", ".ds.index: its document ends do not rise"
+
+
 # megatron-core's IndexedDataset.__del__ fails on an instance whose index
 # could not be read (the cut index): its warning, not ours.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -284,8 +303,22 @@ def append_an_id(folder, suffix):
         # Megatron reads each document by its pointer: bytes after the last are
         # no document's, the mark of a file appended to or of another run's.
         append_an_id("megatron", ".bin"),
+        # np.load ignores bytes after the array; no run writes them.
+        append_bytes("bin", ".idx.npy", ".idx.npy: 4 bytes after its array"),
+        append_bytes("datatrove", ".ds.index", "not a whole number of 8-byte ends"),
+        flip_a_document_end,
     ],
-    ids=["megatron-document-index", "megatron-cut-index", "datatrove", "olmo", "bin", "megatron"],
+    ids=[
+        "megatron-document-index",
+        "megatron-cut-index",
+        "datatrove",
+        "olmo",
+        "bin",
+        "megatron",
+        "bin-index",
+        "datatrove-index",
+        "datatrove-ends",
+    ],
 )
 def test_ids_outside_the_documents_the_trainer_reads(cli, out, monkeypatch, plant, trainers):
     where, said = plant(out)

@@ -87,8 +87,8 @@ class Bin:
         folder = location(folder)
         dtype, pairs = array_pairs(folder)
         for side, source, bin_name, idx_name in pairs:
-            ids = np.frombuffer((folder / bin_name).read_bytes(), dtype=dtype)
-            idx = np.load(io.BytesIO((folder / idx_name).read_bytes()))
+            ids = ids_of((folder / bin_name).read_bytes(), dtype, folder / bin_name)
+            idx = read_offsets(folder / idx_name)
             check_offsets(folder / idx_name, idx, len(ids))
             for i in range(len(idx) - 1):
                 yield Document(side, ids[idx[i] : idx[i + 1]], source)
@@ -123,14 +123,41 @@ def array_pairs(folder: AnyPath) -> tuple[np.dtype, list[tuple[str, str | None, 
 def memmapped(folder: Path) -> Iterator[Document]:
     dtype, pairs = array_pairs(folder)
     for split, source, bin_name, idx_name in pairs:
-        idx = np.load(folder / idx_name)
-        if idx[-1] == 0:
+        idx = read_offsets(folder / idx_name)
+        if len(idx) and idx[-1] == 0:
             ids = np.empty(0, dtype)  # numpy cannot map an empty file
         else:
-            ids = np.memmap(folder / bin_name, dtype=dtype, mode="r")
+            ids = ids_of(folder / bin_name, dtype, folder / bin_name)
         check_offsets(folder / idx_name, idx, (folder / bin_name).stat().st_size // dtype.itemsize)
         for i in range(len(idx) - 1):
             yield Document(split, np.array(ids[idx[i] : idx[i + 1]]), source)
+
+
+def read_offsets(path: AnyPath) -> np.ndarray:
+    """The document offsets of an .idx.npy, and nothing after them: np.load
+    reads the array and ignores what follows, which no run writes."""
+    data = path.read_bytes()
+    f = io.BytesIO(data)
+    try:
+        idx = np.load(f, allow_pickle=False)
+    except ValueError as e:
+        raise TokenmillError(f"{path}: not a .npy array of offsets ({e})") from None
+    if f.tell() != len(data):
+        raise TokenmillError(f"{path}: {len(data) - f.tell()} bytes after its array")
+    return idx
+
+
+def ids_of(source: bytes | Path, dtype: np.dtype, path: AnyPath) -> np.ndarray:
+    """A .bin's ids (its bytes, or a memory map of the file), refused in one
+    line naming it when its size is not a whole number of `dtype`."""
+    try:
+        if isinstance(source, bytes):
+            return np.frombuffer(source, dtype=dtype)
+        return np.memmap(source, dtype=dtype, mode="r")
+    except ValueError:
+        raise TokenmillError(
+            f"{path}: its size is not a whole number of {dtype.name} ids (index.json's dtype)"
+        ) from None
 
 
 def check_offsets(path: AnyPath, idx: np.ndarray, ids: int) -> None:

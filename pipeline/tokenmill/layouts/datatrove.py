@@ -110,7 +110,7 @@ class Datatrove:
             path = folder / name
             size = read_token_size(folder / f"{name}.metadata")
             ids = read_ids(path, np.dtype("<u4" if size == 4 else "<u2"))
-            ends = np.frombuffer(read_bytes(folder / f"{name}.index"), "<u8").astype(np.int64)
+            ends = doc_ends(folder / f"{name}.index")
             if (ends[-1] if len(ends) else 0) != len(ids):
                 raise TokenmillError(f"{path}: holds {len(ids)} ids, its .index ends elsewhere")
             starts = np.concatenate([[0], ends[:-1]])
@@ -129,6 +129,7 @@ class Datatrove:
         def documents() -> Iterator[Document]:
             for name in listed(folder, ".ds"):
                 size = read_token_size(folder / f"{name}.metadata")
+                doc_ends(folder / f"{name}.index")  # its faults named, before datatrove's
                 ends = load_doc_ends(open_read(folder / f"{name}.index"))
                 dtype = np.dtype("<u4" if size == 4 else "<u2")
                 # nanotron reads the .ds whole, as one stream: ids after the
@@ -156,6 +157,19 @@ class Datatrove:
 
 
 LAYOUT = Datatrove()
+
+
+def doc_ends(path: AnyPath) -> np.ndarray:
+    """A .ds.index's document ends, refused in one line naming it when they
+    are no list of rising 8-byte offsets (datatrove's reader then fails on a
+    negative read length, naming nothing)."""
+    data = read_bytes(path)
+    if len(data) % 8:
+        raise TokenmillError(f"{path}: {len(data)} bytes, not a whole number of 8-byte ends")
+    ends = np.frombuffer(data, "<u8")
+    if len(ends) and (np.any(ends[1:] < ends[:-1]) or ends[-1] >= 2**62):
+        raise TokenmillError(f"{path}: its document ends do not rise through the .ds")
+    return ends.astype(np.int64)
 
 
 def read_bytes(path: AnyPath) -> bytes:
