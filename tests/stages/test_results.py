@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from tokenmill import cli_options
@@ -60,10 +62,15 @@ def test_single_output_and_later_stage_lines():
     train = TrainResult(words=5, merges=3, vocab_size=260, sha256="x", redone=1, seconds=1)
     assert train.describe() == "train: 3 merges, vocabulary 260, from 5 words in 1.00 s"
     pack = PackResult(
-        shards=[{}], seq_len=8, sequences=2, last_row=3, documents=1, tokens=11, seconds=0
+        shards=[{}], seq_len=8, sequences=2, last_rows={"": 3}, documents=1, tokens=11, seconds=0
     )
     assert pack.describe() == (
         "pack: 1 shard, 1 document, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"
+    )
+    pack.last_rows = {"train": 2, "val": 8}  # each split is a stream of its own
+    assert (
+        "3 sequences of 8 (last: train 2, val 8)"
+        in dataclasses.replace(pack, sequences=3).describe()
     )
     bins = LayoutResult(stage="bin", dir="d", documents=1, tokens=4, summary="1 shard", seconds=0)
     assert bins.describe() == "bin: 1 document, 4 ids (1 shard) in 0.00 s"

@@ -195,3 +195,22 @@ def test_without_a_split_outputs_are_unchanged(corpus, tmp_path):
     assert "split" not in pq.read_schema(next((out / "tokens").rglob("*.parquet"))).names
     assert "split" not in json.loads((out / "manifest.json").read_text())
     assert (out / "bin" / "b.jsonl.bin").exists()
+
+
+def test_the_pack_line_gives_each_splits_last_row(one_worker, cli, tmp_path):
+    """Each split is a stream of its own: one "last" figure, the val split's,
+    was wrong for train."""
+    out = cli("pack", one_worker / "tokens", tmp_path / "p", "--seq-len", 64, "--val-fraction", F)
+    last = {}
+    for side in ("train", "val"):
+        files = sorted((tmp_path / "p" / side).rglob("*.parquet"))
+        short = [
+            r["n_tokens"]
+            for f in files
+            for r in pq.read_table(f, columns=["n_tokens"]).to_pylist()
+            if r["n_tokens"] < 64
+        ]
+        assert len(short) <= 1  # only a split's very last row may be short
+        last[side] = short[0] if short else 64
+    assert last["train"] != last["val"]  # this corpus tells them apart
+    assert f"(last: train {last['train']}, val {last['val']})" in out.output

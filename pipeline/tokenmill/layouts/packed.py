@@ -90,8 +90,7 @@ class Packed:
             rows={f: r["sequences"] for f, r in zip(files, result.shards, strict=True)},
             documents=result.documents,
             tokens=result.tokens,
-            summary=f"{plural(result.sequences, 'sequence')} of {result.seq_len} "
-            f"(last: {result.last_row})",
+            summary=f"{plural(result.sequences, 'sequence')} of {result.seq_len} ({result.last()})",
             seconds=result.seconds,
             redone=len(files),
         )

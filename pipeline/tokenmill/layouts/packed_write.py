@@ -232,13 +232,15 @@ def pack_shards(
         remove_buckets(scratch)
     results = [r for shard_results in done for r in shard_results]
     sequences = sum(r["sequences"] for r in results)
-    # The length of the run's very last row (of the last split's stream); seq_len if full.
-    last = max(t.sides[s].end for t in tasks for s in t.sides if s == spec.sides[-1]) % seq_len
+    # The length of each split's very last row (each split is a stream of its
+    # own); seq_len if full, 0 for a split of no ids.
+    ends = {side: max((t.sides[side].end for t in tasks if side in t.sides), default=0)
+            for side in spec.sides}  # fmt: skip
     return PackResult(
         shards=results,
         seq_len=seq_len,
         sequences=sequences,
-        last_row=(last or seq_len) if sequences else 0,
+        last_rows={side: (end % seq_len or seq_len) if end else 0 for side, end in ends.items()},
         documents=sum(r["documents"] for r in results),
         tokens=sum(r["tokens"] for r in results),
         reused=0,

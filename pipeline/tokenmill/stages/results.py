@@ -225,7 +225,7 @@ class PackResult(StageResult):
     shards: list[dict]  # per shard: shard, file, documents, sequences, tokens
     seq_len: int
     sequences: int
-    last_row: int  # ids in the very last row
+    last_rows: dict[str, int]  # per split ("" unsplit; train, val): ids in its last row
     documents: int
     tokens: int
 
@@ -233,8 +233,14 @@ class PackResult(StageResult):
         return (
             f"{plural(len(self.shards), 'shard')}, {plural(self.documents, 'document')}, "
             f"{plural(self.tokens, 'token')} -> "
-            f"{plural(self.sequences, 'sequence')} of {self.seq_len} (last: {self.last_row})"
+            f"{plural(self.sequences, 'sequence')} of {self.seq_len} ({self.last()})"
         )
+
+    def last(self) -> str:
+        """The ids of the last row: of the stream, or of each split's."""
+        if list(self.last_rows) == [""]:
+            return f"last: {self.last_rows['']}"
+        return "last: " + ", ".join(f"{side} {n}" for side, n in self.last_rows.items())
 
 
 @dataclass(kw_only=True)
