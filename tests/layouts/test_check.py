@@ -334,3 +334,14 @@ def test_ids_outside_the_documents_the_trainer_reads(cli, out, monkeypatch, plan
         result = check(cli, out, ok=False)
     one_problem(result, where, said)
     assert len(problems(result)) == 1
+
+
+def test_a_megatron_bin_without_its_idx_is_named(cli, out, monkeypatch):
+    """It was left out, and the problem said only that documents were missing."""
+    hide_trainers(monkeypatch)
+    (out / "megatron" / "corpus_text_document.idx").unlink()
+    result = check(cli, out, ok=False)
+    one_problem(
+        result, "megatron/: cannot be read (", "corpus_text_document.bin: no .idx beside it"
+    )
+    assert "megatron: cannot be read (its problem below)" in result.output

@@ -134,6 +134,13 @@ def pairs(folder: AnyPath, split: bool) -> list[tuple[str, str]]:
     two merged ones); unsplit, every pair's split is "" (a per-shard pair's
     folders are its input's, and DATA may have train/ and val/)."""
     prefixes = [n.removesuffix(".idx") for n in listed(folder, f"{SUFFIX}.idx")]
+    # A .bin without its .idx is a pair half gone: Megatron cannot read it, and
+    # leaving it out would only say that documents are missing.
+    alone = sorted(
+        set(n.removesuffix(".bin") for n in listed(folder, f"{SUFFIX}.bin")) - set(prefixes)
+    )
+    if alone:
+        raise TokenmillError(f"{folder / alone[0]}.bin: no .idx beside it")
 
     def side_of(prefix: str) -> str:
         if not split:

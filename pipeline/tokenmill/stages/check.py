@@ -367,6 +367,7 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
         how = f"tokenmill's reader: {reader} is not installed or does not import"
     summary = {"name": name, "folder": where, "documents": compared.documents, "read_with": how}
     summary["equal"] = not compared.problems
+    summary["readable"] = compared.readable
     problems = compared.problems
     if name == "packed":
         from tokenmill.layouts.packed_read import sequence_problems

@@ -176,6 +176,7 @@ class Compared:
     documents: int  # read from the layout
     problems: list[str]
     dtypes: set[np.dtype]  # of the ids it gave
+    readable: bool = True  # False: a file of it could not be read (its problem says which)
 
 
 def compare(
@@ -216,7 +217,7 @@ def compare(
             side.documents += len(got)
             side.compared += len(want)
     except Unreadable as e:
-        return Compared(0, [f"{where}: cannot be read ({e})"], dtypes)
+        return Compared(0, [f"{where}: cannot be read ({e})"], dtypes, readable=False)
     problems = []
     for split in wanted:
         side = sides.get(split) or Side(Expected(framed(shards, order, split, frame)))

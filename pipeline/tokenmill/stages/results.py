@@ -360,9 +360,13 @@ class CheckResult(StageResult):
     def lines(self) -> list[str]:
         """One line per layout checked."""
         return [
-            f"{s['name']}: {plural(s['documents'], 'document')} "
-            f"{'equal' if s['equal'] else 'not all equal to'} the token shards'"
-            f" (read with {s['read_with']})"
+            (
+                f"{s['name']}: {plural(s['documents'], 'document')} "
+                f"{'equal' if s['equal'] else 'not all equal to'} the token shards'"
+                if s.get("readable", True)
+                else f"{s['name']}: cannot be read (its problem below)"
+            )
+            + f" (read with {s['read_with']})"
             for s in self.layouts
         ]
 
