@@ -19,6 +19,7 @@ from realtext import load_sample_texts
 from runs import output_files, tokenmill_here
 
 from tokenmill import executors
+from tokenmill.errors import TokenmillError
 from tokenmill.io.inputs import find_inputs
 from tokenmill.io.readers import read_documents
 from tokenmill.tokenizer import Tokenizer, word_table
@@ -256,3 +257,18 @@ def test_counts_of_one_are_singular_in_every_summary(tmp_path):
     wrong = re.findall(rf"(?<![\d.,])1 (?:{nouns})\b", said)
     assert not wrong, said
     assert "1 document, 1 token" in said
+
+
+def test_a_local_ray_that_fails_to_start_is_one_line():
+    """Ray raises a bare Exception when its node times out at start (an
+    overloaded machine): it was a traceback."""
+
+    class Failing:
+        def init(self, **options):
+            raise Exception("The current node timed out during startup. This could happen...")  # noqa: TRY002
+
+    with pytest.raises(
+        TokenmillError,
+        match="^cannot start or join a local Ray: Exception: The current node timed out",
+    ):
+        executors._init_ray(Failing(), 2, None)
