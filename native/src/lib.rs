@@ -8,6 +8,7 @@ pub mod encode;
 pub mod error;
 pub mod extend;
 pub mod longword;
+pub mod normalize;
 pub mod pool;
 pub mod pretok;
 pub mod scanner;

@@ -16,6 +16,7 @@ import json
 from functools import cache
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from realtext import GPT2_FILE, SAMPLE_DIR, iter_sample_documents
@@ -361,6 +362,35 @@ def test_nfc_normalizer_import(gpt2, tmp_path):
     assert hf_ids(tmp_path / "again.json")(decomposed) == ids
     tok.save(tmp_path / "tm.json")
     assert Tokenizer.load(tmp_path / "tm.json").encode(decomposed[0]) == ids[0]
+
+
+def test_nfc_is_hugging_faces_on_every_code_point(gpt2, tmp_path):
+    """tokenizers' NFC has Unicode 9's tables: newer ones (Arrow's, Python's)
+    reorder and compose marks it does not know (U+0C3C, U+1AC1, U+1133B ...),
+    and ids differed on text holding them. Each code point between an `a` and
+    a combining mark, on either side: every segment starts with a starter
+    that composes with nothing before it, so one string holds them all."""
+    from tokenizers.normalizers import NFC
+
+    path = tmp_path / "nfc.json"
+    d = json.loads((gpt2[1] / "tokenizer.json").read_text(encoding="utf-8"))
+    d["normalizer"] = {"type": "NFC"}
+    path.write_text(json.dumps(d), encoding="utf-8")
+    tok = load_any(path)
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for mark in ("\u0301", "\u0334", "\u05b0"):
+        for text in (
+            "".join(f"a{c}{mark}" for c in points),
+            "".join(f"a{mark}{c}" for c in points),
+        ):
+            ours = tok._normalize(pa.array([text], pa.large_string()))[0].as_py()
+            theirs = NFC().normalize_str(text)
+            if ours != theirs:
+                at = next(i for i, (x, y) in enumerate(zip(ours, theirs, strict=False)) if x != y)
+                raise AssertionError(f"NFC differs near {ascii(theirs[max(0, at - 3) : at + 3])}")
+    # The ids too, on marks newer than Unicode 9.
+    newer = ["a\u0c3c\u0301", "a\u1ac1\u0334", "\U0001133b\u0338", "a\u0898\u0334"]
+    assert hf_ids(path)(newer) == [tok.encode(t) for t in newer]
 
 
 def test_imported_tokenizer_saves_loads_and_pickles(gpt2, tmp_path):

@@ -30,6 +30,36 @@ fn valid_utf8(
     py.detach(|| strings(&offsets, &data, start, n).is_ok())
 }
 
+/// The NFC form (Hugging Face tokenizers' tables) of the strings
+/// `start..start + n` of a large_string array: (offsets, data) of a new one.
+#[pyfunction]
+fn nfc<'py>(
+    py: Python<'py>,
+    offsets: PyBuffer<u8>,
+    data: PyBuffer<u8>,
+    start: usize,
+    n: usize,
+) -> PyResult<(Bound<'py, OwnedBytes>, Bound<'py, OwnedBytes>)> {
+    let (offsets, data) = {
+        let docs = strings(&offsets, &data, start, n)?;
+        py.detach(|| crate::normalize::nfc_all(&docs))
+    };
+    Ok((
+        Bound::new(
+            py,
+            OwnedBytes {
+                bytes: Owned::Signed(offsets),
+            },
+        )?,
+        Bound::new(
+            py,
+            OwnedBytes {
+                bytes: Owned::Bytes(data),
+            },
+        )?,
+    ))
+}
+
 /// The regex source of a pattern preset (gpt2, cl100k, o200k), or None.
 #[pyfunction]
 fn preset_regex(name: &str) -> Option<&'static str> {
@@ -144,6 +174,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(char_words, m)?)?;
     m.add_function(wrap_pyfunction!(preset_regex, m)?)?;
     m.add_function(wrap_pyfunction!(valid_utf8, m)?)?;
+    m.add_function(wrap_pyfunction!(nfc, m)?)?;
     m.add_function(wrap_pyfunction!(set_threads, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(bound_retained_memory, m)?)?;

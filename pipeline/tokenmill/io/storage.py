@@ -400,6 +400,13 @@ def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
         if name.endswith("/"):  # a folder marker object (S3 consoles make them), not a file
             continue
         relative = PurePosixPath(name).relative_to(base).as_posix()
+        if relative != name.removeprefix(f"{base}/"):
+            # A key with an empty, "." or ".." part (x//a.txt): a path names
+            # another key, so reading by it would fail, or read that one.
+            raise TokenmillError(
+                f"{root.protocol}://{name}: a key with an empty, '.' or '..' part, "
+                "which tokenmill cannot read by its name; copy it to a key without one"
+            )
         yield relative, root / relative
 
 

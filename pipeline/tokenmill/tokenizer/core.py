@@ -511,11 +511,17 @@ class Tokenizer:
         return self._mode.encoder(self, list(self.merges), self._merge_ids)
 
     def _normalize(self, docs: pa.Array) -> pa.Array:
+        """`docs` (large_string) under the tokenizer's normalization: NFC as
+        Hugging Face tokenizers computes it, by its tables (the native core's)."""
         if self.normalization:
             import pyarrow as pa
-            import pyarrow.compute as pc  # not at the top: see io/readers.py
 
-            return pc.utf8_normalize(docs, self.normalization).cast(pa.large_string())
+            from tokenmill.io.arrow import arrow_buffers
+
+            offsets, data = _native.nfc(*arrow_buffers(docs))
+            return pa.LargeStringArray.from_buffers(
+                len(docs), pa.py_buffer(offsets), pa.py_buffer(data)
+            )
         return docs
 
     @property
