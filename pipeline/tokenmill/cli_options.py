@@ -336,6 +336,11 @@ def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
         name, sep, number = value.rpartition("=")
         if not sep or not name or not number.isdigit():
             raise click.BadParameter(f"{value!r} is not NAME=ID", ctx, param)
+        if name in specials and specials[name] != int(number):
+            # The last would win, and the other id be a gap no text encodes to.
+            raise click.BadParameter(
+                f"{name!r} is given two ids, {specials[name]} and {number}", ctx, param
+            )
         specials[name] = int(number)
     return specials
 

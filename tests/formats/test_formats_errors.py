@@ -303,6 +303,18 @@ def test_cli_errors_are_one_line_naming_the_file(cli, tmp_path):
     assert result.exit_code == 2 and "NAME=ID" in result.output
 
 
+def test_a_special_token_given_two_ids_is_a_usage_error(cli, tmp_path):
+    """The last id won, and the other was a gap in an export's vocabulary."""
+    from realtext import GPT2_FILE
+
+    twice = ("--special-token", "<|x|>=50257", "--special-token", "<|x|>=50258")
+    result = cli("tokenize", "--tokenizer", GPT2_FILE, *twice, "hi", ok=False)
+    assert result.exit_code == 2
+    assert "'<|x|>' is given two ids, 50257 and 50258" in result.output
+    same = ("--special-token", "<|x|>=50257") * 2  # said twice alike: one token
+    assert cli("tokenize", "--tokenizer", GPT2_FILE, *same, "hi").output.split() == ["5303"]
+
+
 # ---- exports that would not give the same ids ---------------------------
 
 
