@@ -331,7 +331,7 @@ def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
     """--special-token NAME=ID, repeatable (reading a .tiktoken file)."""
     if not values:
         return None
-    specials = {}
+    specials: dict[str, int] = {}
     for value in values:
         name, sep, number = value.rpartition("=")
         if not sep or not name or not number.isdigit():
