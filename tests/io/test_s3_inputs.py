@@ -323,6 +323,25 @@ def test_a_url_without_a_bucket_is_one_line(s3, tmp_path):
         assert result.stderr.strip().splitlines() == [f"Error: {url}: names no bucket"]
 
 
+def test_a_key_with_an_empty_part_is_named(s3, tmp_path):
+    """S3 allows `x//a.txt`; a path names another key (`x/a.txt`), so the run
+    said the input was "removed during the run; rerun", which never helps."""
+    import boto3
+
+    client = boto3.client("s3")
+    for key in ("x//a.txt", "/lead.txt"):  # a path holds no empty part
+        url = s3.url()
+        bucket, prefix = url.removeprefix("s3://").split("/", 1)
+        client.put_object(Bucket=bucket, Key=f"{prefix}/ok.txt", Body=b"fine\n")
+        client.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"text\n")
+        result = tokenmill("run", url, tmp_path / "out", *RUN, check=False)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines() == [
+            f"Error: {url}/{key}: a key with an empty, '.' or '..' part, which tokenmill "
+            "cannot read by its name; copy it to a key without one"
+        ]
+
+
 def test_store_errors_become_one_line():
     import botocore.exceptions
 
