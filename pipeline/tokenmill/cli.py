@@ -676,9 +676,12 @@ def pack(
     from tokenmill.stages.layout import check_layout_folder
     from tokenmill.stages.pack import run_pack
     from tokenmill.stages.split import split_token_shards
+    from tokenmill.stages.tokens import shard_tokenizer
 
     workers = check_workers(workers or default_workers(), "threads")
-    shards = split_token_shards(tokens_dir, val_fraction)  # refused before any write
+    # Refused before any write: another split than encode's, no tokenizer.
+    shards = split_token_shards(tokens_dir, val_fraction)
+    tok = shard_tokenizer(shards[0], tokenizer_file)
     check_layout_folder(layout("packed"), packed_dir)
     with output_folder(tokens_dir, packed_dir, "PACKED_DIR", force, "TOKENS_DIR"):
         summary = run_pack(
@@ -686,7 +689,7 @@ def pack(
             packed_dir,
             seq_len,
             bos=bos,
-            tokenizer=tokenizer_file,
+            tokenizer=tok,
             val_fraction=val_fraction,
             shuffle=shuffle,
             workers=workers,

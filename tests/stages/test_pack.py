@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,18 @@ def test_pack_needs_bos_in_the_tokenizer(corpus, cli, tmp_path):
         other = Tokenizer.train(["something else"], vocab_size=300)
         other.save(tmp_path / "other.json")
         run_pack(out / "tokens", tmp_path / "p", 8, tokenizer=tmp_path / "other.json")
+
+
+def test_pack_without_a_tokenizer_makes_no_folder(corpus, cli, tmp_path):
+    """Shards copied away from their run: refused before PACKED_DIR is made
+    (it was left holding a lock file)."""
+    out = tmp_path / "out"
+    cli("run", corpus, out, *RUN)
+    shards = tmp_path / "shards"
+    shutil.copytree(out / "tokens", shards)
+    result = cli("pack", shards, tmp_path / "p", "--seq-len", "8", ok=False)
+    assert_one_line_error(result, "no tokenizer.json beside its folder; give --tokenizer")
+    assert not (tmp_path / "p").exists()
 
 
 def test_packing_does_not_depend_on_batches():
