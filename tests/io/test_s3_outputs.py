@@ -231,6 +231,15 @@ def test_a_run_killed_against_s3_resumes_to_identical_outputs(
     assert uploads.get("Uploads", []) == []
 
 
+def test_verify_of_a_prefix_with_no_manifest_says_why(s3, here):
+    """As locally: the object store's error for a missing object was its name."""
+    url = s3.url("nothing")
+    result = here("verify", url, ok=False)
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {url}/manifest.json: cannot read manifest (No such file or directory)"
+    )
+
+
 def test_a_second_run_fails_at_once_naming_the_holder(s3, data, scratch, tmp_path):
     url = s3.url("out")
     with paused(["run", data, url, *RUN], "count", 1, tmp_path) as proc:

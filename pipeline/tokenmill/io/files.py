@@ -4,9 +4,11 @@ stage's read of an input that hashes the bytes as the reader reads them."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, cast
@@ -43,8 +45,11 @@ def read_bytes(path: AnyPath, what: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as e:
-        # An object store's errors carry no strerror: their message says why.
-        raise TokenmillError(f"{path}: cannot read {what} ({e.strerror or one_line(e)})") from None
+        # An object store's errors carry no strerror: their message says why,
+        # but a missing object's is its own name.
+        missing = isinstance(e, FileNotFoundError) and os.strerror(errno.ENOENT)
+        why = e.strerror or missing or one_line(e)
+        raise TokenmillError(f"{path}: cannot read {what} ({why})") from None
 
 
 def parse_json(data: bytes, path: AnyPath | str) -> Any:
