@@ -173,6 +173,13 @@ def test_count_and_encode_commands_read_s3(corpus, tmp_path):
     for p in (local_out / "tokens").rglob("*.parquet"):
         mine = tmp_path / "tokens" / p.relative_to(local_out / "tokens")
         assert mine.read_bytes() == p.read_bytes(), p
+    # The tokenizer an object too (a traceback: its early read took local paths only).
+    remote_tok = f"{url.rsplit('/', 1)[0]}/tokenizer.json"
+    fs().put_file(str(local_out / "tokenizer.json"), remote_tok)
+    tokenmill("encode", url, tmp_path / "tokens2", "--tokenizer", remote_tok)
+    for p in (local_out / "tokens").rglob("*.parquet"):
+        mine = tmp_path / "tokens2" / p.relative_to(local_out / "tokens")
+        assert mine.read_bytes() == p.read_bytes(), p
 
 
 def test_not_read_is_listed_on_s3_as_locally(corpus, s3):

@@ -133,6 +133,8 @@ def start(path: str | os.PathLike, pattern: str | None = None) -> None:
     as `tiktoken.load` makes it) for `pattern` (a preset name or a regex) if
     given; a tokenmill file's merges and encoder."""
     global _pending
+    if not isinstance(path, str | os.PathLike):
+        return  # a remote UPath (no os.PathLike): its loader reads it
     name = os.fspath(path)
     if "://" in name or not name.endswith((".tiktoken", ".json")):
         return
