@@ -17,6 +17,7 @@ from tokenmill.config import (
 )
 from tokenmill.errors import NoSuchPath, TokenmillError
 from tokenmill.tokenizer import MODES, PATTERNS
+from tokenmill.tokenizer.options import numbered
 
 
 class Location(click.ParamType):
@@ -333,15 +334,16 @@ def parse_special_tokens(ctx, param, values) -> dict[str, int] | None:
         return None
     specials: dict[str, int] = {}
     for value in values:
-        name, sep, number = value.rpartition("=")
-        if not sep or not name or not number.isdigit():
+        pair = numbered(value)
+        if pair is None:
             raise click.BadParameter(f"{value!r} is not NAME=ID", ctx, param)
-        if name in specials and specials[name] != int(number):
+        name, number = pair
+        if name in specials and specials[name] != number:
             # The last would win, and the other id be a gap no text encodes to.
             raise click.BadParameter(
                 f"{name!r} is given two ids, {specials[name]} and {number}", ctx, param
             )
-        specials[name] = int(number)
+        specials[name] = number
     return specials
 
 

@@ -77,16 +77,21 @@ def training_special_tokens(mode: str, extra: Sequence[str] = ()) -> list[str]:
     return with_mode_specials(extra, mode)
 
 
+def numbered(value: str) -> tuple[str, int] | None:
+    """(NAME, ID) of a --special-token NAME=ID (how a .tiktoken file's special
+    tokens are read), or None for a value of another form."""
+    name, equals, number = value.rpartition("=")
+    return (name, int(number)) if equals and name and number.isdigit() else None
+
+
 def refuse_numbered(names: Sequence[str]) -> None:
-    """Refuse train's --special-token NAME=ID: an id is how a .tiktoken file's
-    special tokens are read, and training would take the whole of it as the
-    name (`<|pad|>=3`), its id one after the merges."""
-    for name in names:
-        base, equals, number = name.rpartition("=")
-        if equals and base and number.isdigit():
+    """Refuse train's --special-token NAME=ID: training would take the whole
+    of it as the name (`<|pad|>=3`), its id one after the merges."""
+    for value in names:
+        if pair := numbered(value):
             raise TokenmillError(
-                f"--special-token {name!r}: training gives special tokens the ids after "
-                f"the merges; give the name alone ({base!r})"
+                f"--special-token {value!r}: training gives special tokens the ids after "
+                f"the merges; give the name alone ({pair[0]!r})"
             )
 
 
