@@ -25,4 +25,11 @@ def exit_interrupted() -> None:
         sys.stderr.write(line + "\n")
     except OSError:
         pass
+    process = sys.modules.get("concurrent.futures.process")
+    if process is not None:
+        # The run's process pools are shut down by now. Python's exit hook
+        # would still wake their manager threads through pipes those may have
+        # closed (EBADF), printing "Exception ignored in ... _python_exit" and
+        # a traceback after the one line, now and then.
+        getattr(process, "_threads_wakeups", {}).clear()
     sys.exit(128 + stopped_by)
