@@ -55,6 +55,9 @@ def check_utf8(args: list[str]) -> None:
 
 class Commands(click.Group):
     def invoke(self, ctx: click.Context):
+        from tokenmill.io.stores import say_retries
+
+        say_retries()
         with usage_on_one_line():
             return super().invoke(ctx)
 

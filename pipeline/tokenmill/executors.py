@@ -35,7 +35,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tokenmill import _native
+from tokenmill import _native, interrupt
 from tokenmill.errors import TokenmillError, WorkerLost
 from tokenmill.faults import checkpoint
 from tokenmill.io import storage
@@ -47,6 +47,8 @@ R = TypeVar("R")
 
 # How often a worker process looks whether its driver still runs.
 DRIVER_WATCH_S = 0.5
+# How long Ctrl-C waits for the tasks running on threads to end (_stop).
+INTERRUPT_GRACE_S = 5.0
 
 
 def _init_process(threads: int, driver: int) -> None:
@@ -103,31 +105,32 @@ def run_tasks(
                 results.append(fn(task))
                 done(len(results))
             return results
-        with _pool(executor, parallel, workers) as pool:
-            try:
-                if executor == "processes":
-                    fences = storage.carried_fences()
-                    with _sigint_blocked():  # the workers start at the first submit
-                        futures = {
-                            i: pool.submit(_process_call, fn, tasks[i], desc, fences)
-                            for i in largest_first()
-                        }
-                else:
-                    futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
-                # Collected in task order: the error raised is the first task's.
-                results = []
-                for i in range(len(tasks)):
-                    results.append(_result(futures[i], desc))
-                    done(len(results))
-                return results
-            except KeyboardInterrupt:
-                _stop(pool)
-                raise
-            except BaseException:
-                # The run ends with this error: the queued tasks would only be
-                # work thrown away, and outputs written after the error line.
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        pool = _pool(executor, parallel, workers)
+        try:
+            if executor == "processes":
+                fences = storage.carried_fences()
+                with _sigint_blocked():  # the workers start at the first submit
+                    futures = {
+                        i: pool.submit(_process_call, fn, tasks[i], desc, fences)
+                        for i in largest_first()
+                    }
+            else:
+                futures = {i: pool.submit(fn, tasks[i]) for i in largest_first()}
+            # Collected in task order: the error raised is the first task's.
+            results = []
+            for i in range(len(tasks)):
+                results.append(_result(futures[i], desc))
+                done(len(results))
+        except KeyboardInterrupt:
+            _stop(pool)
+            raise
+        except BaseException:
+            # The run ends with this error: the queued tasks would only be
+            # work thrown away, and outputs written after the error line.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return results
     finally:
         bar.close()
         release_memory()
@@ -211,17 +214,25 @@ def _sigint_blocked() -> Iterator[None]:
 
 def _stop(pool: Executor) -> None:
     """On Ctrl-C: no queued task starts, and worker processes end now, not
-    after the tasks they hold (what leaving `with pool` waits for)."""
+    after the tasks they hold. A thread cannot be stopped: the run waits
+    INTERRUPT_GRACE_S for the tasks running on them, then ends without them
+    (interrupt.exit_interrupted), since a task waiting on a store or a file
+    system that stopped answering would hold Ctrl-C for minutes. What such a
+    task leaves under OUT is a temporary file, which the next run removes."""
     # Taken first: shutdown forgets them.
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    threads = list(getattr(pool, "_threads", ()))
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _pool(executor: str, parallel: int, workers: int) -> Executor:
     if executor == "threads":
-        return ThreadPoolExecutor(parallel, thread_name_prefix="tokenmill-task")
+        return ThreadPoolExecutor(parallel, thread_name_prefix=interrupt.TASK_THREADS)
     if executor == "processes":
         # Imported here: only this executor needs them (a few ms of start-up).
         import multiprocessing
@@ -282,7 +293,14 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     Ray's ports run any code sent to them). The setting is read when Ray is
     imported, so it holds when tokenmill is the first to import Ray, as the
     CLI is; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1 in the environment opts out."""
-    options = {"include_dashboard": False, "log_to_driver": False}
+    import logging
+
+    # Ray's driver log would interleave with the stage lines: its INFO lines
+    # ("Started a local Ray instance", "Connected to Ray cluster") always,
+    # and, for a Ray of our own on loopback, the warning that it made an
+    # authentication token. A joined cluster's warnings are kept.
+    quiet = logging.WARNING if address else logging.ERROR
+    options = {"include_dashboard": False, "log_to_driver": False, "logging_level": quiet}
     unreachable = _unreachable(address) if address else None
     if unreachable:
         raise TokenmillError(f"cannot start or join Ray at {address}: {unreachable}")

@@ -5,9 +5,13 @@ it before the CLI's modules load."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 
+# The names of the threads the threads executor runs tasks on.
+TASK_THREADS = "tokenmill-task"
 # The signal that stopped the run (entry.py sets it).
 stopped_by: int = signal.SIGINT
 
@@ -32,4 +36,16 @@ def exit_interrupted() -> None:
         # closed (EBADF), printing "Exception ignored in ... _python_exit" and
         # a traceback after the one line, now and then.
         getattr(process, "_threads_wakeups", {}).clear()
-    sys.exit(128 + stopped_by)
+    status = 128 + stopped_by
+    if any(t.is_alive() and t.name.startswith(TASK_THREADS) for t in threading.enumerate()):
+        # A task thread still waits on a store or file system that stopped
+        # answering (executors._stop gave it its grace): Python's exit would
+        # join it, holding Ctrl-C for as long. What it may still write is a
+        # temporary file, never an output the manifest names.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)

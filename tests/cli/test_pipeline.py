@@ -201,11 +201,8 @@ def test_word_table_is_the_same_split_over_threads_or_on_one(mode, pattern, lowe
 class _InlineExecutor:
     """Runs each task as it is submitted, so submission order is observable."""
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
 
     def submit(self, fn, task):
         f = Future()

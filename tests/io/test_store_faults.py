@@ -11,7 +11,11 @@ import gzip
 import http.client
 import io
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_documents
-from runs import manifest, output_files, tokenmill
+from runs import HANG_GUARD_S, manifest, output_files, tokenmill
 
 from tokenmill.io.storage import delete, walk_files
 
@@ -35,7 +39,9 @@ DOCUMENTS = 60
 class FaultyStore(ThreadingHTTPServer):
     """An HTTP proxy on 127.0.0.1 to the S3 endpoint `upstream` that answers
     500 to every GET of a key ending in `failing`, once `healthy_gets` GETs of
-    it have passed. Counts the GETs of each key."""
+    it have passed. Counts the GETs of each key. From the first request for a
+    key ending in `stalling` on (or at once, "" for every key), it answers no
+    request at all: a store that accepts connections and never replies."""
 
     daemon_threads = True
 
@@ -46,6 +52,9 @@ class FaultyStore(ThreadingHTTPServer):
         self.healthy_gets = 0
         self.gets: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.stalling: str | None = None
+        self.stalled = threading.Event()  # set at the first request left unanswered
+        self.closing = threading.Event()
 
     @property
     def endpoint(self) -> str:
@@ -63,6 +72,11 @@ class _Forward(BaseHTTPRequestHandler):
     def forward(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = unquote(urlsplit(self.path).path)
+        stalling = self.server.stalling
+        if self.server.stalled.is_set() or (stalling is not None and key.endswith(stalling)):
+            self.server.stalled.set()
+            self.server.closing.wait()
+            return
         if self.command == "GET":
             with self.server.lock:
                 self.server.gets[key] += 1
@@ -100,6 +114,7 @@ def store(s3):
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     yield proxy
+    proxy.closing.set()
     proxy.shutdown()
     proxy.server_close()
 
@@ -203,3 +218,59 @@ def test_a_store_failing_to_list_or_remove_names_the_object(monkeypatch, method,
     where = path.parent if verb == "list" else path
     with pytest.raises(StoreError, match=rf"^{re.escape(str(where))}: cannot {verb} \(Could not"):
         act(path)
+
+
+def test_a_store_that_stops_answering_fails_the_run_in_one_line(store, data, tmp_path):
+    """Each call waits TOKENMILL_STORE_TIMEOUT_S for a reply, each retry is
+    said as it happens, and the run ends on one line naming the object: before,
+    it waited without a word for botocore's 60 s per read times 25 tries."""
+    store.stalling = ""
+    env = {
+        "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_MAX_ATTEMPTS": "1",
+        "TOKENMILL_STORE_TIMEOUT_S": "0.5",
+    }
+    failed = subprocess.run(
+        [sys.executable, "-m", "tokenmill", "run", data, tmp_path / "out", *RUN],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=HANG_GUARD_S,
+    )
+    assert failed.returncode == 1, failed.stderr
+    *notes, line = failed.stderr.strip().splitlines()
+    assert line.startswith(f"Error: {data}: Read timeout on endpoint URL"), failed.stderr
+    assert notes and all(n.startswith("note: the store: Read timeout") for n in notes)
+    assert all(n.endswith("; trying again") for n in notes)
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_ctrl_c_stops_a_run_waiting_on_a_store_that_stopped_answering(
+    store, data, tmp_path, executor
+):
+    """Ctrl-C while shards are read from a store that stopped answering (and
+    will not take the lock's release either): the run ends at once with the
+    one line and status of an interrupt. Before, it waited on the threads'
+    reads, then on the release, each for as long as the store's timeouts."""
+    clean = tmp_path / "clean"
+    assert run(store, data, clean).returncode == 0
+    store.stalling = "/b.jsonl.gz"
+    env = {"AWS_ENDPOINT_URL": store.endpoint, "TOKENMILL_STORE_TIMEOUT_S": "3600"}
+    out = data.rsplit("/", 1)[0] + "/out"
+    args = ["run", data, out, "--vocab-size", "300", "--workers", "2", "--executor", executor]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    try:
+        assert store.stalled.wait(HANG_GUARD_S)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted", stderr
+    assert "Traceback" not in stderr

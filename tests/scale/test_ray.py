@@ -19,13 +19,19 @@ RUN = ("--vocab-size", "1000")
 def test_ray_and_local_executors_give_identical_outputs(tmp_path):
     data = copy_sample(tmp_path / "data")
     local = tmp_path / "local"
-    tokenmill("run", data, local, *RUN, "--workers", "2", "--executor", "threads")
+    here = tokenmill("run", data, local, *RUN, "--workers", "2", "--executor", "threads")
     on_ray = tmp_path / "ray"
     result = tokenmill("run", data, on_ray, *RUN, "--workers", "2", "--executor", "ray")
     assert output_files(on_ray) == output_files(local)
     assert manifest(on_ray)["config"]["executor"] == "ray"
     assert manifest(on_ray)["outputs"] == manifest(local)["outputs"]
     assert "encode: 5 shards (0 kept, 5 done)" in result.stderr
+    # The stage lines alone: none of Ray's own log (its INFO and token warning).
+    assert stages(result.stderr) == stages(here.stderr), result.stderr
+
+
+def stages(log: str) -> list[str]:
+    return [line.split(":")[0] for line in log.splitlines()]
 
 
 def test_ray_address_and_errors_come_back_as_one_line(tmp_path):

@@ -92,6 +92,7 @@ if TYPE_CHECKING:
 LOCK = ".tokenmill.lock"
 HEARTBEAT_S = 30.0
 STALE_S = 300.0
+RELEASE_S = 5.0
 TAKE_TRIES = 5  # rounds of create-or-take-over lost to other runs before giving up
 
 
@@ -398,24 +399,31 @@ class RemoteLock:
         beat = {"heartbeat": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
         return (json.dumps({**self.record_, **beat}) + "\n").encode()
 
-    def _write(self, *, create: bool = False, **extra) -> None:
+    def _write(self, *, create: bool = False, timeout: float | None = None, **extra) -> None:
         """Write the lock object, created (`create`) or over `etag`; confirmed
         as of now if the store accepts it."""
         sent = _clocks()
-        self.etag = _put(self.path, self._body(**extra), create=create, etag=self.etag)
+        body = self._body(**extra)
+        self.etag = _put(self.path, body, create=create, etag=self.etag, timeout=timeout)
         self.confirmed = sent
 
-    def _rewrite(self, *, unless_fresh: bool = False, **extra) -> None:
-        with self._mutex:
+    def _rewrite(
+        self, *, unless_fresh: bool = False, timeout: float | None = None, **extra
+    ) -> None:
+        if not self._mutex.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError(f"{self.path}: a rewrite of the lock is still waiting on the store")
+        try:
             if self.lost is not None:
                 raise Lost
             if unless_fresh and self.fresh():
                 return  # the heartbeat confirmed it while we waited for the mutex
             try:
-                self._write(**extra)
+                self._write(timeout=timeout, **extra)
             except Lost:
                 self.lost = last_holder(self.folder)
                 raise
+        finally:
+            self._mutex.release()
 
     def _beat(self) -> None:
         while not self._stop.wait(heartbeat_seconds()):
@@ -431,13 +439,18 @@ class RemoteLock:
         self._thread.start()
 
     def release(self) -> None:
+        # The run's end, after Ctrl-C or a store that stopped answering too:
+        # it waits RELEASE_S for the heartbeat and for the release, no more.
+        # A lock not released goes stale.
         self._stop.set()
+        deadline = time.monotonic() + RELEASE_S
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(RELEASE_S)
         # Kept, marked released, like the local file: it says which DATA the
         # folder's outputs came from. Not ours any more: left as it is.
         try:
-            self._rewrite(released=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            left = max(0.5, deadline - time.monotonic())
+            self._rewrite(released=time.strftime("%Y-%m-%dT%H:%M:%S%z"), timeout=left)
         except Exception:  # noqa: BLE001, S110 (a lock not released goes stale)
             pass
 
@@ -638,12 +651,24 @@ def _age(modified: object) -> float | None:
     return None
 
 
-def _put(path: UPath, body: bytes, *, create: bool = False, etag: str | None = None) -> str | None:
+def _put(
+    path: UPath,
+    body: bytes,
+    *,
+    create: bool = False,
+    etag: str | None = None,
+    timeout: float | None = None,
+) -> str | None:
     """Write the lock object: only if absent (`create`), or only if still at
-    `etag`. Returns the new ETag; raises Lost when the condition fails."""
+    `etag`, within `timeout` seconds on S3 (fsspec's FSTimeoutError after).
+    Returns the new ETag; raises Lost when the condition fails."""
     fs = path.fs
     if hasattr(fs, "call_s3"):
-        condition = {"mode": "create"} if create else {"IfMatch": etag} if etag else {}
+        condition: dict[str, object] = (
+            {"mode": "create"} if create else {"IfMatch": etag} if etag else {}
+        )
+        if timeout is not None:
+            condition["timeout"] = timeout  # taken by fsspec's sync wrapper
         try:
             reply = fs.pipe_file(path.path, body, **condition)
         except OSError as e:

@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Protocol, Union
 
 from tokenmill.errors import NoSuchPath, StoreError, TokenmillError, WriteError, one_line
+from tokenmill.io.stores import storage_options
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -77,7 +78,7 @@ def location(value: str | os.PathLike | AnyPath) -> AnyPath:
     try:
         from upath import UPath
 
-        path = UPath(value)
+        path = UPath(value, **storage_options(protocol))
         path.fs  # noqa: B018 (loads the filesystem's package now, to fail here)
     except ImportError as e:
         raise TokenmillError(
