@@ -15,7 +15,7 @@ from tokenmill.stages.results import ReportResult
 from tokenmill.stages.stats import corpus_stats
 from tokenmill.stages.tokens import TokenShard
 from tokenmill.stages.views import record_view
-from tokenmill.tokenizer import END_OF_WORD, Tokenizer
+from tokenmill.tokenizer import Tokenizer
 
 LONGEST = 16  # token lengths from here on share one bucket
 MIN_SAMPLE_TOKENS = 40  # a sample document is the first of its shard with this many tokens
@@ -26,10 +26,11 @@ def token_lengths(tok: Tokenizer) -> np.ndarray:
     special tokens and ids that are no token."""
     lengths = np.full(tok.vocab_size, -1, np.int64)
     special = set(tok.special_map.values())
-    for i, value in enumerate(tok.token_values):
+    for i, value in enumerate(tok.text_values):
         if value is None or i in special:
             continue
-        lengths[i] = len(value.replace(END_OF_WORD, "")) if isinstance(value, str) else len(value)
+        # A char-mode token's space is its end-of-word symbol (words hold no spaces).
+        lengths[i] = len(value) - (isinstance(value, str) and value.endswith(" "))
     return lengths
 
 
@@ -51,7 +52,7 @@ def pieces(tok: Tokenizer, ids: list[int]) -> list[tuple[str, list[int], str]]:
     """Tokens as (text, ids, kind); byte tokens that split a UTF-8 character are joined
     with the tokens that follow until their bytes end on a character boundary (kind
     "partial"); a run cut short by the end of `ids` is shown with U+FFFD."""
-    values = tok.token_values
+    values = tok.text_values
     special = {i: name for name, i in tok.special_map.items()}
     out: list[tuple[str, list[int], str]] = []
     buf = b""
@@ -70,7 +71,7 @@ def pieces(tok: Tokenizer, ids: list[int]) -> list[tuple[str, list[int], str]]:
             out.append((special.get(i, "?"), [i], "special"))
             continue
         if isinstance(value, str):
-            out.append((value.replace(END_OF_WORD, " "), [i], ""))
+            out.append((value, [i], ""))
             continue
         buf, held = buf + value, [*held, i]
         try:

@@ -399,6 +399,15 @@ class Tokenizer:
         )
 
     @cached_property
+    def text_values(self) -> list[bytes | None] | list[str | None]:
+        """`token_values` as `decode` joins them: char mode's end-of-word symbol
+        as a space, the characters `</w>` of a word as themselves."""
+        base = self._mode.text_base(self.alphabet)
+        if base is None:
+            return self.token_values
+        return self._numbering.values(base, self._mode.special_value, self.special_map)
+
+    @cached_property
     def _byte_vocab(self) -> list[bytes | None]:
         """Byte mode: the bytes of every non-special id (None for gaps)."""
         return self._numbering.non_special(lambda: self.token_values)
@@ -816,7 +825,7 @@ class Tokenizer:
             raise TokenmillError(
                 f"decode: ids= is a {ndim}-D array; give one document's ids (a 1-D array)"
             )
-        values = self.token_values
+        values = self.text_values
         ids = list(ids)
         n = len(values)
         try:

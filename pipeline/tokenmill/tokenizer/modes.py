@@ -12,8 +12,8 @@ asks its mode instead of branching on it.
 ['a', 'b', '</w>']
 >>> mode_of("byte").join([b"h", b"i"])
 'hi'
->>> mode_of("char").join(["hi", END_OF_WORD, "yo", END_OF_WORD])
-'hi yo'
+>>> mode_of("char").join(mode_of("char").text_base(["h", "i", END_OF_WORD]))
+'hi'
 """
 
 from __future__ import annotations
@@ -84,8 +84,12 @@ class Mode:
     def special_value(self, token: str) -> bytes | str:
         raise NotImplementedError
 
+    def text_base(self, alphabet: Sequence[str]) -> list | None:
+        """The base values as `join` takes them, or None where they are `base_values`."""
+        return None
+
     def join(self, parts: list) -> str:
-        """The text of a sequence of token values."""
+        """The text of a sequence of token values (made from `text_base`)."""
         raise NotImplementedError
 
     def check_fields(self, tok: Tokenizer) -> None:
@@ -192,8 +196,14 @@ class CharMode(Mode):
     def special_value(self, token: str) -> str:
         return token
 
+    def text_base(self, alphabet: Sequence[str]) -> list:
+        # A word may hold the characters "</w>" itself: only the end-of-word
+        # symbol is a space, so decoding swaps it per id, never in the joined
+        # text. Words hold no whitespace, so the space marks nothing else.
+        return [" " if c == END_OF_WORD else c for c in alphabet]
+
     def join(self, parts: list) -> str:
-        return "".join(parts).replace(END_OF_WORD, " ").rstrip(" ")
+        return "".join(parts).rstrip(" ")
 
     def check_base(self, tok: Tokenizer) -> None:
         alphabet = tok.alphabet
