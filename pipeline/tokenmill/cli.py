@@ -543,8 +543,10 @@ def check(out, data, decode, as_json):
 def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     """Print the text of token IDS, or of the document at row ROW of its input
     shard (the token --shard's `row` column: a skipped document leaves a gap).
-    The text is written exactly, as UTF-8, with no newline added; for --shard,
-    without the <|endoftext|> encode appended, so that it equals the document."""
+    The text is written as UTF-8, with no newline added; for --shard, without
+    the <|endoftext|> encode appended, so that it equals the document. Ids whose
+    bytes are not whole UTF-8 characters (a character split between ids given
+    apart) are written as U+FFFD, the replacement character."""
     standard_output()
     from tokenmill.io.files import parquet_json_metadata
     from tokenmill.io.metadata import STATE

@@ -151,3 +151,13 @@ def test_decode_ids_adds_no_newline(runs):
     # ids given by hand are printed as they are, a special token's text included
     eos_id = Tokenizer.load(tok_file).eos_id
     assert decode("--tokenizer", tok_file, *ids, eos_id).stdout == (text + "<|endoftext|>").encode()
+
+
+def test_help_says_what_ids_of_a_split_character_give(runs, cli):
+    tok_file = runs["eos"] / "tokenizer.json"
+    help_text = " ".join(cli("decode", "--help").output.split())
+    assert "U+FFFD" in help_text and "written exactly" not in help_text
+    # byte ids 0xe6 0x9d: two of the three bytes of 東
+    result = decode("--tokenizer", tok_file, 0xE6, 0x9D, ord("x"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "\ufffdx".encode()
