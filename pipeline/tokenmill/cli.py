@@ -585,8 +585,8 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     "--pieces",
     is_flag=True,
     help="Show each token's text instead of the ids: on a terminal the text with each "
-    "token on a background of its own colour, else one token a line (id, then its text "
-    "as a JSON string).",
+    "token on a background of its own colour, control characters escaped (\\x1b), else "
+    "one token a line (id, then its text as a JSON string).",
 )
 @click.argument("text", required=False)
 @user_errors
@@ -618,12 +618,16 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     texts = token_texts(tok, ids)
     if sys.stdout.isatty():
         for k, piece in enumerate(texts):
-            click.echo(click.style(piece, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
+            # Escaped: a token's own ESC or CR would recolour or rewrite the terminal.
+            shown = escaped(piece)
+            click.echo(click.style(shown, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
         click.echo()
         click.echo(f"{plural(len(ids), 'token')}", err=True)
     else:
         for i, piece in zip(ids, texts, strict=True):
-            click.echo(f"{i}\t{json.dumps(piece, ensure_ascii=False)}")
+            # JSON escapes the C0 controls but leaves DEL as it is.
+            shown = json.dumps(piece, ensure_ascii=False).replace("\x7f", "\\u007f")
+            click.echo(f"{i}\t{shown}")
 
 
 def utf8_text(data: bytes, what: str) -> str:

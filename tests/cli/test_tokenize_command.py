@@ -14,6 +14,7 @@ import sys
 import pytest
 from realtext import GPT2_FILE, load_sample_texts
 
+from tokenmill.errors import escaped
 from tokenmill.formats import load_any
 from tokenmill.tokenizer import Tokenizer
 
@@ -65,19 +66,11 @@ def test_pieces_of_a_real_vocabulary_show_split_characters_as_bytes(cli):
     ).encode("東京")
 
 
-def test_pieces_on_a_terminal_are_coloured(trained):
+def on_terminal(tokenizer, text: str) -> tuple[str, str]:
+    """(stdout, stderr) of `tokenize --pieces TEXT` with stdout a terminal."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tokenmill",
-            "tokenize",
-            "--tokenizer",
-            trained,
-            "--pieces",
-            "ab cd",
-        ],
+        [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", tokenizer, "--pieces", text],
         stdout=follower,
         stderr=subprocess.PIPE,
     )
@@ -93,10 +86,32 @@ def test_pieces_on_a_terminal_are_coloured(trained):
         chunks.append(chunk)
     proc.wait()
     os.close(leader)
-    shown = b"".join(chunks).decode()
+    return b"".join(chunks).decode(), proc.stderr.read().decode()
+
+
+def test_pieces_on_a_terminal_are_coloured(trained):
+    shown, err = on_terminal(trained, "ab cd")
     assert "\x1b[" in shown  # ANSI colours
     assert re.sub(r"\x1b\[[0-9;]*m", "", shown).strip() == "ab cd"
-    assert proc.stderr.read().decode().strip() == f"{len(load_any(trained).encode('ab cd'))} tokens"
+    assert err.strip() == f"{len(load_any(trained).encode('ab cd'))} tokens"
+
+
+CONTROLS = "red \x1b[31mRED\x1b[0m\rover\x7f\x07 tab\tend"
+
+
+def test_pieces_on_a_terminal_show_control_characters_escaped(trained):
+    # The text's own escape sequences must not recolour or rewrite the terminal.
+    shown, _ = on_terminal(trained, CONTROLS)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", shown).removesuffix("\r\n")  # click's colours
+    assert plain == escaped(CONTROLS)
+    assert not set(plain) & {"\x1b", "\r", "\x7f", "\x07", "\t"}
+
+
+def test_pieces_in_a_pipe_show_control_characters_escaped(cli, trained):
+    out = cli("tokenize", "--tokenizer", trained, "--pieces", CONTROLS).output
+    shown = [line.split("\t", 1)[1] for line in out.splitlines()]
+    assert not set("".join(shown)) & {"\x1b", "\r", "\x7f", "\x07", "\t"}
+    assert "".join(map(json.loads, shown)) == CONTROLS
 
 
 def test_a_bad_tokenizer_file_is_one_line(cli, tmp_path):
