@@ -22,6 +22,7 @@ MODULES = [
     "tokenmill.tokenizer.ids",
     "tokenmill.tokenizer.options",
     "tokenmill.tokenizer.modes",
+    "tokenmill.tokenizer.pattern_errors",
     "tokenmill.tokenizer.vocab",
     "tokenmill.tokenizer.bytelevel",
     "tokenmill.tokenizer.superword",

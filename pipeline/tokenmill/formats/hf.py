@@ -602,13 +602,14 @@ def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:
             "(only Isolated, not inverted)"
         )
     pattern = split["pattern"]
+    written = pattern["Regex"] if "Regex" in pattern else pattern["String"]
     if "Regex" in pattern:
-        source = regex.onig_to_fancy(pattern["Regex"])
+        source = regex.onig_to_fancy(written)
     else:
-        source = regex.literal(pattern["String"])
+        source = regex.literal(written)
     preset = regex.preset_name(source)
     if preset:  # the presets match every character: no unmatched text to keep
         return preset
-    if regex.matches_empty(source):
+    if regex.matches_empty(source, written):
         raise unsupported(f"Split pattern {source!r} matches the empty string")
     return regex.covering(source)

@@ -24,6 +24,7 @@ import re
 
 from tokenmill.errors import TokenmillError
 from tokenmill.tokenizer.ids import PATTERNS
+from tokenmill.tokenizer.pattern_errors import pattern_message, quoted
 
 FANCY = "fancy-regex"
 ONIG = "oniguruma"
@@ -67,19 +68,19 @@ def _covering(pattern: str) -> str:
 def _unsupported(what: str, pattern: str) -> TokenmillError:
     return TokenmillError(
         f"pre-tokenization pattern uses {what}, which Oniguruma (Hugging Face) and "
-        f"fancy-regex (tokenmill, tiktoken) read differently: {pattern!r}"
+        f"fancy-regex (tokenmill, tiktoken) read differently: {quoted(pattern)}"
     )
 
 
 def _escape_end(pattern: str, i: int) -> int:
     """Index just past the escape sequence starting at pattern[i] == '\\'."""
     if i + 1 >= len(pattern):
-        raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {pattern!r}")
+        raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {quoted(pattern)}")
     c = pattern[i + 1]
     if c in "pPxu" and i + 2 < len(pattern) and pattern[i + 2] == "{":
         close = pattern.find("}", i + 2)
         if close < 0:
-            raise TokenmillError(f"unclosed {{ in pre-tokenization pattern {pattern!r}")
+            raise TokenmillError(f"unclosed {{ in pre-tokenization pattern {quoted(pattern)}")
         return close + 1
     if c in "pP":
         return i + 3
@@ -125,7 +126,7 @@ def _class_end(pattern: str, i: int) -> int:
             raise _unsupported(f"the class operation {pattern[j : j + 2]}", pattern)
         else:
             j += 1
-    raise TokenmillError(f"unclosed [ in pre-tokenization pattern {pattern!r}")
+    raise TokenmillError(f"unclosed [ in pre-tokenization pattern {quoted(pattern)}")
 
 
 def _translate(pattern: str, source: str) -> str:
@@ -172,7 +173,7 @@ def _translate(pattern: str, source: str) -> str:
             i += len(text)
         elif c == ")":
             if not groups:
-                raise TokenmillError(f"unbalanced ) in pre-tokenization pattern {pattern!r}")
+                raise TokenmillError(f"unbalanced ) in pre-tokenization pattern {quoted(pattern)}")
             out.append(")")
             atom_start = groups.pop()
             i += 1
@@ -190,7 +191,8 @@ def _translate(pattern: str, source: str) -> str:
         elif c in "*+?" or (c == "{" and _INTERVAL.match(pattern, i)):
             if atom_start is None:
                 raise TokenmillError(
-                    f"quantifier {c!r} follows nothing in pre-tokenization pattern {pattern!r}"
+                    f"quantifier {c!r} follows nothing in pre-tokenization pattern "
+                    + quoted(pattern)
                 )
             if c == "{":
                 m = _INTERVAL.match(pattern, i)
@@ -222,7 +224,7 @@ def _translate(pattern: str, source: str) -> str:
             out.append(c)
             i += 1
     if groups:
-        raise TokenmillError(f"unclosed ( in pre-tokenization pattern {pattern!r}")
+        raise TokenmillError(f"unclosed ( in pre-tokenization pattern {quoted(pattern)}")
     return "".join(out)
 
 
@@ -231,16 +233,17 @@ def literal(text: str) -> str:
     return "".join("\\" + c if c in r"\.+*?()|[]{}^$#&-~" else c for c in text)
 
 
-def matches_empty(pattern: str) -> bool:
-    """Whether `pattern` matches the empty string (pieces would be lost)."""
+def matches_empty(pattern: str, written: str) -> bool:
+    """Whether `pattern` (`written`, as its file has it) matches the empty
+    string (pieces would be lost)."""
     from tokenmill import _native
 
     # A first branch that matches any character: the core refuses a pattern
     # that leaves text unmatched, and this one leaves none.
     try:
         return _native.pretokenize("", rf"[\s\S]|(?:{pattern})") == [""]
-    except _native.NativeError as e:
-        raise TokenmillError(str(e)) from None
+    except _native.NativeError as e:  # named as written, not as wrapped here
+        raise TokenmillError(pattern_message(str(e), written)) from None
 
 
 def preset_name(pattern: str) -> str | None:

@@ -51,6 +51,7 @@ from tokenmill.tokenizer.options import (
     merges_to_learn,
     special_names,
 )
+from tokenmill.tokenizer.pattern_errors import pattern_message
 from tokenmill.tokenizer.vocab import ImportedNumbering, NativeNumbering, OwnNumbering
 
 # PyArrow and NumPy (and tokenmill.io.arrow, which needs both) are imported
@@ -468,8 +469,8 @@ class Tokenizer:
                 self._mode.check_pattern(self)
         except TokenmillError as e:
             raise TokenmillError(f"{source}: {e}") from None
-        except _native.NativeError as e:  # tables the encoder cannot be built from
-            raise TokenmillError(f"{source}: {e}") from None
+        except _native.NativeError as e:  # tables or a pattern the encoder cannot take
+            raise TokenmillError(f"{source}: {pattern_message(str(e))}") from None
         except (TypeError, OverflowError, IndexError) as e:
             # A value of the wrong type that slipped past _validate: still one line.
             raise TokenmillError(f"{source}: malformed tokenizer ({e})") from None
@@ -625,7 +626,7 @@ class Tokenizer:
         try:
             return self._encoder.encode(text, None)
         except _native.NativeError as e:  # a custom pattern hit the regex engine's limits
-            raise TokenmillError(str(e)) from None
+            raise TokenmillError(pattern_message(str(e))) from None
 
     def encode_batch(
         self,
@@ -779,7 +780,7 @@ class Tokenizer:
                 parallel,
             )
         except (_native.NativeError, pa.ArrowInvalid) as e:  # normalizing: invalid UTF-8
-            raise TokenmillError(_invalid_document(docs) or one_line(e)) from None
+            raise TokenmillError(_invalid_document(docs) or pattern_message(one_line(e))) from None
         n_tokens = pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(lens)])
         flat = pa.Array.from_buffers(
             id_type, len(ids) // id_type.byte_width, [None, pa.py_buffer(ids)]
@@ -1167,7 +1168,7 @@ def word_tables(
                 for counter in counters:
                     counter.add(*buffers, row, parallel)
             except _native.NativeError as e:  # a custom pattern that misses text
-                raise TokenmillError(str(e)) from None
+                raise TokenmillError(pattern_message(str(e))) from None
         row += len(docs)
     return [_counted(counter) for counter in counters]
 
@@ -1268,7 +1269,7 @@ def _training_pattern(mode: str, pattern: str | None, lowercase: bool) -> str:
     try:
         _native.Counter.byte(pattern)  # compiles it, no more
     except _native.NativeError as e:
-        raise TokenmillError(str(e)) from None
+        raise TokenmillError(pattern_message(str(e))) from None
     return pattern
 
 

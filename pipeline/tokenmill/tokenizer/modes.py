@@ -25,6 +25,7 @@ from tokenmill import _native
 from tokenmill.errors import TokenmillError
 from tokenmill.tokenizer.ids import END_OF_WORD, MODES, PATTERNS, UNK, show
 from tokenmill.tokenizer.options import REQUIRED_SPECIALS
+from tokenmill.tokenizer.pattern_errors import pattern_message
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -116,7 +117,10 @@ class ByteMode(Mode):
     _BASE = tuple(bytes([b]) for b in range(256))
 
     def counter(self, pattern: str, lowercase: bool) -> _native.Counter:
-        return _native.Counter.byte(pattern)
+        try:
+            return _native.Counter.byte(pattern)
+        except _native.NativeError as e:
+            raise TokenmillError(pattern_message(str(e))) from None
 
     def train_alphabet(self, words: pa.Array) -> tuple[list[str] | None, int]:
         return None, 256
@@ -147,7 +151,7 @@ class ByteMode(Mode):
             try:
                 _native.Counter.byte(tok.pattern)  # compiles it, no more
             except _native.NativeError as e:
-                raise TokenmillError(f"malformed tokenizer ({e})") from None
+                raise TokenmillError(f"malformed tokenizer ({pattern_message(str(e))})") from None
 
     def encoder(self, tok: Tokenizer, merges: list, merge_ids: list[int]) -> _native.Encoder:
         whole_words = None
@@ -162,7 +166,7 @@ class ByteMode(Mode):
                 whole_words=whole_words,
             )
         except _native.NativeError as e:
-            raise TokenmillError(str(e)) from None
+            raise TokenmillError(pattern_message(str(e))) from None
 
     def file_fields(self, tok: Tokenizer) -> dict:
         return {
