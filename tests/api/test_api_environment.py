@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+GPT2 = Path(__file__).resolve().parents[2] / "vocabularies" / "gpt2.tiktoken"
 
 LIBRARY_USE = """
 import os, sys
@@ -19,7 +22,7 @@ import tokenmill
 from tokenmill import Tokenizer
 tok = Tokenizer.train(["hello world, hello tokens"] * 20, vocab_size=300)
 tok.encode_batch(["hello", "world"])
-enc = tokenmill.load("vocabularies/gpt2.tiktoken")
+enc = tokenmill.load(sys.argv[1])
 assert enc.decode(enc.encode("hi there")) == "hi there"
 changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
 assert not changed, changed
@@ -48,7 +51,10 @@ def clean_env() -> dict[str, str]:
 
 def test_importing_and_using_tokenmill_changes_no_environment_variable_or_allocator():
     result = subprocess.run(
-        [sys.executable, "-c", LIBRARY_USE], capture_output=True, text=True, env=clean_env()
+        [sys.executable, "-c", LIBRARY_USE, str(GPT2)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

@@ -16,6 +16,7 @@ tokenizer.json is, as `hf`.
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,11 @@ def detect(path: AnyPath) -> tuple[str, dict | Parsed | FileRead | None, bytes]:
     if path.name.endswith(".tiktoken"):
         return "tiktoken", None, b""
     head = read_bytes(path, "tokenizer")
+    if head.startswith(codecs.BOM_UTF8) and head[3:].lstrip()[:1] == b"{":
+        raise TokenmillError(
+            f"{path}: starts with a UTF-8 byte order mark, which Hugging Face tokenizers "
+            "refuses ('expected value at line 1 column 1'): save the file without it"
+        )
     if head.lstrip()[:1] == b"{":
         read = prefetch.take_file(head)
         if read is not None and read.rest.get("format") == FORMAT:

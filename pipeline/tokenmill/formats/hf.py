@@ -77,8 +77,6 @@ FINAL_SIGMA = (
     r"(?!\p{Case_Ignorable}*+[\p{Cased}&&\P{Case_Ignorable}])"
 )
 
-# The regex of ByteLevel(use_regex=true) (tokenizers' byte_level.rs), for import.
-BYTE_LEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 FILE_FORMAT_NOTE = "Hugging Face tokenizer.json"
 
@@ -310,6 +308,11 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
         kind = model.get("type", "BPE" if "merges" in model else None)
         if kind != "BPE":
             return _raise(unsupported(f"model type {kind} (only byte-level BPE is supported)"))
+        if "merges" not in model:  # tokenizers refuses it ('Missing vocab/merges')
+            raise TokenmillError(
+                f'{source}: malformed tokenizer file (its BPE model has no "merges"; '
+                "Hugging Face tokenizers refuses it too)"
+            )
         _check_model(model, unsupported)
         try:
             pattern = _pre_tokenizer_pattern(d.get("pre_tokenizer"), unsupported)
@@ -328,6 +331,7 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             in_model = {t: vocab[t] for t in specials if t in vocab}
             _check_tokenizers_ids(specials, len(vocab), in_model, source)
         if parsed is None:
+            _refuse_merged_specials(model, specials, unsupported)
             tables = _native_tables(model, specials)
             if tables is not None:
                 vocab, merges = tables
@@ -442,6 +446,25 @@ def _reference_tables(model: dict, specials: dict[str, int], source: str, unsupp
     return vocab, merges
 
 
+def _refuse_merged_specials(model: dict, specials: dict[str, int], unsupported) -> None:
+    """Refuse an added token that a merge also makes: tokenmill gives an id
+    to a special token or to a merge's token, not to both (tokenizers cuts
+    the token's text out before BPE, and BPE makes it from other text)."""
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list):
+        return  # malformed: said where the tables are read
+    made = {t for t in specials if t in vocab}
+    for k, merge in enumerate(merges if made else []):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts):
+            if parts[0] + parts[1] in made:
+                token = parts[0] + parts[1]
+                raise unsupported(
+                    f"added token {token!r} (id {specials[token]}) is also the token merge {k} "
+                    f"{show(merge)} makes: tokenmill's ids are special tokens or BPE's, not both"
+                )
+
+
 def _raise(e: Exception):
     raise e
 
@@ -492,6 +515,11 @@ def _check_tokenizers_ids(
             given = in_model[content]
         else:
             given = top + 1 if top is not None and top >= size else size
+        if given != declared and content in in_model:
+            raise TokenmillError(
+                f"{source}: added token {content!r} has id {declared}, but model.vocab has it "
+                f"at {given}, the id tokenizers gives it"
+            )
         if given != declared:
             raise TokenmillError(
                 f"{source}: added token {content!r} has id {declared}, but tokenizers gives it "
@@ -592,7 +620,7 @@ def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:
     if len(steps) == 1:
         if not use_regex:
             raise unsupported("ByteLevel without a regex and no Split (no pre-tokenization)")
-        return regex.onig_to_fancy(BYTE_LEVEL_REGEX)
+        return regex.ONIG_SPELLINGS[regex.BYTE_LEVEL_REGEX]
     if len(steps) > 2 or kinds[0] != "Split" or use_regex:
         raise unsupported(f"pre-tokenizer {' + '.join(map(str, kinds))}")
     split = steps[0]
@@ -603,6 +631,8 @@ def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:
         )
     pattern = split["pattern"]
     written = pattern["Regex"] if "Regex" in pattern else pattern["String"]
+    if pattern.get("Regex") in regex.ONIG_SPELLINGS:
+        return regex.ONIG_SPELLINGS[pattern["Regex"]]
     if "Regex" in pattern:
         source = regex.onig_to_fancy(written)
     else:

@@ -36,6 +36,32 @@ _GROUP_OPENERS = ("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?>")
 _FLAG_GROUP = re.compile(r"\(\?(-?i)(:|\))")
 _NAMED_GROUP = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
+# The regex of tokenizers' ByteLevel(use_regex=true) (its byte_level.rs).
+BYTE_LEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+# Presets as other tools spell them in tokenizer.json (Oniguruma patterns),
+# each split exactly as the preset splits: tests/formats/test_preset_spellings.py
+# runs tokenizers' own splitting over every code point in several contexts.
+# The preset's own spellings (tiktoken's, tokenmill's export) are `preset_name`'s.
+ONIG_SPELLINGS = {
+    BYTE_LEVEL_REGEX: "gpt2",
+    # tiktoken's r50k pattern, as transformers' TikTokenConverter writes it:
+    # Oniguruma's `$` ends a line, but after `\s++` only the text's end is left.
+    r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s": "gpt2",
+}
+
+# Spellings that split otherwise than the preset they look like, and why.
+NOT_PRESETS = {
+    # tiktoken's cl100k pattern, as transformers' TikTokenConverter writes it.
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+    r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s": "cl100k's as tiktoken writes it, but Oniguruma reads "
+    "\\p{N}{1,3}+ as one piece per run of digits, not pieces of three",
+    # transformers' TikTokenConverter's default: cl100k's older spelling.
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+": "cl100k's older spelling, but it splits the spaces after "
+    "a text's last newline from it, which cl100k keeps in one piece",
+}
+
 
 def fancy_to_onig(pattern: str) -> str:
     """A fancy-regex pattern (tokenmill's, tiktoken's) as Oniguruma reads it."""
@@ -244,6 +270,15 @@ def matches_empty(pattern: str, written: str) -> bool:
         return _native.pretokenize("", rf"[\s\S]|(?:{pattern})") == [""]
     except _native.NativeError as e:  # named as written, not as wrapped here
         raise TokenmillError(pattern_message(str(e), written)) from None
+
+
+def why_not_preset(pattern: str) -> str | None:
+    """Why a pattern imported from tokenizer.json (`covering` an Oniguruma
+    pattern read by `onig_to_fancy`) is not the preset it looks like."""
+    for spelling, why in NOT_PRESETS.items():
+        if pattern == covering(onig_to_fancy(spelling)):
+            return f"it is {why}"
+    return None
 
 
 def preset_name(pattern: str) -> str | None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import operator
 from collections.abc import Mapping
@@ -112,7 +113,7 @@ def read_table(path: Path) -> list[bytes | None]:
 
 def _read(path: AnyPath) -> bytes:
     try:
-        return path.read_bytes()
+        return path.read_bytes().removeprefix(codecs.BOM_UTF8)
     except OSError as e:
         raise TokenmillError(f"{path}: cannot read ranks file ({e.strerror})") from None
 
@@ -128,7 +129,9 @@ def _reference_table(path: AnyPath, data: bytes) -> list[bytes | None]:
 def reference_ranks(path: AnyPath, data: bytes) -> dict[bytes, int]:
     """`read_ranks` in Python, on the file's bytes: the reference the native
     reader agrees with, and what names the line at fault."""
-    lines = data.splitlines()
+    # tiktoken's base64 decoding skips a byte order mark (not base64): it
+    # reads the file as if it had none, and so does this.
+    lines = data.removeprefix(codecs.BOM_UTF8).splitlines()
     ranks: dict[bytes, int] = {}
     seen: set[int] = set()
     limit = id_limit(len(lines))  # no more tokens than lines

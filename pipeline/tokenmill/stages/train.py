@@ -27,6 +27,7 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
     if not config.extend:
         return None, config
     from tokenmill.formats import load_any
+    from tokenmill.formats.regex import why_not_preset
     from tokenmill.tokenizer.extend import check_base
     from tokenmill.tokenizer.superword import PATTERN as SUPERWORD_PATTERN
 
@@ -42,6 +43,7 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
         raise TokenmillError(
             f"--extend {config.extend}: its pattern is no preset ({', '.join(PATTERNS)}), "
             "which counting words needs"
+            + (f" ({why})" if (why := why_not_preset(base.pattern)) else "")
         )
     # An extended tokenizer keeps its base's mode and lowercasing: asked for
     # others (byte mode and no lowercasing are the defaults), they would be
