@@ -84,7 +84,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError, WriteError, one_line
-from tokenmill.io.storage import AnyPath, fenced, is_remote, is_store_error, location, resolved
+from tokenmill.io.storage import (
+    AnyPath,
+    fenced,
+    is_object,
+    is_remote,
+    is_store_error,
+    location,
+    resolved,
+)
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -532,9 +540,8 @@ class RunFence:
 
 @contextmanager
 def remote_lock(folder: UPath) -> Iterator[RemoteLock]:
-    fs = folder.fs
     try:
-        if fs.isfile(folder.path):
+        if is_object(folder):
             raise TokenmillError(f"{folder}: exists and is not a folder")
         lock = _take(folder)
     except TokenmillError:

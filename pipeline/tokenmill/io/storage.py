@@ -389,6 +389,14 @@ def abort_uploads(root: UPath) -> int:
     return len(uploads)
 
 
+def is_object(path: UPath) -> bool:
+    """Whether the store holds an object at `path`'s own key, asked of the store
+    itself: a cached listing of the prefix below it (check_out_folder's walk)
+    makes fsspec answer "folder" for a key that is both."""
+    path.fs.invalidate_cache(path.path)
+    return path.fs.isfile(path.path)
+
+
 def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     """(path relative to `root` with '/', path) of every file under a remote
     `root`, in sorted order. Object stores have no links and no empty folders."""
