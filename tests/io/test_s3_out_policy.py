@@ -1,7 +1,10 @@
 """What a run into an OUT on S3 (a local S3 server, tests/helpers/s3.py) may
-refuse, remove and keep: as for a local OUT (stages/test_out_policy.py)."""
+refuse, remove and keep: as for a local OUT (stages/test_out_policy.py), and
+the tests of both that hold them to the same lines."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from runs import copy_sample, tokenmill_here
@@ -49,3 +52,44 @@ def test_an_object_named_as_out_is_refused(s3, data, here, force):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"Error: {url}: exists and is not a folder"]
     assert store().cat_file(key(url)) == b"a file, not a folder\n"
+
+
+@pytest.fixture(params=["local", "s3"])
+def out(request, tmp_path) -> str:
+    """A new OUT, on local disk or on S3."""
+    if request.param == "local":
+        return str(tmp_path / "out")
+    return request.getfixturevalue("s3").url("out")
+
+
+def put(out: str, name: str, body: bytes) -> None:
+    if out.startswith("s3://"):
+        store().pipe_file(f"{key(out)}/{name}", body)
+    else:
+        (Path(out) / name).parent.mkdir(parents=True, exist_ok=True)
+        (Path(out) / name).write_bytes(body)
+
+
+def exists(out: str, name: str) -> bool:
+    if out.startswith("s3://"):
+        return store().exists(f"{key(out)}/{name}")
+    return (Path(out) / name).exists()
+
+
+def test_a_temporary_no_manifest_listed_is_named_when_removed(out, data, here):
+    """Removed by its name alone (tokenmill writes none on S3; locally a killed
+    run's, or yours so named): at OUT's top and in tokenmill's folders, never
+    in a folder of yours."""
+    here("run", data, out, *RUN)
+    put(out, ".notes.tmp-1234", b"not tokenmill's\n")
+    put(out, "tokens/.x.parquet.tmp-1-abcd", b"half\n")
+    put(out, "mine/.draft.tmp-1", b"an editor's file\n")
+    result = here("run", data, out, *RUN)
+    named = [line for line in result.stderr.splitlines() if ".tmp-" in line]
+    assert named == [
+        f"removed 2 temporary files from {out} by their names alone (a killed run's, or yours "
+        "named as tokenmill names its temporaries, .NAME.tmp-*): .notes.tmp-1234, "
+        "tokens/.x.parquet.tmp-1-abcd"
+    ]
+    assert not exists(out, ".notes.tmp-1234") and not exists(out, "tokens/.x.parquet.tmp-1-abcd")
+    assert exists(out, "mine/.draft.tmp-1")

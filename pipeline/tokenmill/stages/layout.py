@@ -49,10 +49,12 @@ from tokenmill.io import writers
 from tokenmill.io.lock import LOCK
 from tokenmill.io.storage import (
     AnyPath,
+    abort_uploads,
     delete,
     is_remote,
     location,
     remote_errors,
+    remove_dead_scratch,
     same_file_key,
     walk_files,
 )
@@ -338,9 +340,18 @@ def remove_temporaries(out: AnyPath) -> list[AnyPath]:
     of OUT (never in a folder of someone else's under OUT)."""
     out = location(out)
     if is_remote(out):
-        return writers.remove_temporaries(out)  # tokenmill writes none there itself
+        # tokenmill writes none there: a killed run's leftovers are its scratch
+        # files here and its unfinished uploads there.
+        remove_dead_scratch()
+        abort_uploads(out)
+        own = folders()
+        found = [p for name, p in walk_files(out) if is_temporary(p.name) and
+                 ("/" not in name or name.split("/", 1)[0] in own)]  # fmt: skip
+        for p in found:
+            delete(p)
+        return found
     removed: list[AnyPath] = []
-    for name in os.listdir(out):
+    for name in sorted(os.listdir(out)):
         if is_temporary(name) and not (out / name).is_dir():
             (out / name).unlink(missing_ok=True)
             removed.append(out / name)
