@@ -93,3 +93,17 @@ def test_a_temporary_no_manifest_listed_is_named_when_removed(out, data, here):
     ]
     assert not exists(out, ".notes.tmp-1234") and not exists(out, "tokens/.x.parquet.tmp-1-abcd")
     assert exists(out, "mine/.draft.tmp-1")
+
+
+def test_a_file_of_yours_at_outs_top_is_named_as_kept(out, data, here):
+    """As one in tokenmill's folders: verify lists both as extra."""
+    here("run", data, out, *RUN)
+    put(out, "notes.txt", b"mine\n")
+    put(out, "tokens/README.txt", b"mine too\n")
+    result = here("run", data, out, *RUN)
+    kept = [line for line in result.stderr.splitlines() if line.startswith("kept ")]
+    assert kept == [
+        f"kept 2 files in {out} that tokenmill did not write (verify lists them as extra): "
+        "notes.txt, tokens/README.txt"
+    ]
+    assert exists(out, "notes.txt") and exists(out, "tokens/README.txt")

@@ -261,19 +261,23 @@ def check_layout_folder(lay: Layout, folder: AnyPath) -> None:
             raise writers.not_a_file(path)
 
 
-def tokenmill_files(out: AnyPath) -> list[tuple[str, AnyPath]]:
+def tokenmill_files(out: AnyPath) -> tuple[list[tuple[str, AnyPath]], list[AnyPath]]:
     """(name relative to OUT, path) of every file in tokenmill's folders and
-    top-level names of OUT; a folder that is a link is not entered."""
+    top-level names of OUT (a folder that is a link is not entered), and the
+    other files at OUT's top: yours, kept, but named as those in its folders."""
     out = location(out)
     top = {n for name in FILES for n in (name, state_file(out / name).name)}
+    never = {MANIFEST, LOCK}  # the manifest is written anew, the lock held
     own_folders = folders()
     if is_remote(out):
         # One listing of OUT (an object store has no folders to walk).
+        listed = list(walk_files(out))
+        others = [p for name, p in listed if "/" not in name and name not in top | never]
         return [
             (name, p)
-            for name, p in walk_files(out)
+            for name, p in listed
             if ("/" in name and name.split("/", 1)[0] in own_folders) or name in top
-        ]
+        ], others
     found: list[tuple[str, AnyPath]] = [
         (name, out / name)
         for name in sorted(top)
@@ -286,7 +290,10 @@ def tokenmill_files(out: AnyPath) -> list[tuple[str, AnyPath]]:
                 for name, kind, p in walk_out(out / folder)
                 if kind == "file"
             )
-    return found
+    with os.scandir(out) as entries:
+        # A link to a folder is one as a folder is: not named.
+        others = [Path(e.path) for e in entries if e.name not in top | never and not e.is_dir()]
+    return found, sorted(others)
 
 
 def is_own_file(name: str, path: AnyPath) -> bool:
@@ -311,12 +318,13 @@ def remove_stale(out: AnyPath, keep: set[AnyPath]) -> tuple[list[AnyPath], list[
     and the files there that tokenmill did not write, which it keeps."""
     out = location(out)
     keep_keys = {same_file_key(p) for p in with_state_files(set(keep))}
-    stale = [(n, p) for n, p in tokenmill_files(out) if same_file_key(p) not in keep_keys]
+    files, others = tokenmill_files(out)
+    stale = [(n, p) for n, p in files if same_file_key(p) not in keep_keys]
     own = [is_own_file(n, p) for n, p in stale]  # all decided before any state file goes
     removed = [p for (_, p), mine in zip(stale, own, strict=True) if mine]
     for p in removed:
         delete(p)
-    theirs = [p for (_, p), mine in zip(stale, own, strict=True) if not mine]
+    theirs = others + [p for (_, p), mine in zip(stale, own, strict=True) if not mine]
     if is_remote(out):
         return removed, theirs  # no folders to remove: a prefix is gone with its last object
     for folder in folders():
