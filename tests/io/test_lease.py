@@ -8,8 +8,11 @@ own answers, never by a timing assertion."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -173,6 +176,30 @@ def test_the_worker_processes_of_a_stalled_holder_write_nothing_after_a_takeover
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"Error: {url}/") and "taken over by another tokenmill run" in line
     assert "files match the manifest" in here("verify", url).output
+
+
+@pytest.mark.parametrize("limit", [STALE, "1"])
+def test_worker_processes_go_on_under_a_short_stale_limit(s3, data, scratch, limit):
+    """A worker acts on a heartbeat the store dates no more than half the stale
+    limit ago, less the second its whole-second dates may take off: at 2 s or
+    less nothing was left of that, and the workers waited for ever."""
+    url = s3.url("out")
+    options = ("--vocab-size", "300", "--workers", "2", "--executor", "processes")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", "run", str(data), url, *options],
+        env={**os.environ, "TOKENMILL_LOCK_STALE_S": limit},
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its workers too, had it hung
+        proc.wait()
+    assert proc.returncode == 0, err
+    assert "encode: 5 shards (0 kept, 5 done)" in err
 
 
 def test_a_holder_that_lost_its_lock_writes_removes_and_reads_nothing(s3, stale, tmp_path):

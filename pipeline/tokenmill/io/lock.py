@@ -56,7 +56,7 @@ land after a takeover. The stale limit makes that rarer, not impossible.
 Only the driver holds the lease; its worker processes and Ray tasks pass
 the same fence, carried to them (`RunFence`): each reads the lock object,
 no more often than the driver confirms it, and acts only while it still
-holds the driver's record with a heartbeat the store dates less than
+holds the driver's record with a heartbeat the store dates no more than
 `fresh_seconds()` ago. State files (stages/state.py) are read
 unfenced; what a run decides from one is followed by a fenced read or write
 before anything reaches OUT.
@@ -481,8 +481,8 @@ class RunFence:
     another machine (a Ray node sharing the folder) there is no process to
     look up and the write goes on. A remote folder's lease: the lock object
     must still hold the driver's record (its token, not released) and the
-    store must date its last heartbeat less than `fresh_seconds` before the
-    request that read it, the driver's own rule; until it does, the worker
+    store must date its last heartbeat no more than `fresh_seconds` before
+    the request that read it; until it does, the worker
     waits for the driver's next heartbeat (the driver may be stalled, and
     either comes back or has its lock taken over)."""
 
@@ -526,7 +526,10 @@ class RunFence:
                 )
             if holder.get("released") or holder_gone(self.driver):
                 raise LockLost(f"{what}{self._ended()}")
-            if age is None or age < fresh_seconds(self.stale):
+            # Not `<`: the store dates in whole seconds, and at a stale limit of
+            # 2 s or less no age is below a freshness of 0 (an age of 0 is a
+            # beat this second, the freshest the store can tell).
+            if age is None or age <= fresh_seconds(self.stale):
                 self.confirmed = tuple(t - max(age or 0.0, 0.0) for t in sent)
                 return
             time.sleep(heartbeat_seconds(self.stale) / 4)
