@@ -230,7 +230,14 @@ def find_inputs(data: AnyPath, glob: str = "**/*", exclude: tuple[AnyPath, ...] 
             try:
                 is_dir = entry.is_dir()  # follows links
                 is_file = entry.is_file()
-            except OSError:
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    # A folder behind a link it may not follow, or an entry only a
+                    # refused stat could tell: as a folder it cannot list, its files
+                    # could be neither read nor listed as not read.
+                    raise TokenmillError(
+                        f"{printable(str(path))}: cannot read ({e.strerror or one_line(e)})"
+                    ) from None
                 is_dir = is_file = False
             if entry.is_symlink() and not (is_dir or is_file):
                 skip(name, _broken_link(path))
