@@ -73,8 +73,8 @@ def fail(monkeypatch, how: str) -> None:
         monkeypatch.setattr(MemoryFileSystem, "_open", lambda *a, **k: FailingFile(b"x" * 64))
 
 
-def named(path) -> str:
-    return rf"^{re.escape(str(path))}: cannot read \(Could not connect to the endpoint URL"
+def named(path, action: str = "read") -> str:
+    return rf"^{re.escape(str(path))}: cannot {action} \(Could not connect to the endpoint URL"
 
 
 @pytest.mark.parametrize("how", ["info", "open", "read"])
@@ -110,3 +110,27 @@ def test_the_documents_of_an_object_name_it(objects, monkeypatch, name, how):
     fail(monkeypatch, how)
     with pytest.raises(StoreError, match=named(path)):
         list(read_batches(path, on_skip=lambda skip: None))
+
+
+# While tokenmill writes (uploads an output and records it, writes its lock),
+# the line says so, and names the object.
+
+
+def test_reading_back_an_upload_says_so(objects, monkeypatch):
+    from tokenmill.stages.state import record_output
+
+    path = objects["a.parquet"]  # as just uploaded
+    fail(monkeypatch, "info")
+    with pytest.raises(StoreError, match=named(path, "read back its upload")):
+        record_output(path)
+
+
+def test_writing_the_lock_names_it(objects, monkeypatch):
+    from tokenmill.errors import WriteError
+    from tokenmill.io.lock import LOCK, output_lock
+
+    folder = objects["a.parquet"].parent / "out"
+    with output_lock(folder) as lock:
+        monkeypatch.setattr(MemoryFileSystem, "pipe_file", unreachable)
+        with pytest.raises(WriteError, match=named(folder / LOCK, "write")):
+            lock.record(None, "run")

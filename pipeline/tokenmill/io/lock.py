@@ -363,6 +363,10 @@ class RemoteLock:
             self._rewrite()
         except Lost:
             self.check()
+        except Exception as e:
+            if not (isinstance(e, OSError) or is_store_error(e)):
+                raise
+            raise WriteError(f"{self.path}: cannot write ({one_line(e)})") from None
 
     def fresh(self) -> bool:
         """Whether the lease was confirmed recently enough to act on without

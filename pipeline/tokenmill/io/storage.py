@@ -444,8 +444,25 @@ def raised_by_store(e: BaseException) -> bool:
     return False
 
 
+# What the store_errors of this thread say tokenmill was doing, unless told.
+_doing: ContextVar[str] = ContextVar("tokenmill_doing", default="read")
+
+
 @contextmanager
-def store_errors(path: AnyPath, by_pyarrow: bool = False, action: str = "read") -> Iterator[None]:
+def doing(action: str) -> Iterator[None]:
+    """Make the store_errors of this thread say `action` for the block: a read
+    that is part of a write ("read back its upload") says so."""
+    token = _doing.set(action)
+    try:
+        yield
+    finally:
+        _doing.reset(token)
+
+
+@contextmanager
+def store_errors(
+    path: AnyPath, by_pyarrow: bool = False, action: str | None = None
+) -> Iterator[None]:
     """Turn what the object store holding `path` raises while it is read (a
     connection refused or dropped, credentials gone, an object gone) into a
     StoreError naming it: an input's reader, fingerprint or size each meet it
@@ -463,7 +480,7 @@ def store_errors(path: AnyPath, by_pyarrow: bool = False, action: str = "read") 
             raise
         if by_pyarrow and isinstance(e, OSError) and not raised_by_store(e):
             raise
-        raise StoreError(f"{path}: cannot {action} ({one_line(e)})") from e
+        raise StoreError(f"{path}: cannot {action or _doing.get()} ({one_line(e)})") from e
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import json
 from tokenmill.config import Config
 from tokenmill.io.files import file_sha256, fingerprint, known_sha256, parquet_json_metadata
 from tokenmill.io.metadata import STATE
-from tokenmill.io.storage import AnyPath, location, size
+from tokenmill.io.storage import AnyPath, doing, location, size, store_errors
 from tokenmill.io.writers import write_json
 
 # Bumped when the readers change what a shard's documents are (2: blank .txt
@@ -97,15 +97,18 @@ def state_file(out: AnyPath) -> AnyPath:
 
 def record_output(out: AnyPath) -> str:
     """Record a shard output's sha256 once it is in place; returns it."""
-    sha = known_sha256(out)[1]
+    with doing("read back its upload"):  # on a store: the write is not done yet
+        sha = known_sha256(out)[1]
     write_json({"sha256": sha}, state_file(out))
     return sha
 
 
 def recorded_state(out: AnyPath) -> dict:
     """What the state file beside `out` holds ({} when missing or unreadable)."""
+    path = state_file(out)
     try:
-        state = json.loads(state_file(out).read_bytes())
+        with store_errors(path):  # a store that fails is no missing state file
+            state = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
         return {}
     return state if isinstance(state, dict) else {}
@@ -130,4 +133,6 @@ def reusable_file(out: AnyPath, key: dict, force: bool = False) -> bool:
 
 
 def record_file(out: AnyPath, key: dict) -> None:
-    write_json({"key": key, "sha256": known_sha256(out)[1]}, state_file(out))
+    with doing("read back its upload"):
+        sha = known_sha256(out)[1]
+    write_json({"key": key, "sha256": sha}, state_file(out))
