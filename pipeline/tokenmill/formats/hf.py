@@ -386,13 +386,22 @@ def _refuse_merge_order(
     soon as that token appears. Trained merge lists have neither."""
     kind, k, j = fault
     left, right = (to_byte_level(token(i) or b"") for i in merges[k])
+    hint = ""
     if kind == "repeats":
         what = f"merge {k} {left + ' ' + right!r} repeats merge {j}"
     else:
         what = f"merge {k} {left + ' ' + right!r} joins a token that merge {j}, after it, makes"
+        made = {(token(a) or b"") + (token(b) or b"") for a, b in merges}
+        if len(made) < len(merges):
+            # Every split of each token, ranked by the token made: how
+            # transformers' TikTokenConverter writes a tiktoken vocabulary.
+            hint = (
+                "; it lists several merges that make one token, as a conversion of a "
+                ".tiktoken file does: give tokenmill that .tiktoken file"
+            )
     raise TokenmillError(
         f"{source}: unsupported {FILE_FORMAT_NOTE}: {what} (tokenmill takes each merge "
-        "once, after the merges that make its two tokens)"
+        f"once, after the merges that make its two tokens){hint}"
     )
 
 
