@@ -200,3 +200,26 @@ def test_a_folder_where_a_shard_output_goes_is_refused_before_any_shard(
     result = cli(command, "d", "out", *options, ok=False)
     assert_one_line_error(result, "out/b.jsonl.parquet: a folder, where tokenmill writes a file")
     assert not (tmp_path / "out" / "a.jsonl.parquet").exists()
+
+
+@pytest.mark.parametrize("fmt", ["tiktoken", "hf"])
+def test_an_export_onto_a_fifo_is_refused_not_opened(files, fmt):
+    """Judging whether the file at OUT is an earlier export read it: a FIFO's
+    open waited for a writer for ever (tiktoken)."""
+    import os
+    import subprocess
+    import sys
+
+    Tokenizer.train(["a document, and another"], vocab_size=300).save(files / "tok.json")
+    os.mkfifo(files / "out")
+    (files / "link").symlink_to(files / "out")
+    for target in ("out", "link"):
+        result = subprocess.run(
+            [sys.executable, "-m", "tokenmill", "export", "tok.json", target, "--format", fmt],
+            cwd=files, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.startswith(f"Error: {target}: OUT exists and is not what"), (
+            result.stderr
+        )
+        assert (files / "out").is_fifo()

@@ -284,6 +284,30 @@ def test_export_refuses_a_folder_holding_other_files(cli, tmp_path):
     assert hidden(tmp_path) == []
 
 
+@pytest.mark.parametrize("kind", ["another tool's", "fifo", "link"])
+def test_export_refuses_the_export_files_it_did_not_write(tmp_path, kind):
+    """The names of the export's own files, but not as tokenmill writes them:
+    another tool's model folder (its own config), a FIFO, a link. Before, they
+    were taken for an earlier export and replaced."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    if kind == "fifo":
+        os.mkfifo(folder / "tokenizer.json")
+    elif kind == "link":
+        export(small(), tmp_path / "elsewhere", "transformers")
+        for name in tf_format.FILES:
+            (folder / name).symlink_to(tmp_path / "elsewhere" / name)
+    else:
+        (folder / "tokenizer.json").write_text('{"mine": 1}')
+        (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "LlamaTokenizer"}')
+    before = {p.name: (p.is_symlink(), p.is_fifo()) for p in folder.iterdir()}
+    with pytest.raises(TokenmillError, match="not as tokenmill's export writes them"):
+        export(small(), folder, "transformers")
+    assert {p.name: (p.is_symlink(), p.is_fifo()) for p in folder.iterdir()} == before
+    if kind == "another tool's":
+        assert (folder / "tokenizer.json").read_text() == '{"mine": 1}'
+
+
 def test_a_refused_tokenizer_writes_nothing(tmp_path):
     tok = Tokenizer(mode="byte", pattern="gpt2", merges=[(97, 98), (97, 98)])
     with pytest.raises(TokenmillError, match="ids 256 and 257"):

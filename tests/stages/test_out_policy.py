@@ -88,6 +88,21 @@ def test_a_folder_tokenmill_did_not_write_is_refused_untouched(tmp_path):
     assert tree(out) == before
 
 
+def test_a_folder_holding_only_files_named_as_temporaries_is_refused_untouched(tmp_path):
+    """Named as tokenmill names its temporaries, but in a folder no run
+    locked: a killed run leaves its lock file beside them, so these are the
+    user's (removed, before, as if empty)."""
+    data = data_folder(tmp_path)
+    out = tmp_path / "out"
+    for name in (".precious.tmp-1", "sub/.x.tmp-1"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(b"mine\n")
+    before = tree(out)
+    result = tokenmill_here("run", data, out, *RUN, check=False)
+    error_line(result, str(out), "not a tokenmill output folder", "--force")
+    assert tree(out) == before
+
+
 def test_force_writes_into_it_and_replaces_only_tokenmill_named_outputs(tmp_path):
     data = data_folder(tmp_path)
     out = tmp_path / "out"

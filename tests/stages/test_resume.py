@@ -10,6 +10,8 @@ import os
 import pytest
 from runs import copy_sample, kill_when_paused, manifest, output_files, temporaries, tokenmill_here
 
+from tokenmill.io.lock import LOCK
+
 RUN = ("--vocab-size", "1000", "--workers", "1")
 SHARDS = [
     "code-python.jsonl.gz",
@@ -192,6 +194,7 @@ def test_temporaries_of_killed_runs_are_removed_at_any_depth(reference, tmp_path
     ]
     for p in left:
         p.write_bytes(b"half a file")
+    (counts / LOCK).write_bytes(b"")  # what the killed run left beside them
     tokenmill_here("count", data, counts, "--workers", "1")
     assert not any(p.exists() for p in left)
     assert temporaries(counts) == []

@@ -146,6 +146,8 @@ def is_export(path: Path, fmt: str) -> bool:
     there, so that exporting again may replace it."""
     if fmt == "transformers":
         return True  # a folder, whose own check (transformers.save) judges its files
+    if not path.is_file():
+        return False  # a FIFO (reading it to judge it would wait for a writer), a folder
     if fmt == "tiktoken" and not path.name.endswith(".json"):
         with path.open("rb") as f:
             first = f.readline(1 << 16).split()

@@ -126,6 +126,30 @@ def _check_target(folder: Path) -> None:
             f"{folder}: holds files a transformers export does not write ({shown}); "
             "give a new or empty folder, or an earlier export to replace"
         )
+    present = [name for name in FILES if (folder / name).exists() or (folder / name).is_symlink()]
+    if present and not _earlier_export(folder, present):
+        raise TokenmillError(
+            f"{folder}: holds {', '.join(present)}, not as tokenmill's export writes them; "
+            "give a new or empty folder, or an earlier export to replace"
+        )
+
+
+def _earlier_export(folder: Path, present: list[str]) -> bool:
+    """Whether the export's files in `folder` are an earlier export's: regular
+    files (never a link or FIFO, which replacing would follow or bypass), with
+    the config tokenmill writes (another tool's model folder has these names
+    too, and its own settings in them)."""
+    if any((folder / n).is_symlink() or not (folder / n).is_file() for n in present):
+        return False
+    try:
+        written = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(written, dict)
+        and written.get("tokenizer_class") == "PreTrainedTokenizerFast"
+        and written.get("model_max_length") == MODEL_MAX_LENGTH
+    )
 
 
 def _write_new_folder(folder: Path, files: dict[str, str]) -> None:
@@ -152,7 +176,9 @@ def _replace_files(folder: Path, files: dict[str, str]) -> None:
         for name, text in files.items():
             staged.append((_temporary(folder / name), folder / name))
             staged[-1][0].write_text(text, encoding="utf-8")
-        for tmp, path in staged:
+        # The config first: an export killed between two renames is still
+        # known as tokenmill's (_earlier_export) by it.
+        for tmp, path in sorted(staged, key=lambda pair: pair[1].name != CONFIG_FILE):
             os.replace(tmp, path)
     except OSError as e:
         raise WriteError(f"{folder}: cannot write ({os_reason(e)})") from None

@@ -175,7 +175,7 @@ def _check_out_folder(out: AnyPath, force: bool, whole: bool) -> None:
             )
         if whole and is_special(kind, path):
             raise writers.not_a_file(path)
-        if not (own or force or kind in ("dir", "link to dir") or is_temporary(base)):
+        if not (own or force or kind in ("dir", "link to dir")):
             raise TokenmillError(
                 f"{out}: not a tokenmill output folder (it holds {name}, and no {MANIFEST} "
                 f"or {LOCK}); give a new or empty folder, or --force to write into it "
