@@ -219,6 +219,10 @@ def corrupt(path: Path, how: str) -> dict:
         assert whole.startswith(three[:-8]) and three.endswith(END_OF_STREAM)
         path.write_bytes(whole[: len(three) - 8])
         return {"documents": 300, "lower_bound": True}
+    if how == "streams joined":  # `cat a.arrow b.arrow`: the second went unread
+        whole = write_ipc(path, table[:300], "stream").read_bytes()
+        path.write_bytes(whole + whole)
+        return {"documents": 300, "lower_bound": True}
     if how == "truncated file":  # the footer gone: nothing known
         whole = write_ipc(path, table, "file").read_bytes()
         path.write_bytes(whole[: len(whole) // 2])
@@ -234,7 +238,14 @@ def corrupt(path: Path, how: str) -> dict:
 
 @pytest.mark.parametrize(
     "how",
-    ["truncated stream", "stream cut at a batch end", "truncated file", "bad offsets", "garbage"],
+    [
+        "truncated stream",
+        "stream cut at a batch end",
+        "streams joined",
+        "truncated file",
+        "bad offsets",
+        "garbage",
+    ],
 )
 def test_a_corrupt_arrow_file_is_one_line_or_an_accounted_skip(tmp_path, how):
     data = tmp_path / "data"

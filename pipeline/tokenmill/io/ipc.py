@@ -130,6 +130,13 @@ def _stream_batches(reader: pa.ipc.RecordBatchStreamReader, source) -> Iterator[
     source.seek(at)
     if source.read(end - at) not in END_OF_STREAM:
         raise pa.ArrowInvalid("the stream ends without its end-of-stream marker (cut short)")
+    if source.read(1):
+        # PyArrow stops at the marker: a second stream appended (`cat a.arrow
+        # b.arrow`) or other bytes would go unread, its documents lost.
+        raise pa.ArrowInvalid(
+            "bytes after the stream's end-of-stream marker (streams joined, or other "
+            "bytes appended): give each stream a file of its own"
+        )
 
 
 def check_buffers(arr: pa.Array) -> None:
