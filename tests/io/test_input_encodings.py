@@ -97,8 +97,25 @@ def test_json_lines_are_utf8_never_utf16_guessed_from_nul_bytes(tmp_path):
     path = tmp_path / "wide.jsonl"
     lines = ['{"text": "жук"}', '{"text": "ok"}', '{"text": "ёж"}']
     path.write_bytes("\n".join(lines).encode("utf-16-le"))
-    docs, reasons = read_all(path)
-    assert docs == [] and len(reasons) == 3 and all("not JSON" in r for r in reasons)
+    with pytest.raises(TokenmillError, match=r"wide\.jsonl: NUL bytes .* UTF-16LE text without"):
+        read_all(path)
+
+
+@pytest.mark.parametrize("unit", ["line", "paragraph", "file"])
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_text_in_utf16_without_a_byte_order_mark_is_a_bad_file(tmp_path, encoding, unit):
+    """ASCII letters in UTF-16 are valid UTF-8, a NUL after (or before) each:
+    without a mark to tell, it became documents of such text, exit 0."""
+    path = tmp_path / "wide.txt"
+    path.write_bytes("hello world\nsecond line\n".encode(encoding))
+    name = encoding.upper().replace("-LE", "LE").replace("-BE", "BE")
+    with pytest.raises(
+        TokenmillError, match=rf"wide\.txt: NUL bytes in every other place: {name} "
+    ):
+        list(read_batches(path, txt_unit=unit))
+    # One NUL in a line of text is text, as in JSON's "\u0000".
+    path.write_bytes(b"a line with one \x00 in it\n")
+    assert [d.to_pylist() for _, d in read_batches(path, txt_unit=unit)] != []
 
 
 def test_a_utf8_byte_order_mark_still_starts_json_lines(tmp_path):

@@ -115,6 +115,8 @@ WIDE_BOMS = {
     b"\xff\xfe": "UTF-16",
     b"\xfe\xff": "UTF-16",
 }
+# How much of a line-format file's start _check_not_wide looks at for NULs.
+WIDE_SAMPLE_BYTES = 4096
 # UTF-8's byte-order mark, which some editors begin a file with: not text
 # (Python's utf-8-sig drops it), so a line-format file's is dropped.
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -500,13 +502,28 @@ def open_stream(path: AnyPath):
 
 
 def _check_not_wide(path: AnyPath, head: bytes | bytearray) -> None:
-    """Refuse a file that begins with the byte-order mark of UTF-16 or UTF-32."""
+    """Refuse a file that begins with the byte-order mark of UTF-16 or UTF-32,
+    or whose first bytes are NUL in every other place, as UTF-16 (or UTF-32)
+    text of mostly ASCII is without a mark: valid UTF-8, it became documents
+    of a NUL after every letter."""
     for bom, encoding in WIDE_BOMS.items():
         if head.startswith(bom):
             raise TokenmillError(
                 f"{path}: {encoding} text (it begins with a byte-order mark), not UTF-8; "
                 f"convert it, e.g. iconv -f {encoding} -t UTF-8"
             )
+    sample = bytes(head[:WIDE_SAMPLE_BYTES])
+    if len(sample) < 8:
+        return
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    if max(even, odd) * 4 >= len(sample):  # NUL in half the places of one parity
+        encoding = "UTF-16LE" if odd >= even else "UTF-16BE"
+        if (even + odd) * 4 >= len(sample) * 3:  # three NULs of every four
+            encoding = "UTF-32LE" if sample[3::4].count(0) > sample[0::4].count(0) else "UTF-32BE"
+        raise TokenmillError(
+            f"{path}: NUL bytes in every other place: {encoding} text without a "
+            f"byte-order mark, not UTF-8; convert it, e.g. iconv -f {encoding} -t UTF-8"
+        )
 
 
 def _read_block(stream, parts: list[bytes]) -> bytes:
