@@ -49,7 +49,8 @@ def check_utf8(args: list[str]) -> None:
             from tokenmill.io.inputs import printable
 
             raise click.ClickException(
-                f"{printable(arg)}: argument is not UTF-8; names, options and patterns must be"
+                f"{printable(arg)}: argument is not UTF-8; names, options and patterns "
+                "must be UTF-8"
             ) from None
 
 

@@ -63,7 +63,7 @@ def test_data_whose_path_is_not_utf8_is_refused_in_one_printable_line(tmp_path):
         assert result.returncode == 1, result.stderr
         assert last_line(result) == (
             f"Error: {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: argument is "
-            "not UTF-8; names, options and patterns must be"
+            "not UTF-8; names, options and patterns must be UTF-8"
         )
         assert not (tmp_path / f"out{i}").exists()
 
@@ -178,6 +178,6 @@ def test_an_option_that_is_not_utf8_is_refused_before_any_work(tmp_path):
     )
     assert result.returncode == 1
     assert last_line(result) == (
-        "Error: <|\\xe9|>: argument is not UTF-8; names, options and patterns must be"
+        "Error: <|\\xe9|>: argument is not UTF-8; names, options and patterns must be UTF-8"
     )
     assert not (tmp_path / "out").exists()
