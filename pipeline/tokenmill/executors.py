@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -106,6 +106,7 @@ def run_tasks(
                 done(len(results))
             return results
         pool = _pool(executor, parallel, workers)
+        futures: dict[int, Future] = {}
         try:
             if executor == "processes":
                 fences = storage.carried_fences()
@@ -126,8 +127,17 @@ def run_tasks(
             raise
         except BaseException:
             # The run ends with this error: the queued tasks would only be
-            # work thrown away, and outputs written after the error line.
-            pool.shutdown(wait=True, cancel_futures=True)
+            # work thrown away, and outputs written after the error line. The
+            # running ones are waited for in slices, as results are: one held
+            # by a store that stopped answering must not hold Ctrl-C too.
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                for future in futures.values():
+                    _settled(future)
+            except KeyboardInterrupt:
+                _stop(pool)
+                raise
+            pool.shutdown(wait=True)
             raise
         pool.shutdown(wait=True)
         return results
@@ -176,6 +186,13 @@ def _result(future: Future[R], desc: str) -> R:
             f"{desc}: a worker process died (killed by the system, often for memory); "
             "rerun to resume"
         ) from None
+
+
+def _settled(future: Future) -> None:
+    """Return once `future` has ended, however (waited on in slices, as in _result)."""
+    while not future.done():
+        with contextlib.suppress(TimeoutError, CancelledError):
+            future.exception(timeout=WAIT_SLICE_S)
 
 
 # Tasks each worker process (of `processes`, or of a Ray node) has started, per

@@ -99,7 +99,9 @@ class _Forward(BaseHTTPRequestHandler):
         for name, value in response.getheaders():
             if name.lower() not in ("transfer-encoding", "content-length", "connection"):
                 self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
+        # A HEAD's size is the object's, which its empty body is not.
+        size = response.getheader("Content-Length") if self.command == "HEAD" else None
+        self.send_header("Content-Length", size or str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
