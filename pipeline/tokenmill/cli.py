@@ -142,7 +142,7 @@ def output_folder(
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
     from tokenmill.io.writers import remove_temporaries
-    from tokenmill.stages.layout import check_out_folder, check_writer
+    from tokenmill.stages.layout import check_out_folder, check_writer, temporaries_line
 
     if data is not None:
         require_input(location(data))
@@ -154,7 +154,8 @@ def output_folder(
         lock.record(data, writes)
         if lock.note:
             tell(lock.note)
-        remove_temporaries(folder)
+        if removed := remove_temporaries(folder):
+            tell(escaped(temporaries_line(removed, folder)))
         yield
 
 

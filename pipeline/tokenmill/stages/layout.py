@@ -53,6 +53,7 @@ from tokenmill.io.storage import (
     delete,
     is_remote,
     location,
+    relative_name,
     remote_errors,
     remove_dead_scratch,
     same_file_key,
@@ -367,3 +368,21 @@ def remove_temporaries(out: AnyPath) -> list[AnyPath]:
         if (out / folder).is_dir() and not (out / folder).is_symlink():
             removed.extend(writers.remove_temporaries(out / folder))
     return removed
+
+
+def all_names(paths: list[AnyPath], out: AnyPath) -> str:
+    """Each of `paths` by name, for a line of its own (up to 20, then how many more)."""
+    more = f", and {len(paths) - 20} more" if len(paths) > 20 else ""
+    return ", ".join(relative_name(p, out) for p in paths[:20]) + more
+
+
+def temporaries_line(removed: list[AnyPath], out: AnyPath) -> str:
+    """The line naming the temporaries a command removed from its folder:
+    under its lock each is a killed run's, or a file of yours so named, which
+    no manifest lists."""
+    many = len(removed) > 1
+    return (
+        f"removed {len(removed)} temporary file{'s' if many else ''} from {out} by "
+        f"{'their names' if many else 'its name'} alone (a killed run's, or yours named "
+        "as tokenmill names its temporaries, .NAME.tmp-*): " + all_names(removed, out)
+    )

@@ -36,12 +36,14 @@ from tokenmill.stages.encode import run_encode
 from tokenmill.stages.layout import (
     MANIFEST,
     VIEWS,
+    all_names,
     check_layout_folder,
     check_out_folder,
     check_writer,
     output_paths,
     remove_stale,
     remove_temporaries,
+    temporaries_line,
     with_state_files,
 )
 from tokenmill.stages.manifest import (
@@ -262,12 +264,6 @@ def some_names(paths: list[AnyPath], out: AnyPath) -> str:
     return ", ".join(relative_name(p, out) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
 
 
-def all_names(paths: list[AnyPath], out: AnyPath) -> str:
-    """Each of `paths` by name, for a line of its own (up to 20, then how many more)."""
-    more = f", and {len(paths) - 20} more" if len(paths) > 20 else ""
-    return ", ".join(relative_name(p, out) for p in paths[:20]) + more
-
-
 def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> None:
     """Refuse, before any work, a run that would write a file where a folder,
     a FIFO or a device is, or a folder where a file is (writers.check_target)."""
@@ -312,12 +308,7 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
     # Under OUT's lock, every temporary there is a killed run's, or a file of
     # yours so named: no manifest lists one, so each is named.
     if temporaries := remove_temporaries(out):
-        note(
-            f"removed {len(temporaries)} temporary file{'s' if len(temporaries) > 1 else ''} "
-            f"from {out} by {'their names' if len(temporaries) > 1 else 'its name'} alone "
-            "(a killed run's, or yours named as tokenmill names its temporaries, "
-            ".NAME.tmp-*): " + all_names(temporaries, out)
-        )
+        note(temporaries_line(temporaries, out))
     # The old manifest no longer describes OUT once any output changes; it is
     # put back when a recipe is refused before any output changed.
     previous = read_bytes(paths["manifest"], "manifest") if paths["manifest"].is_file() else None
