@@ -321,6 +321,19 @@ def _init_ray(ray, workers: int, address: str | None) -> None:
     unreachable = _unreachable(address) if address else None
     if unreachable:
         raise TokenmillError(f"cannot start or join Ray at {address}: {unreachable}")
+    # Ray's core installs its own SIGTERM handler (a stack dump, exit 15):
+    # the run's own handlers are put back, so SIGTERM stops it as Ctrl-C does.
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        _join_or_start(ray, workers, address, options)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(signum, handler)
+
+
+def _join_or_start(ray, workers: int, address: str | None, options: dict) -> None:
     try:
         if address:
             with _one_gcs_attempt():

@@ -37,6 +37,13 @@ def exit_interrupted() -> None:
         # a traceback after the one line, now and then.
         getattr(process, "_threads_wakeups", {}).clear()
     status = 128 + stopped_by
+    # Store calls still in flight on fsspec's event loop are dropped at exit:
+    # asyncio's "Task was destroyed but it is pending!" and their coroutines'
+    # "Exception ignored" tracebacks would follow the one line.
+    sys.unraisablehook = lambda _: None
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("asyncio").disabled = True
     if any(t.is_alive() and t.name.startswith(TASK_THREADS) for t in threading.enumerate()):
         # A task thread still waits on a store or file system that stopped
         # answering (executors._stop gave it its grace): Python's exit would

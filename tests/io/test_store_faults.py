@@ -275,4 +275,6 @@ def test_ctrl_c_stops_a_run_waiting_on_a_store_that_stopped_answering(
         proc.kill()
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == "interrupted", stderr
-    assert "Traceback" not in stderr
+    # Nothing after it: the store calls dropped at exit ("Task was destroyed
+    # but it is pending!", their coroutines' "Exception ignored") say nothing.
+    assert "Traceback" not in stderr and "Task was destroyed" not in stderr, stderr

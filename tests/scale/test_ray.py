@@ -88,3 +88,20 @@ def test_a_run_with_no_address_starts_its_own_ray_beside_a_stale_cluster_record(
     tokenmill("run", data, tmp_path / "local", *RUN)
     assert output_files(tmp_path / "ray") == output_files(tmp_path / "local")
     assert manifest(tmp_path / "ray")["config"]["ray_address"] is None
+
+
+def test_sigterm_stops_a_ray_run_as_ctrl_c_does(tmp_path):
+    """Ray's core installs a SIGTERM handler of its own (a stack dump, exit 15
+    or 134): a scheduler's SIGTERM gave neither the line nor the status of
+    the README's table."""
+    import signal
+
+    from runs import paused
+
+    data = copy_sample(tmp_path / "data", ["lines.txt", "multilingual.jsonl"])
+    args = ["run", data, tmp_path / "out", *RUN, "--executor", "ray", "--workers", "2"]
+    with paused(args, "encode", 1, tmp_path) as proc:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM)", err
