@@ -181,6 +181,9 @@ def output_file(
             where = "is" if is_inside(location(read), target) else "is inside"
             raise TokenmillError(f"{target}: {option} {where} {read}, which this command reads")
     at = Path(target).resolve()
+    if Path(target).is_symlink() and not at.exists():
+        # Writing would replace the link, or write where it points: neither is asked.
+        raise TokenmillError(f"{target}: {option} is a link to nothing ({at}); remove it first")
     if not at.exists() or force:
         return
     if ours is None and not state_file(at).exists():
@@ -771,6 +774,8 @@ def export(tokenizer_file, out, fmt, pattern, special_tokens):
     from tokenmill.formats import export_targets, is_export, load_any
     from tokenmill.formats.tiktoken import sidecar_path
 
+    if fmt != "transformers" and Path(out).is_dir():  # `.` too, which names no file
+        raise TokenmillError(f"{out}: a folder, where export --format {fmt} writes a file")
     # A ranks file is read with the settings beside it.
     reads = [tokenizer_file, sidecar_path(tokenizer_file)]
     for target in export_targets(out, fmt):

@@ -223,3 +223,23 @@ def test_an_export_onto_a_fifo_is_refused_not_opened(files, fmt):
             result.stderr
         )
         assert (files / "out").is_fifo()
+
+
+@pytest.mark.parametrize("fmt", ["tiktoken", "hf"])
+def test_an_export_onto_a_folder_or_a_dangling_link_is_refused(cli, files, monkeypatch, fmt):
+    """`export TOK . --format tiktoken` was a traceback (a path with no name);
+    a link to nothing was replaced by the export, the link lost."""
+    monkeypatch.chdir(files)
+    Tokenizer.train(["a document, and another"], vocab_size=300).save(files / "tok.json")
+    (files / "adir").mkdir()
+    for target in (".", "adir"):
+        result = cli("export", "tok.json", target, "--format", fmt, ok=False)
+        assert result.exit_code == 1
+        assert result.output.strip() == (
+            f"Error: {target}: a folder, where export --format {fmt} writes a file"
+        )
+    (files / "dangling").symlink_to(files / "nowhere" / "x")
+    result = cli("export", "tok.json", "dangling", "--format", fmt, ok=False)
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: dangling: OUT is a link to nothing")
+    assert (files / "dangling").is_symlink() and not (files / "nowhere").exists()

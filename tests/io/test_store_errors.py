@@ -134,3 +134,15 @@ def test_writing_the_lock_names_it(objects, monkeypatch):
         monkeypatch.setattr(MemoryFileSystem, "pipe_file", unreachable)
         with pytest.raises(WriteError, match=named(folder / LOCK, "write")):
             lock.record(None, "run")
+
+
+def test_an_output_that_does_not_read_back_is_one_line_naming_it(tmp_path):
+    """A store that reports another size than was uploaded (a proxy's HEAD
+    of Content-Length 0) made the read-back a traceback (ArrowInvalid)."""
+    from tokenmill.errors import WriteError
+    from tokenmill.stages.shards import output_record
+
+    out = tmp_path / "a.parquet"
+    out.write_bytes(b"")
+    with pytest.raises(WriteError, match=r"a\.parquet: cannot read back what was written \("):
+        output_record(out, "0" * 64)

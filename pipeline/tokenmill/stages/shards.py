@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sized
 from pathlib import Path
 
+import pyarrow as pa
+
 from tokenmill.config import Config
-from tokenmill.errors import InputChanged, StoreError, TokenmillError, WriteError
+from tokenmill.errors import InputChanged, StoreError, TokenmillError, WriteError, one_line
 from tokenmill.io.files import hashed_read
 from tokenmill.io.readers import OnSkip, skipped_file_documents
 from tokenmill.io.storage import AnyPath, delete, location, parquet_file, size
@@ -25,8 +27,13 @@ Writer = Callable[[Path, OnSkip | None, dict, Callable[..., bytes]], dict]
 
 
 def output_record(out: AnyPath, sha256: str) -> dict:
-    with parquet_file(out) as pf:
-        rows = pf.metadata.num_rows
+    try:
+        with parquet_file(out) as pf:
+            rows = pf.metadata.num_rows
+    except pa.ArrowException as e:
+        # What was just written does not read back as it was written: a store
+        # that reports another size (or a disk that lost it) is no bad input.
+        raise WriteError(f"{out}: cannot read back what was written ({one_line(e)})") from None
     return {"file": str(out), "rows": rows, "bytes": size(out), "sha256": sha256}
 
 
