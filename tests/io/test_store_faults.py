@@ -278,3 +278,15 @@ def test_ctrl_c_stops_a_run_waiting_on_a_store_that_stopped_answering(
     # Nothing after it: the store calls dropped at exit ("Task was destroyed
     # but it is pending!", their coroutines' "Exception ignored") say nothing.
     assert "Traceback" not in stderr and "Task was destroyed" not in stderr, stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan", "inf"])
+def test_a_bad_store_timeout_is_one_line_naming_the_variable(monkeypatch, tmp_path, value):
+    from runs import tokenmill_here
+
+    monkeypatch.setenv("TOKENMILL_STORE_TIMEOUT_S", value)
+    result = tokenmill_here("run", "s3://bucket/data", tmp_path / "out", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"Error: TOKENMILL_STORE_TIMEOUT_S={value}: not a number of seconds above 0"
+    )

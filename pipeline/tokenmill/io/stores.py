@@ -8,8 +8,9 @@ minutes for each call. So every S3 filesystem tokenmill makes waits
 `read_timeout()` for a reply (TOKENMILL_STORE_TIMEOUT_S, 20 s unless set)
 and botocore tries three times (its "standard" mode, the AWS SDKs'
 default), under s3fs's five: a run on a store that stopped answering fails
-in one line naming the object within about five minutes, saying each retry
-as it goes (`say_retries`).
+in one line naming the object, an upload or listing within about five
+minutes (a read, which s3fs retries at two levels, later), saying each
+retry as it goes (`say_retries`); Ctrl-C stops it at once.
 
 The options travel with each path (a UPath's storage options), so worker
 processes and Ray tasks bound their calls the same way. What the user set
