@@ -243,3 +243,26 @@ def test_an_export_onto_a_folder_or_a_dangling_link_is_refused(cli, files, monke
     assert result.exit_code == 1
     assert result.output.strip().startswith("Error: dangling: OUT is a link to nothing")
     assert (files / "dangling").is_symlink() and not (files / "nowhere").exists()
+
+
+def test_a_killed_exports_temporary_is_removed_and_named_by_the_next(cli, files, monkeypatch):
+    """A killed export left `.NAME.tmp-PID-HEX` beside its file, which no
+    later export removed; a live process's, and other names, are left."""
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(files)
+    Tokenizer.train(["a document, and another"], vocab_size=300).save(files / "tok.json")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    left = files / f".o.json.tmp-{dead}-abcd1234"
+    live = files / f".o.json.tmp-{os.getpid()}-abcd1234"
+    other = files / ".tmp-1"
+    for p in (left, live, other):
+        p.write_text("half")
+    result = cli("export", "tok.json", "o.json", "--format", "hf")
+    assert result.exit_code == 0, result.output
+    assert not left.exists() and live.exists() and other.exists()
+    assert "removed 1 temporary file from . by its name alone" in result.output
+    assert left.name in result.output

@@ -348,7 +348,7 @@ def remove_dead_scratch() -> list[Path]:
         return removed
     for name in names:
         pid = name.rpartition(".tmp-")[2].split("-")[0]
-        if not pid.isdigit() or _running(int(pid)):
+        if not pid.isdigit() or process_runs(int(pid)):
             continue
         try:
             (scratch_folder() / name).unlink()
@@ -358,7 +358,8 @@ def remove_dead_scratch() -> list[Path]:
     return removed
 
 
-def _running(pid: int) -> bool:
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` of this machine still runs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -132,7 +132,26 @@ def os_reason(e: OSError) -> str:
 
 
 def is_temporary(name: str) -> bool:
-    return name.startswith(".") and TMP_MARK in name
+    """Named as atomic_path names its temporaries: `.NAME.tmp-*`, NAME not empty."""
+    return name.startswith(".") and name.find(TMP_MARK, 2) > 0
+
+
+def remove_leftovers(path: Path) -> list[Path]:
+    """Remove the temporaries a killed write of the single file `path` left
+    beside it (atomic_path's `.NAME.tmp-PID-HEX`), unless their process still
+    runs; the removed, for the command to name. No lock covers a single-file
+    output's folder, so only this exact name is touched."""
+    import re
+
+    pattern = re.compile(rf"\.{re.escape(path.name[:200])}{re.escape(TMP_MARK)}(\d+)-[0-9a-f]{{8}}")
+    removed = []
+    with suppress(OSError):
+        for p in path.parent.iterdir():
+            m = pattern.fullmatch(p.name)
+            if m and not storage.process_runs(int(m.group(1))) and p.is_file():
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
 
 
 def remove_temporaries(folder: AnyPath) -> list[AnyPath]:

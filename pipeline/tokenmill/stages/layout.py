@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -370,13 +370,13 @@ def remove_temporaries(out: AnyPath) -> list[AnyPath]:
     return removed
 
 
-def all_names(paths: list[AnyPath], out: AnyPath) -> str:
+def all_names(paths: Sequence[AnyPath], out: AnyPath) -> str:
     """Each of `paths` by name, for a line of its own (up to 20, then how many more)."""
     more = f", and {len(paths) - 20} more" if len(paths) > 20 else ""
     return ", ".join(relative_name(p, out) for p in paths[:20]) + more
 
 
-def temporaries_line(removed: list[AnyPath], out: AnyPath) -> str:
+def temporaries_line(removed: Sequence[AnyPath], out: AnyPath) -> str:
     """The line naming the temporaries a command removed from its folder:
     under its lock each is a killed run's, or a file of yours so named, which
     no manifest lists."""
