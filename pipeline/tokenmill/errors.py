@@ -38,7 +38,10 @@ def one_line(e: BaseException) -> str:
 
 # Control characters as Python writes them in a string's repr: a file name
 # may hold a line break, and an error is one line.
-_CONTROLS = {c: repr(chr(c))[1:-1] for c in [*range(32), 127]}
+_CONTROLS: dict[int, str] = {c: repr(chr(c))[1:-1] for c in [*range(32), 127]}
+# A byte of a name that is not UTF-8, as Python hands it over (a lone
+# surrogate, which no output can print): shown as the byte, \xff.
+_CONTROLS.update({0xDC00 + b: f"\\x{b:02x}" for b in range(128, 256)})
 
 
 def escaped(text: str) -> str:
@@ -46,6 +49,8 @@ def escaped(text: str) -> str:
 
     >>> escaped("data/bad\nname.jsonl: row 0")
     'data/bad\\nname.jsonl: row 0'
+    >>> escaped("t\udcff.json")
+    't\\xff.json'
     """
     return text.translate(_CONTROLS)
 

@@ -181,3 +181,14 @@ def test_an_option_that_is_not_utf8_is_refused_before_any_work(tmp_path):
         "Error: <|\\xe9|>: argument is not UTF-8; names, options and patterns must be UTF-8"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_name_that_is_not_utf8_is_shown_by_its_bytes():
+    """tokenize takes its TEXT as given, so its options are not refused for
+    bytes that are not UTF-8 up front: the file's error showed them as
+    Python's surrogates (t\\udcff.json)."""
+    from runs import tokenmill_here
+
+    result = tokenmill_here("tokenize", "--tokenizer", "t\udcff.json", "hello", check=False)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: t\\xff.json: "), result.stderr
