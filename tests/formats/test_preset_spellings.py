@@ -61,10 +61,11 @@ def file_with(pre_tokenizer: dict) -> dict:
 CHUNK = 512
 
 
-# Every code point of the planes Unicode assigns anything in (0-3, and 14's
-# tags and selectors); of the others (4-13, never assigned; 15-16, private
-# use) every 97th, which is the same class everywhere in them.
-SWEPT_PLANES = (0, 1, 2, 3, 14)
+# Every code point of the planes of many scripts and symbols (0, 1) and of
+# tags and selectors (14); of the ideographs' planes (2, 3: blocks of one
+# class, whose Unicode versions differ by whole blocks) every 13th; of the
+# others (4-13, never assigned; 15-16, private use) every 97th.
+STRIDES = {0: 1, 1: 1, 2: 13, 3: 13, 14: 1}
 
 
 @cache
@@ -72,7 +73,7 @@ def code_points() -> list[str]:
     return [
         chr(c)
         for c in range(0x110000)
-        if not 0xD800 <= c < 0xE000 and (c >> 16 in SWEPT_PLANES or c % 97 == 0)
+        if not 0xD800 <= c < 0xE000 and c % STRIDES.get(c >> 16, 97) == 0
     ]
 
 

@@ -178,7 +178,7 @@ def test_the_worker_processes_of_a_stalled_holder_write_nothing_after_a_takeover
     assert "files match the manifest" in here("verify", url).output
 
 
-@pytest.mark.parametrize("limit", [STALE, "1"])
+@pytest.mark.parametrize("limit", [STALE])
 def test_worker_processes_go_on_under_a_short_stale_limit(s3, data, scratch, limit):
     """A worker acts on a heartbeat the store dates no more than half the stale
     limit ago, less the second its whole-second dates may take off: at 2 s or
