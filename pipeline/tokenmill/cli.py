@@ -172,6 +172,7 @@ def output_file(
     state file beside it) unless `force`. Local paths only: an object
     store's outputs are a run's, under its lock."""
     from tokenmill.io.storage import is_inside, is_remote, location
+    from tokenmill.io.writers import remove_leftovers
     from tokenmill.stages.layout import temporaries_line
     from tokenmill.stages.state import state_file
 
@@ -181,8 +182,6 @@ def output_file(
         if read is not None and is_inside(target, location(read)):
             where = "is" if is_inside(location(read), target) else "is inside"
             raise TokenmillError(f"{target}: {option} {where} {read}, which this command reads")
-    from tokenmill.io.writers import remove_leftovers
-
     if removed := remove_leftovers(Path(target)):
         tell(escaped(temporaries_line(removed, Path(target).parent)))
     at = Path(target).resolve()

@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,19 +154,22 @@ def remove_leftovers(path: Path) -> list[Path]:
     return removed
 
 
-def remove_temporaries(folder: AnyPath) -> list[AnyPath]:
+def remove_temporaries(
+    folder: AnyPath, where: Callable[[str], bool] | None = None
+) -> list[AnyPath]:
     """Remove every temporary under `folder`, at any depth: left by killed runs.
     Only called under the folder's lock (io/lock.py), when no other run can
     be writing there. tokenmill writes no temporary into a remote folder, but
-    another tool (or a local copy synced up) may have."""
+    another tool (or a local copy synced up) may have; there, `where` (of a
+    key's name relative to `folder`) says which are in tokenmill's places."""
     removed = []
     if is_remote(folder):
         # A killed run's leftovers are elsewhere: its scratch files on this
         # machine and its unfinished multipart uploads.
         storage.remove_dead_scratch()
         storage.abort_uploads(folder)
-        for _, p in storage.walk_files(folder):
-            if is_temporary(p.name):
+        for name, p in storage.walk_files(folder):
+            if is_temporary(p.name) and (where is None or where(name)):
                 storage.delete(p)
                 removed.append(p)
         return removed

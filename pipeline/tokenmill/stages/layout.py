@@ -49,13 +49,11 @@ from tokenmill.io import writers
 from tokenmill.io.lock import LOCK
 from tokenmill.io.storage import (
     AnyPath,
-    abort_uploads,
     delete,
     is_remote,
     location,
     relative_name,
     remote_errors,
-    remove_dead_scratch,
     same_file_key,
     walk_files,
 )
@@ -349,16 +347,10 @@ def remove_temporaries(out: AnyPath) -> list[AnyPath]:
     of OUT (never in a folder of someone else's under OUT)."""
     out = location(out)
     if is_remote(out):
-        # tokenmill writes none there: a killed run's leftovers are its scratch
-        # files here and its unfinished uploads there.
-        remove_dead_scratch()
-        abort_uploads(out)
         own = folders()
-        found = [p for name, p in walk_files(out) if is_temporary(p.name) and
-                 ("/" not in name or name.split("/", 1)[0] in own)]  # fmt: skip
-        for p in found:
-            delete(p)
-        return found
+        return writers.remove_temporaries(
+            out, where=lambda name: "/" not in name or name.split("/", 1)[0] in own
+        )
     removed: list[AnyPath] = []
     for name in sorted(os.listdir(out)):
         if is_temporary(name) and not (out / name).is_dir():
