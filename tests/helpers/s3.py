@@ -15,6 +15,18 @@ from dataclasses import dataclass
 BUCKET = "tokenmill-test"
 
 
+def store():
+    """A client that sees what other processes wrote (no listing cache)."""
+    import s3fs
+
+    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+
+
+def key(url: str) -> str:
+    """An s3:// URL as the client's path: bucket/key."""
+    return url.removeprefix("s3://")
+
+
 @dataclass(frozen=True)
 class S3Server:
     endpoint: str

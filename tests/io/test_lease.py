@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 from runs import HANG_GUARD_S, copy_sample, output_files, paused, tokenmill
-from s3 import BUCKET
+from s3 import store
 
 from tokenmill.errors import WriteError
 from tokenmill.formats import load_any
 from tokenmill.io import storage
 from tokenmill.io.lock import LOCK, LockLost, output_lock
-from tokenmill.io.storage import location
+from tokenmill.io.storage import forget_listings, location
 from tokenmill.io.writers import write_json
 from tokenmill.stages.merge import scan_tables
 from tokenmill.tokenizer import Tokenizer
@@ -32,13 +32,6 @@ from tokenmill.tokenizer import Tokenizer
 WORKERS = ("--workers", "1")
 TEXTS = ["the cat sat on the mat", "a dog runs; the cat naps"] * 5
 STALE = "2"  # seconds: TOKENMILL_LOCK_STALE_S, the shortest the store's whole seconds allow
-
-
-def store():
-    """A client that sees what other processes wrote (no listing cache)."""
-    import s3fs
-
-    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
 
 
 def snapshot(url: str) -> dict[str, tuple[str, bytes]]:
@@ -78,9 +71,7 @@ def here(cli):
     """`tokenmill ARGS` in this process, seeing what other processes wrote."""
 
     def invoke(*args, ok: bool = True):
-        from upath import UPath
-
-        UPath(f"s3://{BUCKET}").fs.invalidate_cache()
+        forget_listings()
         return cli(*args, ok=ok)
 
     return invoke

@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pytest
 from runs import copy_sample, tokenmill_here
+from s3 import key, store
+
+from tokenmill.io.storage import forget_listings
 
 RUN = ("--vocab-size", "300", "--workers", "1")
-
-
-def store():
-    """A client that sees what other processes wrote (no listing cache)."""
-    import s3fs
-
-    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
-
-
-def key(url: str) -> str:
-    return url.removeprefix("s3://")
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +25,7 @@ def here(s3):
     """`tokenmill ARGS` in this process, seeing what the store holds now."""
 
     def invoke(*args, check: bool = True):
-        from upath import UPath
-
-        UPath(f"s3://{s3.bucket}").fs.invalidate_cache()
+        forget_listings()
         return tokenmill_here(*args, check=check)
 
     return invoke

@@ -15,27 +15,17 @@ from pathlib import Path
 
 import pytest
 from runs import HANG_GUARD_S, copy_sample, output_files, paused, tokenmill
-from s3 import BUCKET
+from s3 import key, store
 
 from tokenmill.errors import TokenmillError
 from tokenmill.io.lock import LOCK, Lost, _put, output_lock
+from tokenmill.io.storage import forget_listings
 from tokenmill.io.writers import is_temporary
 
 RUN = ("--vocab-size", "1000", "--workers", "1")
 BIN = ("--pack", "256", "--format", "bin", "--val-fraction", "0.1")
 MANIFEST_KEYS = ("inputs", "not_read", "outputs", "counts", "files", "tokenizer")
 MANIFEST_KEYS += ("documents", "documents_skipped", "tokens", "split")
-
-
-def store():
-    """A client that sees what other processes wrote (no listing cache)."""
-    import s3fs
-
-    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
-
-
-def key(url: str) -> str:
-    return url.removeprefix("s3://")
 
 
 def objects(url: str) -> dict[str, bytes]:
@@ -68,9 +58,7 @@ def here(cli):
     `runs.tokenmill`), seeing what other processes wrote to the store."""
 
     def invoke(*args, ok: bool = True):
-        from upath import UPath
-
-        UPath(f"s3://{BUCKET}").fs.invalidate_cache()
+        forget_listings()
         return cli(*args, ok=ok)
 
     return invoke
