@@ -57,13 +57,12 @@ def check_utf8(args: list[str]) -> None:
 class Commands(click.Group):
     def invoke(self, ctx: click.Context):
         from tokenmill.errors import TokenmillError
-        from tokenmill.io.stores import read_timeout, say_retries
+        from tokenmill.io.stores import for_the_command_line
 
         try:
-            read_timeout()  # here, or a bad value is blamed on the first URL argument
+            for_the_command_line()
         except TokenmillError as e:
             raise click.ClickException(str(e)) from None
-        say_retries()
         with usage_on_one_line():
             return super().invoke(ctx)
 

@@ -10,7 +10,7 @@ and botocore tries three times (its "standard" mode, the AWS SDKs'
 default), under s3fs's five: a run on a store that stopped answering fails
 in one line naming the object, an upload or listing within about five
 minutes (a read, which s3fs retries at two levels, later), saying each
-retry as it goes (`say_retries`); Ctrl-C stops it at once.
+retry as it goes (`for_the_command_line`); Ctrl-C stops it at once.
 
 The options travel with each path (a UPath's storage options), so worker
 processes and Ray tasks bound their calls the same way. What the user set
@@ -80,11 +80,14 @@ class _RetryNotes(logging.Handler):
             pass
 
 
-def say_retries() -> None:
-    """The command line's way: each call s3fs tries again is said on stderr
-    as it happens, so a stalled store is seen within a minute, not only when
-    the run fails. s3fs's logger passes its debug records on then: the
-    command line's root logger has no handler to print them."""
+def for_the_command_line() -> None:
+    """The command line's way: TOKENMILL_STORE_TIMEOUT_S is checked before
+    any argument is (a bad value would otherwise be blamed on the first
+    URL), and each call s3fs tries again is said on stderr as it happens, so
+    a stalled store is seen within a minute, not only when the run fails.
+    s3fs's logger passes its debug records on then: the command line's root
+    logger has no handler to print them."""
+    read_timeout()
     logger = logging.getLogger("s3fs")
     if any(isinstance(h, _RetryNotes) for h in logger.handlers):
         return
