@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -24,11 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from runs import HANG_GUARD_S, copy_sample, manifest, output_files, tokenmill
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from tokenmill.cli import main  # noqa: E402
 from tokenmill.executors import RAY_LOOPBACK_ENV  # noqa: E402
 from tokenmill.io.lock import LOCK  # noqa: E402
 
@@ -222,3 +225,54 @@ def test_tasks_exchange_summaries_never_shard_data(tmp_path, monkeypatch, cli):
         for task, result in sizes:
             assert task < 4096 and result < 4096, (stage, task, result)
     assert smallest_shard > 16 * 4096
+
+
+def test_a_ray_task_of_a_stalled_holder_writes_nothing_after_a_takeover(
+    s3, cluster, tmp_path, monkeypatch
+):
+    """As with worker processes (io/test_lease.py): a Ray task carries its
+    driver's lock (storage.carried_fences). The driver stalls (SIGSTOP) while
+    its task is held on the worker node; another run takes the stale lock
+    over and finishes; the task, let go, and the driver, resumed, write,
+    rewrite and remove nothing under OUT, and the driver ends in one line."""
+    from tokenmill.io.storage import forget_listings
+
+    monkeypatch.setenv("TOKENMILL_LOCK_STALE_S", "4")  # a task needs a lock dated < 1 s
+    data = copy_sample(tmp_path / "data")
+    out = s3.url("out")
+    marker = tmp_path / "paused"
+    pause = {"TOKENMILL_PAUSE_AT": "encode-task:2", "TOKENMILL_PAUSE_FILE": str(marker)}
+    node = add_worker(cluster, pause)
+    args = ["run", data, out, *RUN, "--executor", "ray", "--ray-address", cluster.address]
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(marker, holder)
+        holder.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + HANG_GUARD_S
+        while True:  # refused, naming the holder, until its lock is stale
+            forget_listings()
+            taker = CliRunner().invoke(main, ["run", str(data), out, "--vocab-size", "900"])
+            if taker.exit_code == 0:
+                break
+            assert "in use by another tokenmill run" in taker.output, taker.output
+            assert time.monotonic() < deadline, "the stalled run's lock never went stale"
+            time.sleep(0.2)
+        before = s3_objects(out), s3_manifest(out)
+        marker.unlink()
+        holder.send_signal(signal.SIGCONT)
+        _, err = holder.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if holder.poll() is None:
+            holder.send_signal(signal.SIGCONT)
+            holder.kill()
+            holder.communicate()
+        cluster.remove_node(node)
+    assert (s3_objects(out), s3_manifest(out)) == before
+    assert holder.returncode == 1, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"Error: {out}/") and "taken over by another tokenmill run" in line, err
