@@ -85,8 +85,8 @@ class Layout(Protocol):
     name: str  # its --format value ("packed": --pack)
     folder: str  # its folder under OUT
     reader: str  # whose reading code `framework_read` runs, as pip names it
-    # Whether that code reads local files only (a memory map): on object
-    # storage `framework_read` gives None, and `check` says why.
+    # Whether that code reads local files only (a memory map): `check` reads
+    # a folder on object storage with tokenmill's reader then, and says why.
     local_only: bool
     # Whether every document ends in <|endoftext|>, added to the rows of shards
     # encoded with --no-eos (layouts/stream.py); else the rows as the shards hold them.

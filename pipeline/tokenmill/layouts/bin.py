@@ -39,7 +39,7 @@ from tqdm import tqdm
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
-from tokenmill.io.storage import AnyPath, is_remote, location
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.stages.results import plural
@@ -94,12 +94,9 @@ class Bin:
                 yield Document(side, ids[idx[i] : idx[i + 1]], source)
 
     def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
-        """As nanoGPT's train.py reads its arrays: numpy's memmap (a local folder
-        only; a remote one gives None), documents cut by the .idx.npy offsets."""
-        folder = location(folder)
-        if is_remote(folder):
-            return None
-        return memmapped(folder)
+        """As nanoGPT's train.py reads its arrays: numpy's memmap (a local
+        folder only), documents cut by the .idx.npy offsets."""
+        return memmapped(location(folder))
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         index = json.loads((location(folder) / INDEX).read_bytes())

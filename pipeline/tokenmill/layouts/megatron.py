@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import AnyPath, is_remote, location, open_file
+from tokenmill.io.storage import AnyPath, location, open_file
 from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
@@ -113,13 +113,13 @@ class Megatron:
 
     def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """By megatron-core's IndexedDataset, as its GPTDataset reads (memory-mapped:
-        a remote folder gives None)."""
+        a local folder only)."""
         folder = location(folder)
         try:
             from megatron.core.datasets.indexed_dataset import IndexedDataset
         except Exception:  # not installed, or its imports fail (no torch)
             return None
-        return None if is_remote(folder) else indexed_datasets(folder, split, IndexedDataset)
+        return indexed_datasets(folder, split, IndexedDataset)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         return {}  # the .idx holds the dtype of the ids, nothing of the tokenizer

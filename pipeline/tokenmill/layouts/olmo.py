@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import AnyPath, is_remote, location, size
+from tokenmill.io.storage import AnyPath, location, size
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.layouts.stream import Frame, Part, Stream, frame, result, write_streams
@@ -175,16 +175,13 @@ class Olmo:
 
     def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """By OLMo-core's own functions: each array's documents where its CSV says
-        (`iter_document_indices`), each read by `load_array_slice`. A remote folder
-        gives None (OLMo-core would need its own credentials)."""
+        (`iter_document_indices`), each read by `load_array_slice`. A local
+        folder only (OLMo-core would need its own credentials)."""
         try:
             from olmo_core.data.utils import iter_document_indices, load_array_slice
         except Exception:  # not installed, or its imports fail (no torch)
             return None
-        folder = location(folder)
-        if is_remote(folder):
-            return None
-        return olmo_core_documents(folder, iter_document_indices, load_array_slice)
+        return olmo_core_documents(location(folder), iter_document_indices, load_array_slice)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         index = read_index(location(folder))

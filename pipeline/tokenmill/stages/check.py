@@ -345,7 +345,8 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     def read() -> Iterator[Document]:
         nonlocal framework
         split = run.fraction > 0
-        documents = lay.framework_read(folder, split)
+        local_only = lay.local_only and is_remote(folder)
+        documents = None if local_only else lay.framework_read(folder, split)
         framework = documents is not None
         return documents if documents is not None else lay.read(folder, split)
 
