@@ -96,7 +96,10 @@ class Bin:
     def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
         """As nanoGPT's train.py reads its arrays: numpy's memmap (a local
         folder only), documents cut by the .idx.npy offsets."""
-        return memmapped(location(folder))
+        folder = location(folder)
+        if not isinstance(folder, Path):
+            raise TokenmillError(f"{folder}: numpy maps local files only")
+        return memmapped(folder)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
         index = json.loads((location(folder) / INDEX).read_bytes())
