@@ -97,3 +97,26 @@ def test_a_file_of_yours_at_outs_top_is_named_as_kept(out, data, here):
         "notes.txt, tokens/README.txt"
     ]
     assert exists(out, "notes.txt") and exists(out, "tokens/README.txt")
+
+
+def manifest_of(out: str) -> bytes | None:
+    if out.startswith("s3://"):
+        name = f"{key(out)}/manifest.json"
+        return store().cat_file(name) if store().exists(name) else None
+    path = Path(out) / "manifest.json"
+    return path.read_bytes() if path.exists() else None
+
+
+def test_a_failed_rerun_keeps_the_manifest_until_an_output_changed(out, here, tmp_path):
+    """The manifest of the run before is put back when the rerun fails with
+    every output as it was (on a store, as told by one listing of OUT); once
+    an output was written, it is not."""
+    data = copy_sample(tmp_path / "data", ["lines.txt"])
+    here("run", data, out, *RUN)
+    before = manifest_of(out)
+    (data / "z.jsonl").write_text("not json\n")
+    assert here("run", data, out, *RUN, check=False).returncode == 1
+    assert manifest_of(out) == before
+    (data / "b.txt").write_text("a new input, counted before z.jsonl fails\n")
+    assert here("run", data, out, *RUN, check=False).returncode == 1
+    assert manifest_of(out) is None

@@ -232,3 +232,39 @@ def test_killed_pack_or_bin_resumes_to_identical_outputs(
     tokenmill_here("run", data, out, *RUN)
     assert not (out / "packed").exists() and not (out / "bin").exists()
     assert temporaries(out) == []
+
+
+def test_a_rerun_that_fails_or_is_stopped_before_any_output_changed_keeps_the_manifest(tmp_path):
+    """A rerun removed OUT's manifest as it started: one failing on tonight's
+    new bad input, or stopped while it kept everything, left the last good
+    run's outputs without it (verify, check and stats refused the folder).
+    While no output changed the manifest is put back, byte for byte; once
+    one did (here, a tokenizer trained anew), it stays removed."""
+    import signal
+
+    from runs import paused
+
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, *RUN)
+    before = (out / "manifest.json").read_bytes()
+    files = output_files(out)
+
+    (data / "z.jsonl").write_text("not json\n")
+    failed = tokenmill_here("run", data, out, *RUN, check=False)
+    assert failed.returncode == 1 and "z.jsonl" in failed.stderr.strip().splitlines()[-1]
+    assert (out / "manifest.json").read_bytes() == before
+    assert output_files(out) == files
+    assert tokenmill_here("stats", out).returncode == 0
+    (data / "z.jsonl").unlink()
+
+    for stage, options in (("count", RUN), ("encode", ("--vocab-size", "900", "--workers", "1"))):
+        with paused(["run", data, out, *options], stage, 1, tmp_path) as proc:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate()
+        assert proc.returncode == 143, err
+        if stage == "count":  # nothing changed yet
+            assert (out / "manifest.json").read_bytes() == before
+            tokenmill_here("verify", out)
+        else:  # tokenizer.json and a token shard written anew
+            assert not (out / "manifest.json").exists()

@@ -176,10 +176,30 @@ def identity(path: AnyPath) -> tuple:
     if is_remote(path):
         with store_errors(path):
             info = path.fs.info(path.path)
-        tag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("mtime")
-        return (str(path), info.get("size"), str(tag))
+        return (str(path), *_object_identity(info))
     st = Path(path).stat()
     return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _object_identity(info: dict) -> tuple:
+    tag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("mtime")
+    return info.get("size"), str(tag)
+
+
+def identities(root: UPath) -> dict[str, tuple]:
+    """`identity` of every object under a remote `root`, by its name relative
+    to `root`, from one listing (not a request per object)."""
+    fs = root.fs
+    base = PurePosixPath(root.path)
+    fence(root, "listed")
+    fs.invalidate_cache(root.path)
+    with store_errors(root, action="list"):
+        found = fs.find(root.path, withdirs=False, detail=True)
+    return {
+        PurePosixPath(name).relative_to(base).as_posix(): _object_identity(info)
+        for name, info in found.items()
+        if not name.endswith("/")
+    }
 
 
 class Fence(Protocol):

@@ -50,6 +50,8 @@ from tokenmill.io.lock import LOCK
 from tokenmill.io.storage import (
     AnyPath,
     delete,
+    identities,
+    identity,
     is_remote,
     location,
     relative_name,
@@ -293,6 +295,17 @@ def tokenmill_files(out: AnyPath) -> tuple[list[tuple[str, AnyPath]], list[AnyPa
         # A link to a folder is one as a folder is: not named.
         others = [Path(e.path) for e in entries if e.name not in top | never and not e.is_dir()]
     return found, sorted(others)
+
+
+def fingerprint(out: AnyPath) -> dict[str, tuple]:
+    """Every file of tokenmill's under OUT (but the manifest and the lock) as
+    it is now (storage.identity), by name: two equal fingerprints mean that
+    nothing there was written, replaced or removed between them."""
+    out = location(out)
+    if is_remote(out):
+        return {n: i for n, i in identities(out).items() if n not in (MANIFEST, LOCK)}
+    files, _ = tokenmill_files(out)
+    return {name: identity(path) for name, path in files}
 
 
 def is_own_file(name: str, path: AnyPath) -> bool:

@@ -80,12 +80,6 @@ from tokenmill.tokenizer import Tokenizer
 VERSION = 2  # bumped when the same recipe would choose or order otherwise
 
 
-class MixRefused(TokenmillError):
-    """The recipe cannot be met by these documents (a source none has, a budget
-    beyond them, nothing taken): found once the token shards are read, before
-    the mix writes anything."""
-
-
 # The ids of one part (and of what one task of pass 2 holds): tests make it small.
 BUCKET_ENV = "TOKENMILL_MIX_BUCKET_BYTES"
 
@@ -202,12 +196,7 @@ def run_mix(
         summary, records = kept
         return MixResult(seconds=time.monotonic() - start, reused=1, summary=summary,
                          parts=records)  # fmt: skip
-    try:
-        mixture = plan_mixture(shards, config, size, key)
-    except TokenmillError as e:
-        if type(e) is not TokenmillError:  # a store's or a changed input's, as it is
-            raise
-        raise MixRefused(str(e)) from None
+    mixture = plan_mixture(shards, config, size, key)
     summary = mixture.summary
     records = write_mixture(shards, folder, tok, config, mixture)
     written = (sum(r["rows"] for r in records), sum(r["tokens"] for r in records))

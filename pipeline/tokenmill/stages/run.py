@@ -8,6 +8,7 @@ interrupted is resumed by running it again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -40,6 +41,7 @@ from tokenmill.stages.layout import (
     check_layout_folder,
     check_out_folder,
     check_writer,
+    fingerprint,
     output_paths,
     remove_stale,
     remove_temporaries,
@@ -310,9 +312,42 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
     if temporaries := remove_temporaries(out):
         note(temporaries_line(temporaries, out))
     # The old manifest no longer describes OUT once any output changes; it is
-    # put back when a recipe is refused before any output changed.
+    # put back when the run fails or is stopped before any did.
     previous = read_bytes(paths["manifest"], "manifest") if paths["manifest"].is_file() else None
+    before = fingerprint(out) if previous is not None else None
     delete(paths["manifest"])
+    try:
+        return _run_stages(plan, on_stage, note, check_lock, revision, start, inputs, previous)
+    except BaseException:
+        if previous is not None:
+            put_back(paths["manifest"], previous, before, check_lock)
+        raise
+
+
+def put_back(manifest: AnyPath, previous: bytes, before: dict | None, check_lock) -> None:
+    """The manifest of the run before, put back once this run failed or was
+    stopped: while every output under OUT is as it was (`before`:
+    stages.layout.fingerprint), it still describes OUT. Best effort: what
+    fails here leaves OUT without a manifest, as the run's own error says."""
+    with contextlib.suppress(Exception):
+        if fingerprint(manifest.parent) == before:
+            check_lock()  # never over the manifest of a run that took the lock over
+            with atomic_path(manifest) as tmp:
+                tmp.write_bytes(previous)
+
+
+def _run_stages(
+    plan: Plan,
+    on_stage,
+    note,
+    check_lock: Callable[[], None],
+    revision: Callable[[], str | None],
+    start: float,
+    inputs: Inputs,
+    previous: bytes | None,
+) -> RunResult:
+    data, out, config, steps = plan.data, plan.out, plan.config, plan.steps
+    paths = output_paths(out)
     stages: dict[str, StageResult] = {}
 
     def stage(result: S) -> S:
@@ -397,18 +432,11 @@ def _run_locked(plan: Plan, on_stage, note, lock, revision: Callable[[], str | N
         if config.mixes:
             # Here, not at the top: mixing's modules (pyarrow.compute among
             # them) would cost every run's start-up.
-            from tokenmill.stages.mix import MixRefused, run_mix
+            from tokenmill.stages.mix import run_mix
 
             sha256 = {relative_name(location(r["output"]["file"]), paths["tokens_dir"]):
                       r["output"]["sha256"] for r in encode.shards if r["output"]}  # fmt: skip
-            try:
-                mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
-            except MixRefused:
-                if previous is not None and not any(s.redone for s in stages.values()):
-                    check_lock()
-                    with atomic_path(paths["manifest"]) as tmp:
-                        tmp.write_bytes(previous)
-                raise
+            mix = stage(run_mix(shards, paths["mix_dir"], tok, config, sha256))
             manifest["mix"] = mix.summary
             parts = [{"path": relative(paths["mix_dir"] / r["file"], out), "rows": r["rows"],
                       "bytes": r["bytes"], "sha256": r["sha256"]} for r in mix.parts]  # fmt: skip
