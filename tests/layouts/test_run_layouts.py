@@ -152,3 +152,53 @@ def test_bos_with_a_tokenizer_without_it_is_refused_before_any_work(cli, corpus,
     )  # fmt: skip
     assert_one_line_error(result, "--bos: the tokenizer has no <|bos|>")
     assert not out.exists()
+
+
+def stamps(out) -> dict[str, tuple[int, int]]:
+    """(mtime_ns, inode) of every layout file under OUT."""
+    folders = {layout(n).folder for n in NAMES}
+    return {
+        p.relative_to(out).as_posix(): (p.stat().st_mtime_ns, p.stat().st_ino)
+        for p in out.rglob("*")
+        if p.is_file() and p.relative_to(out).parts[0] in folders
+    }
+
+
+def test_a_rerun_keeps_a_layout_made_from_the_same_shards_and_options(cli, corpus, tmp_path):
+    """Every layout was written again on every rerun, the same bytes with new
+    mtimes: a nightly rerun that found nothing new rewrote the whole training
+    layout, and sync tools going by mtime sent it all again. A layout is
+    kept when the last manifest records it made from the same shards and
+    options and its files still hash as recorded; else it is written anew,
+    equal to a fresh run's."""
+    out = tmp_path / "out"
+    options = (*RUN, "--pack", "64", "--format", ",".join(FORMATS))
+    cli("run", corpus, out, *options)
+    before = stamps(out)
+    assert before
+    result = cli("run", corpus, out, *options)
+    kept = [line for line in result.output.splitlines() if "kept: shards and options" in line]
+    assert len(kept) == len(FORMATS) + 1  # and packed
+    assert stamps(out) == before
+    cli("verify", out)
+
+    # One layout's option changed: that layout alone is written again.
+    cli("run", corpus, out, *RUN, "--pack", "32", "--format", ",".join(FORMATS))
+    fresh = tmp_path / "fresh"
+    cli("run", corpus, fresh, *RUN, "--pack", "32", "--format", ",".join(FORMATS))
+    assert output_files(out) == output_files(fresh)
+    after = stamps(out)
+    assert {n for n in after if before.get(n) != after[n]} == {
+        n for n in after if n.startswith("packed/")
+    }
+
+    # A file damaged since, or gone, is written again; --force writes all.
+    bin_file = next(p for p in (out / "megatron").iterdir() if p.suffix == ".bin")
+    bin_file.write_bytes(bin_file.read_bytes()[:-2] + b"\0\0")
+    (out / "olmo" / "index.json").unlink()
+    cli("run", corpus, out, *RUN, "--pack", "32", "--format", ",".join(FORMATS))
+    assert output_files(out) == output_files(fresh)
+    cli("verify", out)
+    forced = stamps(out)
+    cli("run", corpus, out, *RUN, "--pack", "32", "--format", ",".join(FORMATS), "--force")
+    assert all(stamps(out)[n] != forced[n] for n in forced)

@@ -64,9 +64,11 @@ class LayoutResult(StageResult):
     summary: str = ""  # the stage's one line after the counts
 
     def what(self) -> str:
-        return f"{plural(self.documents, 'document')}, {self.tokens} ids" + (
-            f" ({self.summary})" if self.summary else ""
-        )
+        notes = [self.summary] if self.summary else []
+        if self.reused:
+            notes.append("kept: shards and options unchanged")
+        said = f" ({'; '.join(notes)})" if notes else ""
+        return f"{plural(self.documents, 'document')}, {self.tokens} ids{said}"
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ class Layout(Protocol):
         them with OUT's tokenizer."""
         ...
 
+
+# Bumped when a layout would write other bytes from the same shards and
+# options: a rerun then writes every layout anew (stages/layouts_kept.py).
+VERSION = 1
 
 # --format values besides "parquet" (the token shards, always written), and
 # "packed" (--pack): each the module under layouts/ that defines its LAYOUT.

@@ -48,6 +48,7 @@ from tokenmill.stages.layout import (
     temporaries_line,
     with_state_files,
 )
+from tokenmill.stages.layouts_kept import kept_layout, layout_key, layout_record
 from tokenmill.stages.manifest import (
     base_manifest,
     file_entry,
@@ -100,13 +101,21 @@ def check_previous_data(out: AnyPath, data: AnyPath, previous: dict, force: bool
 
 
 def write_layouts(
-    out: AnyPath, config: Config, tok: Tokenizer, shards: list[TokenShard], stage
-) -> list[dict]:
+    out: AnyPath,
+    config: Config,
+    tok: Tokenizer,
+    shards: list[TokenShard],
+    stage,
+    shas: dict[str, str],
+    previous: dict | None,
+) -> tuple[list[dict], dict[str, dict]]:
     """Each layout of the run (--pack, --format) from `shards`: the token shards
-    this run wrote or kept, or its mixture's parts; the manifest entries
-    (checked by verify) of the files they wrote."""
+    this run wrote or kept, or its mixture's parts (`shas`: their sha256 by
+    path relative to OUT), kept when the last run's manifest (`previous`)
+    says it was made from the same (stages/layouts_kept.py). The manifest
+    entries (checked by verify) of their files, and its record of each."""
     if not config.layouts:
-        return []
+        return [], {}
     job = LayoutJob(
         shards=shards,
         folder=out,
@@ -120,15 +129,27 @@ def write_layouts(
         executor=config.executor,
         ray_address=config.ray_address,
     )
-    entries = []
+    entries: list[dict] = []
+    records = {}
     for name in config.layouts:
         lay = layout(name)
         folder = location(out) / lay.folder
-        result = stage(lay.write(dataclasses.replace(job, folder=folder)))
-        for f in result.files:
-            rows = {"rows": result.rows[f]} if f in result.rows else {}
-            entries.append(file_entry(folder / f, out, **rows))
-    return entries
+        key = layout_key(name, job, shas, out, config.eos)
+        start = time.monotonic()
+        kept = None if config.force else kept_layout(previous, name, lay, key, out)
+        if kept is not None:
+            result, listed = kept
+            result.seconds = time.monotonic() - start
+            stage(result)
+            entries.extend(listed)
+        else:
+            result = stage(lay.write(dataclasses.replace(job, folder=folder)))
+            for f in result.files:
+                rows = {"rows": result.rows[f]} if f in result.rows else {}
+                entries.append(file_entry(folder / f, out, **rows))
+        if key is not None:
+            records[name] = layout_record(key, result)
+    return entries, records
 
 
 # Options of training only: an encode-only run does not use them.
@@ -260,6 +281,15 @@ def unlisted_before(removed: list[AnyPath], out: AnyPath, previous: bytes | None
         listed |= {listed_path(out, e["path"]) for e in entries if isinstance(e, dict)}
     keys = {same_file_key(p) for p in with_state_files(listed)}
     return [p for p in removed if same_file_key(p) not in keys]
+
+
+def last_manifest(previous: bytes | None) -> dict | None:
+    """The last run's manifest as read at the start, when it parses."""
+    try:
+        found = json.loads(previous) if previous is not None else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def some_names(paths: list[AnyPath], out: AnyPath) -> str:
@@ -442,8 +472,13 @@ def _run_stages(
                       "bytes": r["bytes"], "sha256": r["sha256"]} for r in mix.parts]  # fmt: skip
             manifest.setdefault("files", []).extend(parts)
             shards = token_shards(paths["mix_dir"], [r["file"] for r in mix.parts])
-        files = write_layouts(out, config, tok, shards, stage)
+        shas = {e["path"]: e["sha256"] for e in [*manifest["outputs"], *manifest.get("files", [])]}
+        files, records = write_layouts(
+            out, config, tok, shards, stage, shas, last_manifest(previous)
+        )
         manifest.setdefault("files", []).extend(files)
+        if records:
+            manifest["layouts"] = records
     reader = stages["encode"] if "encode" in stages else stages["count"]
     assert isinstance(reader, ShardStageResult)
     manifest["inputs"] = input_entries(stages)
