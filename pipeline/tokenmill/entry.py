@@ -8,7 +8,39 @@ import os
 import signal
 import sys
 
-from tokenmill import interrupt
+
+def _while_starting(signum, frame) -> None:
+    """A signal before main() installs its handler (the rest of this module's
+    imports, a few ms on a loaded machine): nothing is done yet, so the
+    process ends at once, in the one line and status main's handler gives.
+    KeyboardInterrupt here would surface as a traceback out of an import."""
+    if signum == signal.SIGINT:
+        line = "interrupted"
+    else:
+        line = f"terminated ({signal.Signals(signum).name})"
+    try:
+        os.write(2, f"{line}\n".encode())
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def _is_the_command() -> bool:
+    """Whether this process is `tokenmill` (the console script or `python -m
+    tokenmill`), not a program importing this module (bench/), whose
+    signals stay its own."""
+    started = sys.modules.get("__main__")
+    spec = getattr(started, "__spec__", None)
+    if spec is not None and spec.name == "tokenmill.__main__":
+        return True
+    return os.path.basename(getattr(started, "__file__", None) or "") == "tokenmill"
+
+
+if _is_the_command():
+    for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_signum, _while_starting)
+
+from tokenmill import interrupt  # noqa: E402 (after the handler above)
 
 _interrupted = False
 
