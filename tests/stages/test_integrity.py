@@ -289,6 +289,29 @@ def test_a_killed_first_run_still_tells_which_data_it_was(tmp_path):
     tokenmill_here("run", one, out, *RUN)
 
 
+def test_a_first_run_that_failed_before_writing_leaves_out_to_any_data(tmp_path):
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    bad.mkdir()
+    (bad / "a.jsonl").write_text("not json\n")
+    write_shard(good / "a.jsonl", ["a corpus"])
+    out = tmp_path / "o"
+    out.mkdir()  # an OUT of yours: kept, with the failed run's lock file in it
+    one_line_error(tokenmill_here("run", bad, out, *RUN, check=False), "not JSON")
+    assert (out / LOCK).exists()
+    tokenmill_here("run", good, out, *RUN)
+
+
+def test_a_run_that_failed_before_writing_leaves_no_out_it_made(tmp_path):
+    bad, empty = tmp_path / "bad", tmp_path / "empty"
+    bad.mkdir()
+    (bad / "a.jsonl").write_text("not json\n")
+    empty.mkdir()
+    for data in (bad, empty):
+        out = tmp_path / "new" / "o"
+        one_line_error(tokenmill_here("run", data, out, *RUN, check=False))
+        assert not out.exists()
+
+
 # 7. Every error one line.
 
 

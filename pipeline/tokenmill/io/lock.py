@@ -78,7 +78,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -197,6 +197,7 @@ def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
         return
     if folder.exists() and not folder.is_dir():
         raise TokenmillError(f"{folder}: exists and is not a folder")
+    created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -219,10 +220,28 @@ def output_lock(folder: AnyPath) -> Iterator[HeldLock | RemoteLock]:
             held = HeldLock(fd, folder, last_holder(folder))
             with fenced(folder, held):
                 yield held
+        except BaseException:
+            if created:
+                remove_if_bare(folder)
+            raise
         finally:
             _held.discard(str(folder))
     finally:
         os.close(fd)  # releases the flock
+
+
+def remove_if_bare(folder: Path) -> None:
+    """Remove FOLDER, which this command made, when it holds nothing but the
+    lock file and empty folders: a command that failed before writing
+    anything leaves no trace. Called under the flock, so no other run is
+    in it; best effort."""
+    walked = list(os.walk(folder, topdown=False))
+    if [os.path.join(root, f) for root, _, names in walked for f in names] != [str(folder / LOCK)]:
+        return
+    with suppress(OSError):
+        os.unlink(folder / LOCK)
+        for root, _, _ in walked:  # bottom up: each is empty once those below are gone
+            os.rmdir(root)
 
 
 # Folders this process holds the flock of now.

@@ -91,8 +91,11 @@ def check_previous_data(out: AnyPath, data: AnyPath, previous: dict, force: bool
             before = read_manifest(out)["data"]
         except TokenmillError:
             before = None  # a damaged manifest: the lock file may still say
-    before = before or previous.get("data")
     here = resolved(data)
+    if not before and previous.get("data") not in (None, here) and fingerprint(out):
+        # The lock file's record counts only once that run left outputs: a
+        # run that failed before writing any leaves OUT free for any DATA.
+        before = previous["data"]
     if before and before != here and not force:
         raise TokenmillError(
             f"{out}: holds the outputs of another DATA ({before}); give another OUT, "
