@@ -26,6 +26,13 @@ class UsageLine(click.UsageError):
         click.echo(f"Error: {self.format_message()}{where}", err=True, file=file)
 
 
+class BadEnvironment(click.ClickException):
+    """A variable of the environment refused: a value refused, as a bad
+    option's is (README's exit status table), though no help names it."""
+
+    exit_code = 2
+
+
 @contextlib.contextmanager
 def usage_on_one_line() -> Iterator[None]:
     try:
@@ -56,13 +63,17 @@ def check_utf8(args: list[str]) -> None:
 
 class Commands(click.Group):
     def invoke(self, ctx: click.Context):
+        from tokenmill.environment import check_all
         from tokenmill.errors import TokenmillError
         from tokenmill.io.stores import for_the_command_line
 
         try:
-            for_the_command_line()
+            # Before any argument is read: a bad store timeout would be blamed
+            # on the first URL, a bad mixture part size found only after encode.
+            check_all()
         except TokenmillError as e:
-            raise click.ClickException(str(e)) from None
+            raise BadEnvironment(str(e)) from None
+        for_the_command_line()
         with usage_on_one_line():
             return super().invoke(ctx)
 

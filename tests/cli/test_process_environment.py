@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from runs import copy_sample, output_files, tokenmill
 
 RUN = ("--vocab-size", "300", "--workers", "1")
@@ -68,6 +69,26 @@ def test_polars_told_to_use_no_threads_is_one_line(tmp_path):
         "or give a number of threads\n"
     )
     assert not Path(tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "must"),
+    [
+        ("TOKENMILL_ROW_IDS", "0", "a whole number of ids, at least 1"),
+        ("TOKENMILL_ROW_IDS", "abc", "a whole number of ids, at least 1"),
+        ("TOKENMILL_MIX_BUCKET_BYTES", "abc", "a whole number of bytes, at least 1"),
+        ("TOKENMILL_LOCK_STALE_S", "abc", "a number of seconds 0 or more"),
+        ("TOKENMILL_STORE_TIMEOUT_S", "abc", "a number of seconds above 0"),
+    ],
+)
+def test_a_bad_tokenmill_variable_is_refused_before_any_work(tmp_path, variable, value, must):
+    """Each had its own fate: a traceback, the default silently, a refusal
+    only once count, train and encode had run, exit 1 where Polars' is 2."""
+    data = copy_sample(tmp_path / "data", ["lines.txt"])
+    result = tokenmill("run", data, tmp_path / "out", *RUN, env={variable: value}, check=False)
+    assert result.returncode == 2
+    assert result.stderr == f"Error: {variable}={value}: not {must}\n"
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_line_break_in_a_name_stays_inside_its_line(tmp_path):

@@ -284,7 +284,7 @@ def test_a_bad_store_timeout_is_one_line_naming_the_variable(monkeypatch, tmp_pa
 
     monkeypatch.setenv("TOKENMILL_STORE_TIMEOUT_S", value)
     result = tokenmill_here("run", "s3://bucket/data", tmp_path / "out", check=False)
-    assert result.returncode == 1
+    assert result.returncode == 2  # a value refused, as a bad option's
     assert result.stderr.strip() == (
         f"Error: TOKENMILL_STORE_TIMEOUT_S={value}: not a number of seconds above 0"
     )

@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokenmill.environment import LOCK_STALE_S, seconds
 from tokenmill.errors import TokenmillError, WriteError, one_line
 from tokenmill.io.storage import (
     AnyPath,
@@ -107,10 +108,7 @@ TAKE_TRIES = 5  # rounds of create-or-take-over lost to other runs before giving
 def stale_seconds() -> float:
     """How long a remote lock may go without a heartbeat before its holder is
     taken for dead (TOKENMILL_LOCK_STALE_S: small in tests)."""
-    try:
-        return max(0.0, float(os.environ.get("TOKENMILL_LOCK_STALE_S", STALE_S)))
-    except ValueError:
-        return STALE_S
+    return seconds(LOCK_STALE_S, STALE_S, zero=True)
 
 
 def heartbeat_seconds(stale: float | None = None) -> float:

@@ -24,25 +24,17 @@ import logging
 import os
 import sys
 
-from tokenmill.errors import TokenmillError, one_line
+from tokenmill.environment import STORE_TIMEOUT_S, seconds
+from tokenmill.errors import one_line
 
-STORE_TIMEOUT_S = 20.0
+DEFAULT_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 10.0
 CLIENT_TRIES = 3  # botocore's tries of one request, under s3fs's five
 
 
 def read_timeout() -> float:
     """Seconds a store call waits for the reply's next bytes."""
-    value = os.environ.get("TOKENMILL_STORE_TIMEOUT_S", "").strip()
-    if not value:
-        return STORE_TIMEOUT_S
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise TokenmillError(f"TOKENMILL_STORE_TIMEOUT_S={value}: not a number of seconds above 0")
-    return seconds
+    return seconds(STORE_TIMEOUT_S, DEFAULT_TIMEOUT_S)
 
 
 def storage_options(protocol: str) -> dict:
@@ -81,13 +73,11 @@ class _RetryNotes(logging.Handler):
 
 
 def for_the_command_line() -> None:
-    """The command line's way: TOKENMILL_STORE_TIMEOUT_S is checked before
-    any argument is (a bad value would otherwise be blamed on the first
-    URL), and each call s3fs tries again is said on stderr as it happens, so
-    a stalled store is seen within a minute, not only when the run fails.
+    """The command line's way: each call s3fs tries again is said on stderr
+    as it happens, so a stalled store is seen within a minute, not only when
+    the run fails.
     s3fs's logger passes its debug records on then: the command line's root
     logger has no handler to print them."""
-    read_timeout()
     logger = logging.getLogger("s3fs")
     if any(isinstance(h, _RetryNotes) for h in logger.handlers):
         return

@@ -37,14 +37,15 @@ at all, so a killed mix is redone to the same bytes.
 from __future__ import annotations
 
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from tokenmill import environment
 from tokenmill.config import Config
+from tokenmill.environment import whole
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.io.files import known_sha256, parquet_json_metadata
@@ -81,7 +82,7 @@ VERSION = 2  # bumped when the same recipe would choose or order otherwise
 
 
 # The ids of one part (and of what one task of pass 2 holds): tests make it small.
-BUCKET_ENV = "TOKENMILL_MIX_BUCKET_BYTES"
+BUCKET_ENV = environment.MIX_BUCKET_BYTES
 
 
 def starts(copies: dict[int, np.ndarray], tokens: dict[int, np.ndarray]) -> dict[int, tuple]:
@@ -104,12 +105,7 @@ def starts(copies: dict[int, np.ndarray], tokens: dict[int, np.ndarray]) -> dict
 
 
 def bucket_bytes() -> int:
-    value = os.environ.get(BUCKET_ENV, "")
-    if not value:
-        return BUCKET_BYTES
-    if not value.isdigit() or int(value) < 1:
-        raise TokenmillError(f"{BUCKET_ENV}={value!r}: a number of bytes, at least 1")
-    return int(value)
+    return whole(BUCKET_ENV, BUCKET_BYTES, "bytes")
 
 
 def made_from(shards: list[TokenShard], shas: dict[str, str], config: Config, size: int) -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from tokenmill import environment
+from tokenmill.environment import whole
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import load_any
 from tokenmill.io.arrow import from_numpy, numbers, one_array
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 BATCH_ROWS = 8192
 # Ids in one row of a token shard, at most (a longer document takes several);
 # TOKENMILL_ROW_IDS sets it (tests: a tiny one).
-ROW_IDS = int(os.environ.get("TOKENMILL_ROW_IDS") or 1 << 20)
+ROW_IDS = whole(environment.ROW_IDS, 1 << 20, "ids")
 
 
 @dataclass(frozen=True)
