@@ -345,3 +345,16 @@ def test_a_megatron_bin_without_its_idx_is_named(cli, out, monkeypatch):
         result, "megatron/: cannot be read (", "corpus_text_document.bin: no .idx beside it"
     )
     assert "megatron: cannot be read (its problem below)" in result.output
+
+
+def test_a_token_shard_the_manifest_lists_missing_is_one_line(cli, out):
+    """It was Arrow's own error, the path quoted inside it, and with --json
+    nothing on stdout said why."""
+    shard = next((out / "tokens").rglob("*.parquet"))
+    shard.unlink()
+    for args in ((), ("--json",)):
+        result = check(cli, out, *args, ok=False)
+        assert result.output.strip().splitlines()[-1] == (
+            f"Error: {shard}: missing, though manifest.json lists it; `tokenmill verify` "
+            "says what else differs, a rerun of `tokenmill run` makes it again"
+        ), result.output

@@ -44,7 +44,7 @@ from operator import attrgetter
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.errors import TokenmillError, one_line
+from tokenmill.errors import NoSuchPath, TokenmillError, one_line
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.layouts import MODULES, Document, Layout, layout
@@ -81,6 +81,18 @@ class Run:
         return self.tok.eos_id if ENDOFTEXT in self.tok.special_tokens else None
 
 
+def listed_shard(out: AnyPath, folder: str, name: str) -> TokenShard:
+    """A token shard or mixture part the manifest lists, opened."""
+    try:
+        return open_token_shard(out / folder / name, name)
+    except NoSuchPath:
+        # The rest of the check compares with these: without one, none is said.
+        raise TokenmillError(
+            f"{out / folder / name}: missing, though {MANIFEST} lists it; `tokenmill verify` "
+            "says what else differs, a rerun of `tokenmill run` makes it again"
+        ) from None
+
+
 def load_run(out: AnyPath, problems: list[str]) -> Run:
     manifest = read_manifest(out)
     config = manifest.get("config", {})
@@ -90,9 +102,7 @@ def load_run(out: AnyPath, problems: list[str]) -> Run:
     tok = Tokenizer.load(out / TOKENIZER)
     # Opened one by one, not by token_shards: a shard recording another
     # tokenizer is a problem to name, not a reason to stop.
-    shards = sorted(
-        (open_token_shard(out / "tokens" / name, name) for name in names), key=lambda s: s.source
-    )
+    shards = sorted((listed_shard(out, "tokens", name) for name in names), key=lambda s: s.source)
     bos = None
     if config.get("bos"):
         if BOS in tok.special_tokens:
@@ -101,7 +111,7 @@ def load_run(out: AnyPath, problems: list[str]) -> Run:
             problems.append(f"{TOKENIZER}: has no {BOS}, which the run's --bos puts first")
     eos = bool(config.get("eos", True))
     parts = [e["path"] for e in manifest.get("files", []) if e["path"].startswith("mix/")]
-    mixed = [open_token_shard(out / p, p.removeprefix("mix/")) for p in parts]
+    mixed = [listed_shard(out, "mix", p.removeprefix("mix/")) for p in parts]
     fraction = float(config.get("val_fraction", 0.0))
     folder = "mix" if mixed else "tokens"
     return Run(out, manifest, tok, shards, mixed or shards, eos, bos, fraction, folder)

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from tokenmill import environment
 from tokenmill.environment import whole
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import NoSuchPath, TokenmillError
 from tokenmill.formats import load_any
 from tokenmill.io.arrow import from_numpy, numbers, one_array
 from tokenmill.io.files import parquet_json_metadata
@@ -248,6 +248,8 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         with parquet_file(path) as pf:
             schema, rows = pf.schema_arrow, pf.metadata.num_rows
             file_meta = pf.metadata.metadata or {}
+    except FileNotFoundError:
+        raise NoSuchPath(f"{path}: no such token shard") from None
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{path}: cannot read token shard ({e})") from None
     meta = schema.metadata or {}
