@@ -148,7 +148,8 @@ class Config:
             raise TokenmillError(f"--shuffle {self.shuffle} is out of range: a seed of 0 to 2^64-1")
         if not 0 <= self.pack <= MAX_SEQ_LEN:
             raise TokenmillError(
-                f"--pack {self.pack} is out of range: a sequence length of 1 to {MAX_SEQ_LEN}"
+                f"--pack {self.pack} is out of range: 0 (none), or a sequence length of 1 to "
+                f"{MAX_SEQ_LEN}"
             )
 
     def _check_unused(self) -> None:

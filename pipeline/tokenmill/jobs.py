@@ -97,6 +97,8 @@ def load_job(
         if key in raw:
             if not isinstance(raw[key], str):
                 raise TokenmillError(f"{path}: {key} must be a path (a string)")
+            if not raw[key].strip():  # else the job file's own folder
+                raise TokenmillError(f"{path}: {key} is empty (give a path)")
             if is_remote(location(raw[key])):
                 raw[key] = location(raw[key])  # a URL is where it says, not under the job
             else:

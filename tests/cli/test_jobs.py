@@ -114,6 +114,11 @@ def test_count_only_and_encode_only_jobs(tmp_path):
         ('inputs = "d"\n', "give DATA and OUT"),
         ('inputs = "d"\noutput = "o"\nsteps = "train"\n', "steps must be one of"),
         ("inputs = [", "not valid TOML"),
+        # An empty path was the job file's own folder, then refused as someone else's.
+        ('inputs = "d"\noutput = ""\n', "bad.toml: output is empty (give a path)"),
+        ('inputs = " "\noutput = "o"\n', "bad.toml: inputs is empty (give a path)"),
+        # 0 is no packing, as --pack 0 is; the line said the least was 1.
+        ('inputs = "d"\noutput = "o"\npack = -1\n', "bad.toml: pack -1 is out of range: 0 (none)"),
         # A bad value the job set is named by the job's key, not by an option
         # that is nowhere on the command line.
         ('inputs = "d"\noutput = "o"\non_error = "ignore"\n', "bad.toml: on_error must be one of"),
