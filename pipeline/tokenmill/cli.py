@@ -142,10 +142,17 @@ def output_folder(
     from tokenmill.io.lock import output_lock
     from tokenmill.io.storage import location
     from tokenmill.io.writers import remove_temporaries
-    from tokenmill.stages.layout import check_out_folder, check_writer, temporaries_line
+    from tokenmill.stages.layout import (
+        check_not_an_out,
+        check_out_folder,
+        check_writer,
+        temporaries_line,
+    )
 
     if data is not None:
         require_input(location(data))
+        if data_option == "DATA":
+            check_not_an_out(data)
         check_overlap(location(data), location(folder), option, data_option)
     check_out_folder(folder, force, whole=True)
     writes = click.get_current_context().info_name or "?"  # the command: count, encode, ...

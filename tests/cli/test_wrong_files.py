@@ -266,3 +266,16 @@ def test_a_killed_exports_temporary_is_removed_and_named_by_the_next(cli, files,
     assert not left.exists() and live.exists() and other.exists()
     assert "removed 1 temporary file from . by its name alone" in result.output
     assert left.name in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "count"])
+def test_a_runs_output_folder_as_data_is_named_as_such(cli, files, monkeypatch, command):
+    """Its count table was read as documents: the line named a missing
+    column 'text' (columns: word, count, first)."""
+    monkeypatch.chdir(files)
+    (files / "ran").mkdir()
+    (files / "ran" / "counts.parquet").write_bytes((files / "counts.parquet").read_bytes())
+    (files / "ran" / "manifest.json").write_text('{"tokenmill_version": "0"}')
+    result = cli(command, "ran", "out", ok=False)
+    assert_one_line_error(result, "ran: DATA is a tokenmill output folder (its manifest.json)")
+    assert not (files / "out").exists()

@@ -143,6 +143,17 @@ def is_tokenmill_manifest(path: AnyPath) -> bool:
     return isinstance(manifest, dict) and "tokenmill_version" in manifest
 
 
+def check_not_an_out(data: AnyPath) -> None:
+    """Refuse a DATA that is a run's OUT: its tables and token shards hold no
+    text column, and the run failed on the first of them, naming a column."""
+    data = location(data)
+    if is_tokenmill_manifest(data / MANIFEST):
+        raise TokenmillError(
+            f"{data}: DATA is a tokenmill output folder (its {MANIFEST}); give the data "
+            "it was made from"
+        )
+
+
 def check_out_folder(out: AnyPath, force: bool = False, *, whole: bool = False) -> None:
     """Before OUT is locked, so that a refusal creates nothing there: refuse
     an OUT inside another tokenmill output folder or holding one, and a

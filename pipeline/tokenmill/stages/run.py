@@ -39,6 +39,7 @@ from tokenmill.stages.layout import (
     VIEWS,
     all_names,
     check_layout_folder,
+    check_not_an_out,
     check_out_folder,
     check_writer,
     fingerprint,
@@ -226,6 +227,7 @@ def run_plan(plan: Plan, on_stage=None, on_note=None) -> RunResult:
     splits them."""
     data, out, config = plan.data, plan.out, plan.config
     require_input(data)
+    check_not_an_out(data)
     check_overlap(data, out)
     check_out_folder(out, config.force)
     note = on_note or (lambda _: None)
