@@ -214,6 +214,17 @@ def standard_output() -> None:
         raise TokenmillError("standard output is closed: nowhere to print to")
 
 
+def echo(message=None, nl: bool = True) -> None:
+    """What a command prints as its output. A write that fails (a full disk,
+    a closed pipe) raises an OSError naming no file: said here as standard
+    output's, which is the file the user can fix."""
+    try:
+        click.echo(message, nl=nl)
+    except OSError as e:
+        silence(1)  # Python flushes stdout at exit, and would fail again
+        raise TokenmillError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
 def tell(line: str) -> None:
     """A status line on stderr. A log that goes away mid-run (`tokenmill run
     ... 2>&1 | head -1`, a full disk under `2> LOG`) does not stop the work,
@@ -534,10 +545,10 @@ def check(out, data, decode, as_json):
 
     result = run_check(out, data=data, decode=decode)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
     else:
         for line in [*result.lines(), *(f"problem: {p}" for p in result.problems)]:
-            click.echo(line)
+            echo(line)
     echo_summary(result)
     if result.problems:
         sys.exit(1)
@@ -591,7 +602,7 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
         raise OptionError("give --tokenizer (or --shard and --row)")
     else:
         tok = read_tokenizer(tokenizer_file, **options)
-    click.echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
+    echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
 
 
 @main.command()
@@ -628,21 +639,21 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
             raise TokenmillError("TEXT is not UTF-8 text") from None
     ids = tok.encode_ordinary(text)
     if not pieces:
-        click.echo(" ".join(map(str, ids)))
+        echo(" ".join(map(str, ids)))
         return
     texts = token_texts(tok, ids)
     if sys.stdout.isatty():
         for k, piece in enumerate(texts):
             # Escaped: a token's own ESC or CR would recolour or rewrite the terminal.
             shown = escaped(piece)
-            click.echo(click.style(shown, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
-        click.echo()
+            echo(click.style(shown, bg=PIECE_COLOURS[k % len(PIECE_COLOURS)]), nl=False)
+        echo()
         click.echo(f"{plural(len(ids), 'token')}", err=True)
     else:
         for i, piece in zip(ids, texts, strict=True):
             # JSON escapes the C0 controls but leaves DEL as it is.
             shown = json.dumps(piece, ensure_ascii=False).replace("\x7f", "\\u007f")
-            click.echo(f"{i}\t{shown}")
+            echo(f"{i}\t{shown}")
 
 
 def utf8_text(data: bytes, what: str) -> str:
@@ -817,9 +828,7 @@ def stats(out, data, tokenizer_file, source_column, max_sources, as_json):
         out, data=data, tokenizer=tokenizer_file, source_column=source_column or None
     )
     s = result.stats
-    click.echo(
-        json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources)
-    )
+    echo(json.dumps(s, indent=2, ensure_ascii=False) if as_json else format_stats(s, max_sources))
     echo_summary(result)
 
 
@@ -920,7 +929,5 @@ def sweep(out, vocab_sizes, sample, data, source_column, held_out, max_sources, 
         held_out=held_out,
     )
     d = result.to_json()
-    click.echo(
-        json.dumps(d, indent=2, ensure_ascii=False) if as_json else format_sweep(d, max_sources)
-    )
+    echo(json.dumps(d, indent=2, ensure_ascii=False) if as_json else format_sweep(d, max_sources))
     echo_summary(result)

@@ -165,7 +165,7 @@ def main() -> None:
 
 def _exit_unwritten(e: OSError) -> None:
     try:
-        sys.stderr.write(f"Error: cannot write the output: {e.strerror or e}\n")
+        sys.stderr.write(f"Error: cannot write to standard output: {e.strerror or e}\n")
     except OSError:
         pass  # stderr is gone too
     # Python would flush stdout again at exit, and fail again: nothing more goes there.

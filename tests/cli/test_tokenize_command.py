@@ -178,5 +178,19 @@ def test_help_written_to_a_full_disk_is_one_line():
         )
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
-        "Error: cannot write the output: No space left on device"
+        "Error: cannot write to standard output: No space left on device"
+    ]
+
+
+def test_a_commands_output_on_a_full_disk_names_standard_output(trained):
+    """It said only "No space left on device", naming no file."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", str(trained), "hello"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        "Error: cannot write to standard output: No space left on device"
     ]
