@@ -66,12 +66,16 @@ $(STAMP): $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install -q --no-deps $(TRAINER_READERS)
 	touch $@ $(RUNTIME_STAMP)
 
-# DATA, OUT and JOB quoted: a path with a space is one argument (ARGS is options).
+# DATA, OUT and JOB are each one argument, exactly as given, whatever they hold (a space, ",
+# $, `): `$(value X)` keeps make from expanding a $ in it, and `q` single-quotes it for the
+# shell, each ' as '\''. ARGS is options, split by the shell.
+q = '$(subst ','\'',$(1))'
+
 tokenize: $(RUNTIME_STAMP)
-	$(BIN)/tokenmill run "$(DATA)" "$(OUT)" $(ARGS)
+	$(BIN)/tokenmill run $(call q,$(value DATA)) $(call q,$(value OUT)) $(ARGS)
 
 job: $(RUNTIME_STAMP)
-	$(BIN)/tokenmill run --job "$(JOB)" $(ARGS)
+	$(BIN)/tokenmill run --job $(call q,$(value JOB)) $(ARGS)
 
 test: $(STAMP)
 	cd native && cargo test --lib --quiet
@@ -101,4 +105,4 @@ bench: $(STAMP)
 		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size --skip code) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) native/target "$(OUT)"
+	rm -rf $(VENV) native/target $(call q,$(value OUT))
