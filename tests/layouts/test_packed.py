@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_documents, write_shard
+from conftest import assert_one_line_error, make_documents, write_shard
 from realtext import O200K_FILE
 from runs import output_files
 
@@ -191,3 +191,19 @@ def test_pack_command_takes_workers(corpus, cli, tmp_path):
         cli("pack", out / "tokens", tmp_path / f"p{w}", "--seq-len", "30", "--workers", w)
     files = output_files(tmp_path / "p1")
     assert len(files) == 5 and files == output_files(tmp_path / "p3")
+
+
+def test_packed_shards_are_refused_as_token_shards_before_any_folder(corpus, cli, tmp_path):
+    # Packed shards carry a token shard's metadata, ids and n_tokens: bin took
+    # each row for a document, pack failed on the missing row column.
+    out = tmp_path / "out"
+    cli("run", corpus, out, "--vocab-size", "400", "--pack", "64")
+    for args in (
+        ["bin", out / "packed", tmp_path / "b"],
+        ["pack", out / "packed", tmp_path / "p", "--seq-len", "5"],
+    ):
+        result = cli(*args, ok=False)
+        assert_one_line_error(
+            result, f"{out / 'packed'}/", "not a token shard written by `tokenmill encode`"
+        )
+        assert not args[2].exists()

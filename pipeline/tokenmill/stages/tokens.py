@@ -29,6 +29,7 @@ from tokenmill.io.arrow import from_numpy, numbers, one_array
 from tokenmill.io.files import parquet_json_metadata
 from tokenmill.io.metadata import (
     CONTINUED,
+    SEQ_LEN,
     SPLIT,
     STATE,
     TOKENIZER_SHA256,
@@ -253,8 +254,9 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
     except (OSError, pa.ArrowException) as e:
         raise TokenmillError(f"{path}: cannot read token shard ({e})") from None
     meta = schema.metadata or {}
-    if TOKENIZER_SHA256 not in meta or "ids" not in schema.names:
-        raise TokenmillError(f"{path}: not a token shard written by `tokenmill encode`")
+    if not is_token_shard(schema):
+        packed = " (packed sequences, written by --pack)" if SEQ_LEN in meta else ""
+        raise TokenmillError(f"{path}: not a token shard written by `tokenmill encode`{packed}")
     id_type = schema.field("ids").type.value_type
     continued = read_continued(path, file_meta)
     return TokenShard(
@@ -270,6 +272,27 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         split_column="split" in schema.names,
         mixed="input_row" in schema.names,
         continued=continued,
+    )
+
+
+def is_token_shard(schema: pa.Schema) -> bool:
+    """Whether a Parquet schema is a token shard's (encode's, or a mixture's
+    part): packed shards carry the same metadata and ids and n_tokens, and
+    were read as a document per row before; their SEQ_LEN and missing row
+    column tell them apart."""
+    import pyarrow.types as pat
+
+    meta = schema.metadata or {}
+    if TOKENIZER_SHA256 not in meta or SEQ_LEN in meta:
+        return False
+    types = {f.name: f.type for f in schema}
+    ids = types.get("ids")
+    return (
+        pat.is_integer(types.get("row", pa.null()))
+        and pat.is_integer(types.get("n_tokens", pa.null()))
+        and ids is not None
+        and (pat.is_list(ids) or pat.is_large_list(ids))
+        and ids.value_type in (pa.uint16(), pa.uint32())
     )
 
 
