@@ -19,7 +19,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.layouts import LayoutJob
 from tokenmill.layouts.packed import LAYOUT
 from tokenmill.layouts.packed_plan import Spec, document_lengths, plan
-from tokenmill.layouts.packed_write import pack_shard
+from tokenmill.layouts.packed_write import pack_shard, pack_shards
 from tokenmill.stages.encode import run_encode
 from tokenmill.stages.split import is_val
 from tokenmill.stages.tokens import token_shards
@@ -207,3 +207,10 @@ def test_packed_shards_are_refused_as_token_shards_before_any_folder(corpus, cli
             result, f"{out / 'packed'}/", "not a token shard written by `tokenmill encode`"
         )
         assert not args[2].exists()
+
+
+def test_the_summary_counts_token_shards_read_not_files_per_split(encoded, tmp_path):
+    tok, shards = encoded("small")
+    result = pack_shards(shards, tok, tmp_path, 40, val_fraction=FRACTION)
+    assert len(result.shards) > len(shards)  # a file per side a shard has documents in
+    assert result.describe().startswith(f"pack: {len(shards)} shards, ")

@@ -62,7 +62,14 @@ def test_single_output_and_later_stage_lines():
     train = TrainResult(words=5, merges=3, vocab_size=260, sha256="x", redone=1, seconds=1)
     assert train.describe() == "train: 3 merges, vocabulary 260, from 5 words in 1.00 s"
     pack = PackResult(
-        shards=[{}], seq_len=8, sequences=2, last_rows={"": 3}, documents=1, tokens=11, seconds=0
+        shards=[{}],
+        token_shards=1,
+        seq_len=8,
+        sequences=2,
+        last_rows={"": 3},
+        documents=1,
+        tokens=11,
+        seconds=0,
     )
     assert pack.describe() == (
         "pack: 1 shard, 1 document, 11 tokens -> 2 sequences of 8 (last: 3) in 0.00 s"

@@ -238,6 +238,7 @@ def pack_shards(
             for side in spec.sides}  # fmt: skip
     return PackResult(
         shards=results,
+        token_shards=len(shards),
         seq_len=seq_len,
         sequences=sequences,
         last_rows={side: (end % seq_len or seq_len) if end else 0 for side, end in ends.items()},

@@ -222,7 +222,9 @@ class TrainResult(StageResult):
 @dataclass(kw_only=True)
 class PackResult(StageResult):
     stage: str = "pack"
-    shards: list[dict]  # per shard: shard, file, documents, sequences, tokens
+    shards: list[dict]  # per file written: shard, file, documents, sequences, tokens
+    # Token shards read: with a split, each writes a file per side it has documents in.
+    token_shards: int
     seq_len: int
     sequences: int
     last_rows: dict[str, int]  # per split ("" unsplit; train, val): ids in its last row
@@ -231,7 +233,7 @@ class PackResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{plural(len(self.shards), 'shard')}, {plural(self.documents, 'document')}, "
+            f"{plural(self.token_shards, 'shard')}, {plural(self.documents, 'document')}, "
             f"{plural(self.tokens, 'token')} -> "
             f"{plural(self.sequences, 'sequence')} of {self.seq_len} ({self.last()})"
         )
