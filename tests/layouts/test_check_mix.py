@@ -84,3 +84,19 @@ def test_a_digest_tells_documents_apart_by_their_ids_order_and_length():
     flat = np.array([i for d in docs for i in d], np.uint16)
     found = digests(flat, offsets).tolist()
     assert found[2] == found[6] and len(set(found)) == len(docs) - 1
+
+
+def test_the_summary_names_the_source_documents_and_the_mixtures(clean):
+    # The layouts hold the mixture (repeats and all), not the token shards'
+    # documents the summary alone counted.
+    import json
+
+    sources = sum(
+        e["documents"] for e in json.loads((clean / "manifest.json").read_text())["outputs"]
+    )
+    mixture = sum(pq.read_metadata(p).num_rows for p in (clean / "mix").glob("*.parquet"))
+    assert sources != mixture
+    result = tokenmill_here("check", clean)
+    assert f"bin: {mixture} documents equal the mixture's (read with" in result.stdout
+    summary = f"check: 1 layout, {sources} source documents, {mixture} in the mixture, "
+    assert summary in result.stderr

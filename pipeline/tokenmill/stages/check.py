@@ -443,6 +443,7 @@ def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -
         seconds=time.monotonic() - start,
         layouts=layouts,
         documents=sum(s.documents for s in run.shards),
+        mixture=sum(s.documents for s in run.layout_shards) if run.layout_folder == "mix" else None,
         sampled=len(sampled),
         problems=problems,
     )

@@ -353,18 +353,21 @@ def bpe_stops(size: int | None) -> str:
 class CheckResult(StageResult):
     stage: str = "check"
     # per layout: name, folder, documents read, read_with (the reader, or why
-    # tokenmill's), equal (its documents are the token shards')
+    # tokenmill's), equal (its documents are the token shards', or the mixture's)
     layouts: list[dict]
     documents: int  # in the token shards
     sampled: int  # documents decoded and compared with their text
     problems: list[str]
+    # With a recipe: the mixture's documents (repeats too), which the layouts hold.
+    mixture: int | None = None
 
     def lines(self) -> list[str]:
         """One line per layout checked."""
+        held = "the token shards'" if self.mixture is None else "the mixture's"
         return [
             (
                 f"{s['name']}: {plural(s['documents'], 'document')} "
-                f"{'equal' if s['equal'] else 'not all equal to'} the token shards'"
+                f"{'equal' if s['equal'] else 'not all equal to'} {held}"
                 if s.get("readable", True)
                 else f"{s['name']}: cannot be read (its problem below)"
             )
@@ -374,14 +377,20 @@ class CheckResult(StageResult):
 
     def what(self) -> str:
         return (
-            f"{plural(len(self.layouts), 'layout')}, {plural(self.documents, 'document')}, "
+            f"{plural(len(self.layouts), 'layout')}, {self.documents_checked()}, "
             f"{self.sampled} decoded: {plural(len(self.problems), 'problem')}"
         )
+
+    def documents_checked(self) -> str:
+        if self.mixture is None:
+            return plural(self.documents, "document")
+        return f"{plural(self.documents, 'source document')}, {self.mixture} in the mixture"
 
     def to_json(self) -> dict:
         return {
             "layouts": self.layouts,
             "documents": self.documents,
+            **({} if self.mixture is None else {"mixture": self.mixture}),
             "sampled": self.sampled,
             "problems": self.problems,
         }
