@@ -15,8 +15,15 @@ from click.core import ParameterSource
 from tokenmill import memory
 from tokenmill.cli_group import Commands, UsageLine
 from tokenmill.cli_options import (
+    BIN_BOS_HELP,
+    BIN_VAL_FRACTION_HELP,
     EXISTING,
+    FILE_FORCE_HELP,
+    LAYOUT_FORCE_HELP,
+    PACK_BOS_HELP,
     PACK_SHUFFLE_HELP,
+    PACK_VAL_FRACTION_HELP,
+    RUN_FORCE_HELP,
     bos_option,
     eos_option,
     extend_option,
@@ -277,6 +284,7 @@ def main():
 @click.argument("counts_dir", type=EXISTING)
 @mode_options
 @input_options
+@force_option()
 @click.option(
     "--superword",
     is_flag=True,
@@ -319,7 +327,7 @@ def count(ctx, data, counts_dir, superword, **options):
 @click.argument("counts_dir", type=EXISTING)
 @click.argument("counts_file", type=EXISTING)
 @min_count_option
-@force_option
+@force_option(FILE_FORCE_HELP)
 @user_errors
 def merge(counts_dir, counts_file, min_count, force):
     """Sum the per-shard tables of COUNTS_DIR into COUNTS_FILE, in first-occurrence
@@ -344,7 +352,7 @@ def extend_pattern(ctx, options: dict) -> str | None:
 @mode_options
 @vocab_option
 @special_token_option()
-@force_option
+@force_option(FILE_FORCE_HELP)
 @extend_option
 @superword_options
 @click.option(
@@ -385,6 +393,7 @@ def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
     "(byte-level BPE) or a .tiktoken ranks file."
 )
 @input_options
+@force_option()
 @eos_option
 @user_errors
 def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options):
@@ -431,6 +440,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 )
 @mode_options
 @input_options
+@force_option(RUN_FORCE_HELP)
 @vocab_option
 @min_count_option
 @eos_option
@@ -684,14 +694,14 @@ def token_texts(tok, ids: list[int]) -> list[str]:
     required=True,
     help="Ids per row; only the very last row of the last shard may be shorter.",
 )
-@bos_option
+@bos_option(PACK_BOS_HELP)
 @tokenizer_option(
     "The tokenizer the shards were encoded with. Default: tokenizer.json beside TOKENS_DIR."
 )
-@val_fraction_option
+@val_fraction_option(PACK_VAL_FRACTION_HELP)
 @shuffle_option(PACK_SHUFFLE_HELP)
 @workers_option
-@force_option
+@force_option(LAYOUT_FORCE_HELP)
 @user_errors
 def pack(
     tokens_dir, packed_dir, seq_len, bos, tokenizer_file, val_fraction, shuffle, workers, force
@@ -733,14 +743,14 @@ def pack(
 @main.command("bin")
 @click.argument("tokens_dir", type=EXISTING)
 @click.argument("bin_dir", type=EXISTING)
-@bos_option
+@bos_option(BIN_BOS_HELP)
 @tokenizer_option(
     "With --bos: the tokenizer the shards were encoded with. Default: tokenizer.json "
     "beside TOKENS_DIR."
 )
 @workers_option
-@val_fraction_option
-@force_option
+@val_fraction_option(BIN_VAL_FRACTION_HELP)
+@force_option(LAYOUT_FORCE_HELP)
 @user_errors
 def bin_command(tokens_dir, bin_dir, bos, tokenizer_file, workers, val_fraction, force):
     """Write every token shard of TOKENS_DIR as a flat array of ids in BIN_DIR,

@@ -101,15 +101,25 @@ def tiktoken_options(f):
     return pattern_option(None, READ_PATTERN_HELP)(f)
 
 
-def force_option(f):
-    return click.option(
-        "--force",
-        is_flag=True,
-        help="Redo every output, even those a rerun would keep (unchanged input and "
-        "options); write into a folder holding files tokenmill did not write (it replaces "
-        "or removes only files named as its outputs); run: also replace the outputs of "
-        "another DATA in OUT.",
-    )(f)
+FORCE_HELP = (
+    "Redo every output, even those a rerun would keep (unchanged input and options); write "
+    "into a folder holding files tokenmill did not write (it replaces or removes only files "
+    "named as its outputs)."
+)
+RUN_FORCE_HELP = FORCE_HELP.removesuffix(".") + "; also replace the outputs of another DATA in OUT."
+FILE_FORCE_HELP = (
+    "Redo the output even when a rerun would keep it (unchanged input and options), and "
+    "replace a file there that tokenmill did not write."
+)
+# pack and bin keep nothing from an earlier write: they write every file each time.
+LAYOUT_FORCE_HELP = (
+    "Write into a folder holding files tokenmill did not write, or another command's "
+    "outputs (it replaces or removes only files named as its outputs)."
+)
+
+
+def force_option(help_text: str = FORCE_HELP):
+    return click.option("--force", is_flag=True, help=help_text)
 
 
 def number_option(name: str, default: int | None, help: str, metavar: str | None = None):
@@ -154,17 +164,36 @@ def txt_unit_option(f):
     )(f)
 
 
-def val_fraction_option(f):
+VAL_FRACTION_HELP = (
+    "Send this share of the documents to validation, decided by a hash of shard and row (the "
+    "same split whatever the workers): a split column in the token shards, and train and val "
+    "files apart in --pack's and --format's layouts."
+)
+# pack and bin split by encode's hash too; a split encode or the mix made is theirs to keep.
+VAL_FRACTION_OF_TOKENS = (
+    "Send this share of the documents to validation, by the hash of shard and row encode "
+    "splits by; when encode or the mix split TOKENS_DIR, the fraction they split by (another "
+    "is refused): "
+)
+PACK_VAL_FRACTION_HELP = (
+    VAL_FRACTION_OF_TOKENS + "train and val documents packed apart, into PACKED_DIR/train "
+    "and PACKED_DIR/val."
+)
+BIN_VAL_FRACTION_HELP = (
+    VAL_FRACTION_OF_TOKENS + "train.bin and val.bin (with train.idx.npy, val.idx.npy) of "
+    "all shards instead of a pair per shard."
+)
+
+
+def val_fraction_option(help_text: str = VAL_FRACTION_HELP):
     return click.option(
         "--val-fraction",
         type=click.FloatRange(min=0, max=1, max_open=True),
         default=0.0,
         show_default=True,
         metavar="F",
-        help="Send this share of the documents to validation, decided by a hash of shard "
-        "and row (the same split whatever the workers): a split column in the token "
-        "shards, and train and val files apart in --pack's and --format's layouts.",
-    )(f)
+        help=help_text,
+    )
 
 
 def min_count_option(f):
@@ -177,14 +206,16 @@ def min_count_option(f):
     )(f)
 
 
-def bos_option(f):
-    return click.option(
-        "--bos/--no-bos",
-        default=False,
-        show_default=True,
-        help="Packed sequences and --format layouts: put <|bos|> before each document "
-        "(train reserves it as a special token; the tokenizer must have it).",
-    )(f)
+BOS_HELP = (
+    "Packed sequences and --format layouts: put <|bos|> before each document (train "
+    "reserves it as a special token; the tokenizer must have it)."
+)
+PACK_BOS_HELP = "Put <|bos|> before each document (the tokenizer must have it)."
+BIN_BOS_HELP = "Put <|bos|> before each document in the arrays (the tokenizer must have it)."
+
+
+def bos_option(help_text: str = BOS_HELP):
+    return click.option("--bos/--no-bos", default=False, show_default=True, help=help_text)
 
 
 def regular_file(value, option: str):
@@ -236,7 +267,6 @@ def mode_options(f):
 
 
 def input_options(f):
-    f = force_option(f)
     f = click.option(
         "--on-error",
         type=click.Choice(ON_ERROR),
@@ -294,7 +324,7 @@ def eos_option(f):
 def output_format_options(f):
     """--pack, --bos, --format, --per-shard and --val-fraction: the training
     layouts written from the token shards (tokenmill.layouts)."""
-    f = val_fraction_option(f)
+    f = val_fraction_option()(f)
     f = click.option(
         "--per-shard",
         is_flag=True,
@@ -315,7 +345,7 @@ def output_format_options(f):
         "datatrove: datatrove/nanotron's .ds files in OUT/datatrove/; olmo: OLMo-core's "
         ".npy token arrays in OUT/olmo/.",
     )(f)
-    f = bos_option(f)
+    f = bos_option()(f)
     return click.option(
         "--pack",
         type=click.IntRange(min=0),

@@ -33,3 +33,14 @@ def test_commands_that_only_read_a_tokenizer_say_their_options_read_tiktoken_fil
 def test_commands_that_train_say_what_training_takes(cli, command):
     assert "Training: NAME" in option_help(cli, command, "--special-token")
     assert "Training takes a preset" in option_help(cli, command, "--pattern")
+
+
+@pytest.mark.parametrize("command", ["pack", "bin"])
+def test_pack_and_bin_describe_their_own_options_not_runs(cli, command):
+    """They share --val-fraction, --bos and --force with run, whose help spoke
+    of token shards, --pack, --format and OUT that these commands have none of."""
+    for option in ("--val-fraction", "--bos / --no-bos", "--force"):
+        text = option_help(cli, command, option)
+        for foreign in ("--pack", "--format", "Packed sequences", "run:", "DATA", "split column"):
+            assert foreign not in text, (option, text)
+    assert "another DATA in OUT" in option_help(cli, "run", "--force")
