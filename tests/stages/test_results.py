@@ -100,10 +100,25 @@ def test_single_output_and_later_stage_lines():
 
 
 # Where nothing trains, --pattern and --special-token say how a .tiktoken file is read.
+# Options whose help each command words for itself, from these texts only.
 OWN_HELP = {
     "pattern": (cli_options.PATTERN_HELP, cli_options.READ_PATTERN_HELP),
     "special_tokens": (cli_options.SPECIAL_TOKEN_HELP, cli_options.READ_SPECIAL_TOKEN_HELP),
     "shuffle": (cli_options.SHUFFLE_HELP, cli_options.PACK_SHUFFLE_HELP),
+    # pack and bin write no token shards, no OUT and take no --pack or --format;
+    # merge and train write one file.
+    "force": (
+        cli_options.FORCE_HELP,
+        cli_options.RUN_FORCE_HELP,
+        cli_options.FILE_FORCE_HELP,
+        cli_options.LAYOUT_FORCE_HELP,
+    ),
+    "bos": (cli_options.BOS_HELP, cli_options.PACK_BOS_HELP, cli_options.BIN_BOS_HELP),
+    "val_fraction": (
+        cli_options.VAL_FRACTION_HELP,
+        cli_options.PACK_VAL_FRACTION_HELP,
+        cli_options.BIN_VAL_FRACTION_HELP,
+    ),
 }
 
 
