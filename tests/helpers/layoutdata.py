@@ -118,7 +118,6 @@ def framework_documents(layout: Layout, folder: Path, split: bool) -> list[tuple
     imported already), which must be those of tokenmill's `read`; `split`: the
     layout was written with a val fraction."""
     docs = layout.framework_read(folder, split)
-    assert docs is not None, f"{layout.name}: the trainer's reader did not import"
     got = [(d.split, d.ids.tolist()) for d in docs]
     assert got == [(d.split, d.ids.tolist()) for d in layout.read(folder, split)]
     return got

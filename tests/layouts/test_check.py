@@ -94,7 +94,7 @@ def test_without_the_trainers_it_reads_with_its_own_reader_and_says_so(cli, clea
     ]:
         assert (
             f"{name}: {n} documents equal the token shards' (read with tokenmill's reader: "
-            f"{package} is not installed or does not import)"
+            f"{package} does not import: "
         ) in result.output
     assert "90 decoded: 0 problems" in result.output
 

@@ -22,7 +22,7 @@ from trainers import torch_stand_in
 
 from tokenmill import Tokenizer, load
 from tokenmill.cli import main
-from tokenmill.layouts import LayoutJob
+from tokenmill.layouts import LayoutJob, TrainerMissing
 from tokenmill.layouts.datatrove import LAYOUT, short_count
 from tokenmill.stages.split import is_val
 from tokenmill.stages.tokens import shard_tokenizer, token_shards
@@ -174,10 +174,14 @@ def test_framework_read_is_datatroves_reading(datatrove, small, wide, tmp_path, 
     assert LAYOUT.recorded(tmp_path) == {"tokenizer": "tokenizer.json", "token_size": size}
 
 
-def test_framework_read_is_none_without_datatrove(small, tmp_path, monkeypatch):
+def test_framework_read_says_why_without_datatrove(small, tmp_path, monkeypatch):
     write(small, tmp_path)
     monkeypatch.setitem(sys.modules, "datatrove.pipeline.tokens.merger", None)
-    assert LAYOUT.framework_read(tmp_path, False) is None
+    with pytest.raises(
+        TrainerMissing,
+        match=f"^{LAYOUT.reader} does not import: .*datatrove.pipeline.tokens.merger",
+    ):
+        LAYOUT.framework_read(tmp_path, False)
 
 
 def test_split_writes_a_folder_per_side(datatrove, small, tmp_path):

@@ -16,6 +16,7 @@ from layoutdata import write as write_layout
 from trainers import megatron_indexed_dataset
 
 from tokenmill.errors import TokenmillError
+from tokenmill.layouts import TrainerMissing
 from tokenmill.layouts.megatron import LAYOUT
 from tokenmill.stages.tokens import token_shards
 from tokenmill.tokenizer import BOS, Tokenizer
@@ -64,11 +65,15 @@ def test_framework_read_is_megatron_cores_reading(encoded, tmp_path, name):
     assert LAYOUT.recorded(folder) == {}  # a pair has no place for the tokenizer
 
 
-def test_framework_read_is_none_without_megatron_core(encoded, tmp_path, monkeypatch):
+def test_framework_read_says_why_without_megatron_core(encoded, tmp_path, monkeypatch):
     tok, shards = encoded("small")
     folder, _ = write(tmp_path, tok, shards)
     monkeypatch.setitem(sys.modules, "megatron.core.datasets.indexed_dataset", None)
-    assert LAYOUT.framework_read(folder, False) is None
+    with pytest.raises(
+        TrainerMissing,
+        match=f"^{LAYOUT.reader} does not import: .*megatron.core.datasets.indexed_dataset",
+    ):
+        LAYOUT.framework_read(folder, False)
 
 
 @pytest.mark.parametrize("name", ["small", "wide"])

@@ -27,6 +27,7 @@ from trainers import olmo_core_data_utils
 
 import tokenmill as tm
 from tokenmill.errors import TokenmillError
+from tokenmill.layouts import TrainerMissing
 from tokenmill.layouts.olmo import LAYOUT
 from tokenmill.stages.tokens import token_shards
 from tokenmill.tokenizer import BOS, Tokenizer
@@ -100,11 +101,14 @@ def test_framework_read_is_olmo_cores_reading(encoded, tmp_path, name):
     }
 
 
-def test_framework_read_is_none_without_olmo_core(encoded, tmp_path, monkeypatch):
+def test_framework_read_says_why_without_olmo_core(encoded, tmp_path, monkeypatch):
     tok, shards = encoded("small")
     folder, _ = write(tmp_path, tok, shards)
     monkeypatch.setitem(sys.modules, "olmo_core.data.utils", None)
-    assert LAYOUT.framework_read(folder, False) is None
+    with pytest.raises(
+        TrainerMissing, match=f"^{LAYOUT.reader} does not import: .*olmo_core.data.utils"
+    ):
+        LAYOUT.framework_read(folder, False)
     assert LAYOUT.recorded(folder)["bos_id"] == "null"  # written without --bos
 
 

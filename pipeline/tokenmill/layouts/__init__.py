@@ -83,6 +83,15 @@ class Document:
     row: int | None = None
 
 
+class TrainerMissing(Exception):
+    """`framework_read`: the trainer's reading code does not import; says
+    which import failed (megatron-core installed without torch imports none)."""
+
+    def __init__(self, reader: str, error: BaseException):
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        super().__init__(f"{reader} does not import: {message}")
+
+
 class Layout(Protocol):
     name: str  # its --format value ("packed": --pack)
     folder: str  # its folder under OUT
@@ -112,11 +121,11 @@ class Layout(Protocol):
         then: unsplit, those are DATA's own folders, of input files."""
         ...
 
-    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """The documents in `folder` as the trainer's own reading code gives them
-        (megatron-core, datatrove, OLMo-core, numpy's memmap for nanoGPT), or None
-        when that code is not installed: `tokenmill check` then reads with `read`
-        and says so. `split` as for `read`."""
+        (megatron-core, datatrove, OLMo-core, numpy's memmap for nanoGPT);
+        TrainerMissing when that code does not import: `tokenmill check` then
+        reads with `read` and says why. `split` as for `read`."""
         ...
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:

@@ -93,7 +93,7 @@ class Bin:
             for i in range(len(idx) - 1):
                 yield Document(side, ids[idx[i] : idx[i + 1]], source)
 
-    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """As nanoGPT's train.py reads its arrays: numpy's memmap (a local
         folder only), documents cut by the .idx.npy offsets."""
         folder = location(folder)

@@ -48,7 +48,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location, open_read
 from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
-from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
 from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, split_of, write_streams
 from tokenmill.stages.layout import TOKENIZER
 
@@ -117,13 +117,13 @@ class Datatrove:
             for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
                 yield Document(split_of(name, split), ids[start:end])
 
-    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """By datatrove's merger's `load_doc_ends` and `get_data_reader`, the
         reading of the files that its DatatroveFolderDataset (nanotron's) relies on."""
         try:
             from datatrove.pipeline.tokens.merger import get_data_reader, load_doc_ends
-        except Exception:  # not installed, or its imports fail (no torch)
-            return None
+        except Exception as e:  # not installed, or its imports fail (no torch)
+            raise TrainerMissing(self.reader, e) from None
         folder = location(folder)
 
         def documents() -> Iterator[Document]:

@@ -41,7 +41,7 @@ from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, location, open_file
 from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
-from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
 from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, write_streams
 from tokenmill.stages.split import SPLITS
 
@@ -111,14 +111,14 @@ class Megatron:
             for ids in read_pair(folder / prefix):
                 yield Document(side, ids)
 
-    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """By megatron-core's IndexedDataset, as its GPTDataset reads (memory-mapped:
         a local folder only)."""
         folder = location(folder)
         try:
             from megatron.core.datasets.indexed_dataset import IndexedDataset
-        except Exception:  # not installed, or its imports fail (no torch)
-            return None
+        except Exception as e:  # not installed, or its imports fail (no torch)
+            raise TrainerMissing(self.reader, e) from None
         return indexed_datasets(folder, split, IndexedDataset)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:

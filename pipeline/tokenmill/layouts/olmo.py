@@ -57,7 +57,7 @@ import pyarrow.csv as pacsv
 from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import AnyPath, location, size
 from tokenmill.io.writers import atomic_path, write_json
-from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
 from tokenmill.layouts.stream import Frame, Part, Stream, frame, result, write_streams
 
 INDEX = "index.json"
@@ -173,14 +173,14 @@ class Olmo:
                     )
                 yield Document(array["split"], ids[start:end], src, loc)
 
-    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document] | None:
+    def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """By OLMo-core's own functions: each array's documents where its CSV says
         (`iter_document_indices`), each read by `load_array_slice`. A local
         folder only (OLMo-core would need its own credentials)."""
         try:
             from olmo_core.data.utils import iter_document_indices, load_array_slice
-        except Exception:  # not installed, or its imports fail (no torch)
-            return None
+        except Exception as e:  # not installed, or its imports fail (no torch)
+            raise TrainerMissing(self.reader, e) from None
         return olmo_core_documents(location(folder), iter_document_indices, load_array_slice)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:

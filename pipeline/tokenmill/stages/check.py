@@ -47,7 +47,7 @@ import pyarrow as pa
 from tokenmill.errors import NoSuchPath, TokenmillError, one_line
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, is_remote, location
-from tokenmill.layouts import MODULES, Document, Layout, layout
+from tokenmill.layouts import MODULES, Document, Layout, TrainerMissing, layout
 from tokenmill.stages.check_documents import Frame, compare
 from tokenmill.stages.check_mix import Digests, part_problems
 from tokenmill.stages.layout import MANIFEST, TOKENIZER
@@ -350,15 +350,19 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     folder = location(run.out) / lay.folder
     where = f"{lay.folder}/"
     reader = lay.reader
-    framework = True
+    missing = ""  # why the trainer's reader was not used
 
     def read() -> Iterator[Document]:
-        nonlocal framework
+        nonlocal missing
         split = run.fraction > 0
-        local_only = lay.local_only and is_remote(folder)
-        documents = None if local_only else lay.framework_read(folder, split)
-        framework = documents is not None
-        return documents if documents is not None else lay.read(folder, split)
+        if lay.local_only and is_remote(folder):
+            missing = f"{reader} reads local files only"
+            return lay.read(folder, split)
+        try:
+            return lay.framework_read(folder, split)
+        except TrainerMissing as e:
+            missing = str(e)
+            return lay.read(folder, split)
 
     frame = Frame(run.eos_id(), run.bos, lay.ends_in_eos, run.fraction)
     shards = run.layout_shards
@@ -370,12 +374,7 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     if compared.problems and by_name != order:
         again = compare(where, read, shards, by_name, frame, run.layout_folder)
         compared = compared if again.problems else again
-    if framework:
-        how = reader
-    elif lay.local_only and is_remote(folder):
-        how = f"tokenmill's reader: {reader} reads local files only"
-    else:
-        how = f"tokenmill's reader: {reader} is not installed or does not import"
+    how = f"tokenmill's reader: {missing}" if missing else reader
     summary = {"name": name, "folder": where, "documents": compared.documents, "read_with": how}
     summary["equal"] = not compared.problems
     summary["readable"] = compared.readable
