@@ -109,12 +109,41 @@ def test_a_superword_tokenizer_is_not_extended(cli, data, tmp_path):
 
 
 def test_train_needs_both_tables(cli, data, tmp_path):
+    """--superword-at without --superword-counts was told "--superword-counts goes with
+    --superword-at", as the opposite mistake is."""
     cli("count", data, tmp_path / "c1")
     cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
+    c1, tok = tmp_path / "c1.parquet", tmp_path / "tok.json"
+    result = cli("train", c1, tok, "--vocab-size", 600, "--superword-at", 500, ok=False)
+    assert result.output.strip().splitlines() == [
+        "Error: --superword-at 500 needs --superword-counts FILE: stage 2's word table, the "
+        "one `count --superword` counts (then `merge`)"
+    ]
+    result = cli("train", c1, tok, "--vocab-size", 600, "--superword-counts", c1, ok=False)
+    assert result.output.startswith("Error: --superword-counts goes with --superword-at")
+
+
+@pytest.mark.parametrize("superword", [True, False])
+def test_train_says_a_stage_2_table_given_as_counts_file_goes_as_superword_counts(
+    cli, data, tmp_path, superword
+):
+    """It said the table was counted with --pattern and stage 2's whole regex, to train
+    with that too: training takes a preset only."""
+    cli("count", data, tmp_path / "c1")
+    cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
+    cli("count", data, tmp_path / "c2", "--superword")
+    cli("merge", tmp_path / "c2", tmp_path / "c2.parquet")
+    c2 = tmp_path / "c2.parquet"
+    more = ["--superword-at", 500, "--superword-counts", tmp_path / "c1.parquet"]
     result = cli(
-        "train", tmp_path / "c1.parquet", tmp_path / "tok.json", "--superword-at", 500, ok=False
-    )
-    assert "--superword-counts goes with --superword-at" in result.output
+        "train", c2, tmp_path / "tok.json", "--vocab-size", 600, *(more if superword else []),
+        ok=False,
+    )  # fmt: skip
+    at = "" if superword else " with --superword-at T"
+    assert result.output.strip().splitlines() == [
+        f"Error: {c2} is a stage-2 table (`count --superword`): give it as "
+        f"--superword-counts{at}, and as COUNTS_FILE the table `count` counts"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,16 @@ def check_split(counts_file: AnyPath, config: Config) -> None:
         given["pattern"] = None  # char mode has none to give: any recorded is its
     if differs := split_difference(counts_file, given):
         k, recorded = differs
+        from tokenmill.tokenizer.superword import PATTERN as SUPERWORD_PATTERN
+
+        if k == "pattern" and recorded == SUPERWORD_PATTERN:
+            # Else the advice would be to train with stage 2's whole regex as
+            # --pattern, which training refuses (it takes a preset).
+            at = "" if config.superword_at is not None else " with --superword-at T"
+            raise TokenmillError(
+                f"{counts_file} is a stage-2 table (`count --superword`): give it as "
+                f"--superword-counts{at}, and as COUNTS_FILE the table `count` counts"
+            )
         shown = f"--{k}" if k == "lowercase" else f"--{k} {recorded}"
         if k == "lowercase" and not recorded:
             shown = "no --lowercase"
@@ -133,7 +143,12 @@ def run_train(
     start = time.monotonic()
     if config.extend and base is None:
         raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
-    if (config.superword_at is None) != (superword_counts is None):
+    if config.superword_at is not None and superword_counts is None:
+        raise TokenmillError(
+            f"--superword-at {config.superword_at} needs --superword-counts FILE: stage 2's "
+            "word table, the one `count --superword` counts (then `merge`)"
+        )
+    if superword_counts is not None and config.superword_at is None:
         raise TokenmillError(
             "--superword-counts goes with --superword-at: the stage-2 word table "
             "(`tokenmill count --superword`, then `merge`)"
