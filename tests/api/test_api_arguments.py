@@ -169,6 +169,40 @@ def test_superword_train_refuses_what_tokenizer_train_refuses(kwargs, error, nee
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"superword_at": 1000.0}, "superword_at=1000.0: want a whole number from 257 to "),
+        ({"superword_at": True}, "superword_at=True: want a whole number from 257 to "),
+        ({"superword_at": 2**33}, "from 257 to 4294967295"),
+        ({"superword_at": 256}, "out of range: 257 (256 bytes + 1 special token: stage 2"),
+        ({"mode": "char"}, "superword_at=260: superword tokens are for byte mode, not char"),
+        ({"lowercase": True}, "lowercase=True is char mode's: superword tokens are byte"),
+        ({"max_words": -1}, "max_words=-1: want a whole number from 1, or 0 or None for no"),
+    ],
+)
+def test_superword_train_says_the_range_it_takes(kwargs, needle):
+    """The range said 0 to 2**32-1 where only 257 on is taken, and "1 special
+    tokens"; mode= and lowercase= were TypeErrors."""
+    from tokenmill.tokenizer import superword
+
+    with pytest.raises(TokenmillError) as e:
+        superword.train(TEXTS, **{"superword_at": 260, "vocab_size": 270, **kwargs})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_superword_train_takes_byte_modes_options_and_max_words_0():
+    """max_words=0 was refused, though --superword-max-words 0 is no limit;
+    mode="byte" and lowercase=False, Tokenizer.train's, were TypeErrors."""
+    from tokenmill.tokenizer import superword
+
+    texts = ["one of the best of all of the best of them"] * 8
+    unlimited = superword.train(texts, vocab_size=300, superword_at=270, max_words=None)
+    assert max(len(t.split()) for t in unlimited.tokens(texts[0])) > 4
+    given = {"mode": "byte", "lowercase": False, "max_words": 0}
+    assert superword.train(texts, vocab_size=300, superword_at=270, **given) == unlimited
+
+
 @pytest.mark.parametrize("lowercase", [1, None, "yes"])
 def test_lowercase_is_a_flag(lowercase):
     """lowercase=1 met the native core's "'int' object is not an instance of 'bool'"."""

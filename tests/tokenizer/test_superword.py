@@ -173,7 +173,7 @@ def test_stage_two_table_may_be_made_while_stage_one_trains():
         ({"vocab_size": 300, "superword_at": 255}, "superword_at=255: the transition point"),
         ({"vocab_size": 300, "superword_at": 256}, "superword_at=256 is out of range: 257"),
         ({"vocab_size": 300, "superword_at": 301}, "superword_at=301 is out of range"),
-        ({"vocab_size": 300, "superword_at": 280, "max_words": 0}, "want a whole"),
+        ({"vocab_size": 300, "superword_at": 280, "max_words": -1}, "want a whole"),
         ({"vocab_size": 300, "superword_at": 280, "pattern": r"\S+"}, "takes a preset"),
     ],
 )

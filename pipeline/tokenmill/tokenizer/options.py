@@ -253,16 +253,23 @@ def check_superword(
         raise TokenmillError(
             f"superword_at={superword_at}: superword tokens are for byte mode, not {mode}"
         )
-    at = check_count(superword_at, "superword_at")
-    assert at is not None  # superword_at is not None
+    at = whole_number(superword_at)
+    if at is None or not 0 <= at <= MAX_VOCAB_SIZE:
+        # From 257: the 256 byte tokens and <|endoftext|>, which every byte
+        # tokenizer has, come before any merge.
+        raise TokenmillError(
+            f"superword_at={show(superword_at)}: want a whole number from 257 to "
+            f"{MAX_VOCAB_SIZE}, a vocabulary size past the byte and special tokens"
+        )
     if at < 256:
         raise TokenmillError(
             f"superword_at={superword_at}: the transition point is a vocabulary size, "
             "past the 256 byte tokens"
         )
     words = None if max_words is None else whole_number(max_words)
-    if max_words is not None and (words is None or not 1 <= words < 2**32):
+    if max_words is not None and (words is None or not 0 <= words < 2**32):
         raise TokenmillError(
-            f"max_words={show(max_words)}: want a whole number from 1, or None (no limit)"
+            f"max_words={show(max_words)}: want a whole number from 1, or 0 or None for no limit"
         )
-    return at, words
+    # 0 is no limit, as the CLI's --superword-max-words 0.
+    return at, words or None

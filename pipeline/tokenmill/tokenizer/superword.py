@@ -40,6 +40,7 @@ from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import (
     Tokenizer,
+    _check_flag,
     arrow_texts,
     fixed_width_buffer,
     text_batch,
@@ -73,23 +74,33 @@ def train(
     texts: Iterable[str],
     *,
     superword_at: int,
+    mode: str = "byte",
     pattern: str = "cl100k",
+    lowercase: bool = False,
     vocab_size: int | None = None,
     num_merges: int | None = None,
     special_tokens: Sequence[str] | Mapping[str, int] | None = None,
     max_words: int | None = SUPERWORD_MAX_WORDS,
 ) -> Tokenizer:
     """A superword tokenizer trained on in-memory texts, as `Tokenizer.train`
-    trains one (the same options): stage 1 on the words of `pattern` (a
-    preset) until the vocabulary holds `superword_at` tokens, counted as
-    `vocab_size` counts them; stage 2 from there, at most `max_words` words a
-    token (None: no limit)."""
+    trains one (the same options, byte mode's only: `mode="byte"`,
+    `lowercase=False`): stage 1 on the words of `pattern` (a preset) until
+    the vocabulary holds `superword_at` tokens, counted as `vocab_size`
+    counts them; stage 2 from there, at most `max_words` words a token (0 or
+    None: no limit)."""
+    check_options(mode, None)  # an unknown mode named as such, not as one not byte mode
+    _check_flag("lowercase", lowercase)
+    if mode == "byte" and lowercase:
+        raise TokenmillError(
+            "lowercase=True is char mode's: superword tokens are byte mode's, which keeps "
+            "every byte"
+        )
     if pattern not in PATTERNS:
         raise TokenmillError(
             f"pattern={pattern!r}: stage 1 of superword tokens takes a preset "
             f"({', '.join(PATTERNS)})"
         )
-    check_transition(superword_at, max_words)  # before the words are counted
+    check_transition(superword_at, max_words, mode)  # before the words are counted
     docs = arrow_texts(text_batch(texts, "train", ""))
     table, table2 = word_tables([docs], "byte", [pattern, PATTERN], False)
     return train_superword(
@@ -136,10 +147,11 @@ def train_superword(
 
     def check_range(fixed: int, total: int) -> None:
         if not fixed <= superword_at <= fixed + total:
+            specials = fixed - BASE
             raise TokenmillError(
                 f"superword_at={superword_at} is out of range: {fixed} ({BASE} bytes + "
-                f"{fixed - BASE} special tokens: stage 2 from bytes) to {fixed + total} (the "
-                "trained size: no stage 2)"
+                f"{specials} special token{'' if specials == 1 else 's'}: stage 2 from bytes) "
+                f"to {fixed + total} (the trained size: no stage 2)"
             )
 
     def stage2_words() -> tuple[Buffers, memoryview, _native.SuperwordSplit]:
@@ -178,7 +190,9 @@ def train_superword(
     return Superword(tok, stage1_merges, len(tok.merges) - stage1_merges)
 
 
-def check_transition(superword_at: object, max_words: object) -> tuple[int, int | None]:
+def check_transition(
+    superword_at: object, max_words: object, mode: str = "byte"
+) -> tuple[int, int | None]:
     """`superword_at` and `max_words` as training takes them, as ints:
     check_superword, for which a None transition point is no superword tokens."""
     if superword_at is None:
@@ -186,6 +200,6 @@ def check_transition(superword_at: object, max_words: object) -> tuple[int, int 
             "superword_at=None: want the transition point, a vocabulary size past the 256 "
             "byte tokens"
         )
-    at, words = check_superword(superword_at, max_words)
+    at, words = check_superword(superword_at, max_words, mode)
     assert at is not None  # superword_at is not None
     return at, words
