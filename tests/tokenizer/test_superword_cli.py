@@ -213,6 +213,27 @@ def test_sweep_says_where_ordinary_bpe_stops(cli, tmp_path):
     assert said in cli("sweep", out).output.splitlines()
 
 
+def test_train_says_where_stage_1_ran_out_of_pairs(cli, tmp_path):
+    """Stage 1 ran out of pairs short of --superword-at, stage 2 went on from there (the
+    textbook's two stages), and the train line said nothing: --superword-at T =
+    --vocab-size, documented as no stage 2, made superword tokens without a word."""
+    write_shard(tmp_path / "data" / "a.jsonl", ["the cat sat on the mat, the cat ate"] * 5)
+    lines = {}
+    for at in (265, 1000, 2000):
+        out = tmp_path / f"out-{at}"
+        for run in ("trained", "kept"):
+            said = cli("run", tmp_path / "data", out, "--vocab-size", 2000, "--superword-at", at)
+            lines[at, run] = next(x for x in said.output.splitlines() if x.startswith("train: "))
+    short = "(stage 1 ran out of pairs at 271 ids, short of --superword-at {}: stage 2 learned"
+    for at in (1000, 2000):
+        assert short.format(at) in lines[at, "trained"] and short.format(at) in lines[at, "kept"]
+        assert "(kept: inputs unchanged)" in lines[at, "kept"]
+    assert "stage 1" not in lines[265, "trained"] + lines[265, "kept"]
+    tok = Tokenizer.load(tmp_path / "out-2000" / "tokenizer.json")
+    assert tok == Tokenizer.load(tmp_path / "out-1000" / "tokenizer.json")
+    assert tok.vocab_size == 278 and tok.pattern == PATTERN  # 7 merges of stage 2
+
+
 def test_a_job_file_takes_the_options(cli, data, tmp_path):
     job = tmp_path / "job.toml"
     job.write_text(

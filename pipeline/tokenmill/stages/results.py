@@ -201,6 +201,11 @@ class TrainResult(StageResult):
     # --extend: the merges learned on top of the base's, and bytes per token on
     # the word table with the base and with the extended tokenizer.
     extend: dict | None = None
+    # --superword-at: the transition point asked for, and the vocabulary size
+    # stage 1 reached, below it where stage 1 ran out of pairs (stage 2 then
+    # starts there; None where a kept tokenizer's record does not say).
+    superword_at: int | None = None
+    stage1_vocab_size: int | None = None
     # The tokenizer trained (or kept), as saved: `run` encodes with it.
     tokenizer: Tokenizer | None = field(default=None, repr=False, compare=False)
 
@@ -212,9 +217,17 @@ class TrainResult(StageResult):
                 f" ({e['new_merges']} new on the base's {e['base_merges']}; bytes per token "
                 f"{e['base_bytes_per_token']} with the base, {e['bytes_per_token']} extended)"
             )
+        short = ""
+        at, reached = self.superword_at, self.stage1_vocab_size
+        if at is not None and reached is not None and reached < at:
+            # Else T looks like where stage 2 began, and T = --vocab-size like no stage 2.
+            short = (
+                f" (stage 1 ran out of pairs at {reached} ids, short of --superword-at {at}: "
+                "stage 2 learned the rest)"
+            )
         return (
             f"{plural(self.merges, 'merge')}{grown}, vocabulary {self.vocab_size}, "
-            f"from {plural(self.words, 'word')}"
+            f"from {plural(self.words, 'word')}{short}"
             f"{self.kept()}"
         )
 

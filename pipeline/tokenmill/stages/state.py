@@ -132,7 +132,9 @@ def reusable_file(out: AnyPath, key: dict, force: bool = False) -> bool:
     return verified_sha256(out) is not None
 
 
-def record_file(out: AnyPath, key: dict) -> None:
+def record_file(out: AnyPath, key: dict, **facts) -> None:
+    """Record single-step output `out` as made from `key`; `facts` are what
+    making it found out, for a rerun that keeps it to tell again."""
     with doing("read back its upload"):
         sha = known_sha256(out)[1]
-    write_json({"key": key, "sha256": sha}, state_file(out))
+    write_json({"key": key, "sha256": sha, **facts}, state_file(out))

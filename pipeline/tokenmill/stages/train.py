@@ -185,7 +185,12 @@ def run_train(
     if reusable_file(tokenizer_file, key, config.force):
         tok = Tokenizer.load(tokenizer_file)
         grown = extension_summary(base, tok, table) if base is not None else None
-        return summary(table.num_rows, tok, start, reused=True, extend=grown)
+        reached = None
+        if superword_counts is not None:
+            stage1 = recorded_state(tokenizer_file).get("stage1_vocab_size")
+            reached = stage1 if isinstance(stage1, int) else None
+        superword = (config.superword_at, reached)
+        return summary(table.num_rows, tok, start, True, extend=grown, superword=superword)
     with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
 
         def progress(k: int) -> None:
@@ -199,11 +204,12 @@ def run_train(
             return summary(table.num_rows, tok, start, reused=False, extend=grown)
         if superword_counts is not None:
             table2 = stage2_table(superword_counts, merge_superwords)
-            tok = train_superwords(table, table2, config, progress)
+            tok, stage1 = train_superwords(table, table2, config, progress)
             key["superword_counts_sha256"] = known_sha256(superword_counts)[1]
             tok.save(tokenizer_file)
-            record_file(tokenizer_file, key)
-            return summary(table.num_rows, tok, start, reused=False)
+            record_file(tokenizer_file, key, stage1_vocab_size=stage1)
+            superword = (config.superword_at, stage1)
+            return summary(table.num_rows, tok, start, reused=False, superword=superword)
         tok = Tokenizer._train_from_word_arrays(
             table["word"],
             table["count"],
@@ -269,13 +275,14 @@ def stage2_table(
 
 def train_superwords(
     table: pa.Table, table2: Callable[[], pa.Table], config: Config, progress
-) -> Tokenizer:
+) -> tuple[Tokenizer, int]:
     """Stage 1 on the word table, stage 2 on `table2` (tokenizer/superword.py:
-    made and read while stage 1 trains)."""
-    from tokenmill.tokenizer.superword import train_superword
+    made and read while stage 1 trains); the tokenizer, and the vocabulary size
+    stage 1 reached (--superword-at, or less where its pairs ran out)."""
+    from tokenmill.tokenizer.superword import BASE, train_superword
 
     assert config.superword_at is not None
-    return train_superword(
+    trained = train_superword(
         table["word"],
         table["count"],
         table2,
@@ -285,7 +292,9 @@ def train_superwords(
         special_tokens=config.train_special_tokens,
         max_words=config.max_words,
         progress=progress,
-    ).tokenizer
+    )
+    fixed = BASE + len(config.train_special_tokens)
+    return trained.tokenizer, fixed + trained.stage1_merges
 
 
 def grow(base: Tokenizer, table, config: Config, progress) -> tuple[Tokenizer, dict]:
@@ -325,9 +334,17 @@ def extension_summary(base: Tokenizer, tok: Tokenizer, table) -> dict:
 
 
 def summary(
-    words: int, tok: Tokenizer, start: float, reused: bool, extend: dict | None = None
+    words: int,
+    tok: Tokenizer,
+    start: float,
+    reused: bool,
+    extend: dict | None = None,
+    superword: tuple[int | None, int | None] = (None, None),
 ) -> TrainResult:
+    """`superword`: --superword-at and the vocabulary size stage 1 reached."""
     return TrainResult(
+        superword_at=superword[0],
+        stage1_vocab_size=superword[1],
         tokenizer=tok,
         words=words,
         merges=len(tok.merges),
