@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields
 from functools import cache, cached_property
@@ -45,6 +44,7 @@ from tokenmill.tokenizer.options import (
     DEFAULT_PATTERN,
     check_chosen_ids,
     check_count,
+    check_flag,
     check_options,
     check_special_names,
     lay_out_specials,
@@ -588,7 +588,7 @@ class Tokenizer:
         >>> tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
         True
         """
-        _check_flag("eos", eos)
+        check_flag("eos", eos)
         _check_text(text, "encode")
         allowed = self._allowed_specials([text], allowed_special, disallowed_special)
         if allowed:
@@ -649,7 +649,7 @@ class Tokenizer:
         >>> tok.encode_batch(["hi<|endoftext|>"], allowed_special="all")[0][-1] == tok.eos_id
         True
         """
-        _check_flag("eos", eos)
+        check_flag("eos", eos)
         texts = text_batch(texts, "encode_batch")
         allowed = self._allowed_specials(texts, allowed_special, disallowed_special)
         if not allowed:
@@ -767,8 +767,8 @@ class Tokenizer:
 
         from tokenmill.io.arrow import arrow_buffers
 
-        _check_flag("eos", eos)
-        _check_flag("parallel", parallel)
+        check_flag("eos", eos)
+        check_flag("parallel", parallel)
         docs = _text_array(docs)
         n = len(docs)
         id_type, list_type = self._id_type, self._ids_type
@@ -1244,7 +1244,7 @@ def _training_pattern(mode: str, pattern: str | None, lowercase: bool) -> str:
     so that a bad one fails before any counting. An option the mode does not
     use is refused: ignored, it would train another tokenizer than the one
     asked for."""
-    _check_flag("lowercase", lowercase)
+    check_flag("lowercase", lowercase)
     check_options(mode, pattern)
     if mode != "byte":
         if pattern not in (None, DEFAULT_PATTERN):
@@ -1376,15 +1376,6 @@ def _check_text(text: object, method: str) -> None:
     # Else bytes met the regex engine's own error and None Python's, naming neither.
     if not isinstance(text, str):
         raise TypeError(f"{method}: text= is {type(text).__name__}, not str")
-
-
-def _check_flag(name: str, value: object) -> None:
-    # A string is true: eos="no" would add the token it asks to leave out;
-    # 1 and 0.0 equal True and False, but are no answer to a yes-or-no option.
-    # A NumPy bool is one too; if NumPy is not imported, `value` is none.
-    np = sys.modules.get("numpy")
-    if not (isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))):
-        raise TypeError(f"{name}={show(value)}: want True or False")
 
 
 def _counts(counts: Sequence[int], n_words: int) -> list[int]:

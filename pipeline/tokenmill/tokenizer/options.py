@@ -3,6 +3,7 @@ command's option check) must not load it just to say an option is wrong."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
 from tokenmill.errors import TokenmillError
@@ -28,6 +29,15 @@ REQUIRED_SPECIALS = {"byte": (ENDOFTEXT,), "char": (UNK, ENDOFTEXT)}
 # Byte mode's split when none is given (train, the CLI's --pattern); char
 # mode takes no pattern, and only this default goes with it unremarked.
 DEFAULT_PATTERN = "cl100k"
+
+
+def check_flag(name: str, value: object) -> None:
+    # A string is true: eos="no" would add the token it asks to leave out;
+    # 1 and 0.0 equal True and False, but are no answer to a yes-or-no option.
+    # A NumPy bool is one too; if NumPy is not imported, `value` is none.
+    np = sys.modules.get("numpy")
+    if not (isinstance(value, bool) or (np is not None and isinstance(value, np.bool_))):
+        raise TypeError(f"{name}={show(value)}: want True or False")
 
 
 def default_special_tokens(mode: str) -> list[str]:

@@ -40,7 +40,6 @@ from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import (
     Tokenizer,
-    _check_flag,
     arrow_texts,
     fixed_width_buffer,
     text_batch,
@@ -48,7 +47,12 @@ from tokenmill.tokenizer.core import (
     word_tables,
 )
 from tokenmill.tokenizer.ids import PATTERNS
-from tokenmill.tokenizer.options import SUPERWORD_MAX_WORDS, check_options, check_superword
+from tokenmill.tokenizer.options import (
+    SUPERWORD_MAX_WORDS,
+    check_flag,
+    check_options,
+    check_superword,
+)
 
 __all__ = ["CORE", "PATTERN", "Superword", "train", "train_superword"]
 
@@ -89,7 +93,7 @@ def train(
     counts them; stage 2 from there, at most `max_words` words a token (0 or
     None: no limit)."""
     check_options(mode, None)  # an unknown mode named as such, not as one not byte mode
-    _check_flag("lowercase", lowercase)
+    check_flag("lowercase", lowercase)
     if mode == "byte" and lowercase:
         raise TokenmillError(
             "lowercase=True is char mode's: superword tokens are byte mode's, which keeps "
