@@ -268,3 +268,30 @@ def test_a_rerun_that_fails_or_is_stopped_before_any_output_changed_keeps_the_ma
             tokenmill_here("verify", out)
         else:  # tokenizer.json and a token shard written anew
             assert not (out / "manifest.json").exists()
+
+
+def test_commands_reading_out_while_a_run_writes_it_say_so(tmp_path):
+    """While a run writes OUT its manifest is gone and its old and new token
+    shards lie side by side: verify and check said "cannot read manifest",
+    stats and bin "the shards were encoded with different tokenizers". Each
+    now names the run at work (the lock file's process, still running here)."""
+    from runs import paused
+
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, *RUN)
+    retrain = ("--vocab-size", "900", "--workers", "1")
+    with paused(["run", data, out, *retrain], "encode", 2, tmp_path) as proc:
+        for args in (
+            ("verify", out),
+            ("check", out),
+            ("stats", out),
+            ("bin", out / "tokens", tmp_path / "b"),
+        ):
+            result = tokenmill_here(*args, check=False)
+            line = result.stderr.strip().splitlines()[-1]
+            assert result.returncode == 1 and "a tokenmill run is writing it now" in line, line
+            assert f"pid {proc.pid} on " in line
+    # Once that run is gone, the lock file's record is only a record.
+    result = tokenmill_here("verify", out, check=False)
+    assert "writing it now" not in result.stderr and "manifest" in result.stderr

@@ -146,6 +146,32 @@ def describe_holder(holder: dict) -> str:
     return who
 
 
+def writing_now(folder: AnyPath) -> TokenmillError | None:
+    """For a command that reads a run's folder and finds it half written (no
+    manifest, shards of two tokenizers): the error saying a run is writing
+    it now, when the lock file names a process of this host that still runs
+    tokenmill; else None. Not asked of the flock itself: a reader taking it,
+    however briefly, would refuse a run starting at that moment. Local
+    folders only (a lease on a store says nothing of a process here)."""
+    folder = location(folder)
+    if is_remote(folder):
+        return None
+    holder = last_holder(folder)
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or holder.get("host") != socket.gethostname():
+        return None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # gone, or no /proc to tell: say nothing rather than guess
+    if pid == os.getpid() or b"tokenmill" not in command:
+        return None
+    return TokenmillError(
+        f"{folder}: a tokenmill run is writing it now ({describe_holder(holder)}); wait for "
+        "it to end"
+    )
+
+
 def in_use(folder: AnyPath, holder: dict, extra: str = "") -> TokenmillError:
     return TokenmillError(
         f"{folder}: in use by another tokenmill run ({describe_holder(holder)}{extra}); "

@@ -14,7 +14,7 @@ from pathlib import Path
 from tokenmill import __version__
 from tokenmill.errors import TokenmillError
 from tokenmill.io.files import file_sha256, parquet_footer, parquet_json_metadata, read_json
-from tokenmill.io.lock import LOCK
+from tokenmill.io.lock import LOCK, writing_now
 from tokenmill.io.metadata import STATE, TOKENIZER_SHA256
 from tokenmill.io.storage import (
     AnyPath,
@@ -159,6 +159,8 @@ def read_manifest(out: AnyPath) -> dict:
     """OUT/manifest.json, checked to have the shape `run` writes: one line names
     the file and what is wrong otherwise."""
     path = location(out) / MANIFEST
+    if not path.is_file() and (running := writing_now(out)) is not None:
+        raise running
     manifest = read_json(path, "manifest")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("data"), str):
         raise TokenmillError(f'{path}: not a tokenmill manifest (no "data" folder)')
@@ -179,6 +181,16 @@ def read_manifest(out: AnyPath) -> dict:
     if "tokenizer" in manifest and not _is_entry(manifest["tokenizer"]):
         raise TokenmillError(f"{path}: not a tokenmill manifest (bad 'tokenizer' entry)")
     return manifest
+
+
+def manifest_if_any(out: AnyPath) -> dict:
+    """OUT's manifest, or {} for a folder without one (given --data), unless a
+    run is writing OUT now: its manifest is gone until the run ends."""
+    if (location(out) / MANIFEST).is_file():
+        return read_manifest(out)
+    if (running := writing_now(out)) is not None:
+        raise running
+    return {}
 
 
 def _is_entry(entry: object) -> bool:

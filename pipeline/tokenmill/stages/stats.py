@@ -31,7 +31,7 @@ from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.pieces import piece
 from tokenmill.stages.layout import MANIFEST
-from tokenmill.stages.manifest import read_manifest
+from tokenmill.stages.manifest import manifest_if_any
 from tokenmill.stages.results import StatsResult, plural, skips_line
 from tokenmill.stages.tokens import (
     TokenShard,
@@ -62,7 +62,7 @@ def token_text(tok: Tokenizer, i: int) -> str:
 
 def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict]:
     """The input folder (DATA) of a `run` output folder, and its recorded config."""
-    recorded = read_manifest(out) if (location(out) / MANIFEST).is_file() else {}
+    recorded = manifest_if_any(out)
     if data is None:
         if "data" not in recorded:
             raise TokenmillError(
@@ -224,7 +224,7 @@ def corpus_stats(
         if counts[i] > 0
     ]
     never = np.flatnonzero(~used & is_token)
-    recorded = read_manifest(out) if (out / MANIFEST).is_file() else {}
+    recorded = manifest_if_any(out)
     summary = {
         "stage": "stats",
         **{k: v for k, v in total.items() if k != "name"},

@@ -27,6 +27,7 @@ from tokenmill.errors import NoSuchPath, TokenmillError
 from tokenmill.formats import load_any
 from tokenmill.io.arrow import from_numpy, numbers, one_array
 from tokenmill.io.files import parquet_json_metadata
+from tokenmill.io.lock import writing_now
 from tokenmill.io.metadata import (
     CONTINUED,
     SEQ_LEN,
@@ -330,6 +331,9 @@ def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[To
         raise TokenmillError(f"{tokens_dir}: no token shards (run `tokenmill encode` first)")
     shards.sort(key=lambda s: s.source)
     if len({s.sha256 for s in shards}) > 1:
+        # A run encoding into OUT/tokens now: its old and new shards side by side.
+        if (running := writing_now(tokens_dir.parent)) is not None:
+            raise running
         raise TokenmillError(f"{tokens_dir}: the shards were encoded with different tokenizers")
     return shards
 
