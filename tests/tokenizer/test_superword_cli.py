@@ -232,6 +232,8 @@ def test_train_says_where_stage_1_ran_out_of_pairs(cli, tmp_path):
     tok = Tokenizer.load(tmp_path / "out-2000" / "tokenizer.json")
     assert tok == Tokenizer.load(tmp_path / "out-1000" / "tokenizer.json")
     assert tok.vocab_size == 278 and tok.pattern == PATTERN  # 7 merges of stage 2
+    # sweep's superword columns start where stage 2 did.
+    assert "superword tokens from 271\n" in cli("sweep", tmp_path / "out-2000").output
 
 
 def test_a_job_file_takes_the_options(cli, data, tmp_path):

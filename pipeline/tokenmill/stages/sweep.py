@@ -40,10 +40,11 @@ from tokenmill.io.inputs import find_inputs as find_files
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
-from tokenmill.stages.layout import MANIFEST, SWEEP
+from tokenmill.stages.layout import MANIFEST, SWEEP, TOKENIZER
 from tokenmill.stages.manifest import changed_from, read_manifest
 from tokenmill.stages.results import SweepResult, bpe_stops
 from tokenmill.stages.split import document_hashes
+from tokenmill.stages.state import recorded_state
 from tokenmill.stages.stats import (
     MAX_SOURCES,
     OTHER,
@@ -238,6 +239,11 @@ def run_sweep(
     text_column = text_column or config.get("text_column", "text")
     txt_unit = txt_unit or config.get("txt_unit", "line")
     superword_at = config.get("superword_at") if tok.pattern == SUPERWORD_PATTERN else None
+    if superword_at is not None:
+        # Stage 1 may have run out of pairs short of T: stage 2's tokens start there.
+        reached = recorded_state(out / TOKENIZER).get("stage1_vocab_size")
+        if isinstance(reached, int) and reached < superword_at:
+            superword_at = reached
     base = base_size(tok, config)
     if sizes:
         sizes = sorted(set(sizes))
