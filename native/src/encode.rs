@@ -704,7 +704,11 @@ pub(crate) mod tests {
             "{}/../vocabularies/{name}.tiktoken",
             env!("CARGO_MANIFEST_DIR")
         );
-        let v = crate::vocab::Imported::from_tiktoken(&std::fs::read(path).unwrap()).unwrap();
+        let v = crate::vocab::Imported::from_tiktoken(
+            &std::fs::read(path).unwrap(),
+            &Default::default(),
+        )
+        .unwrap();
         let merges: Vec<(Pair, u32)> = v.merges.iter().copied().zip(v.merge_ids).collect();
         let ids: [u32; 256] = v.byte_ids.unwrap().try_into().unwrap();
         Encoder::new(

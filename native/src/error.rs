@@ -23,6 +23,10 @@ pub enum Error {
     /// Encoder tables that do not fit together.
     #[error("{0}")]
     Vocabulary(String),
+    /// Work given up because a signal came (Ctrl-C, SIGTERM): the bindings
+    /// raise the signal's own exception instead.
+    #[error("stopped")]
+    Stopped,
     /// A Counter used after `finish`.
     #[error("counter already finished")]
     Finished,

@@ -11,8 +11,11 @@
 use crate::error::{Error, Result};
 use crate::wordmap::short_key;
 use base64::Engine;
+use dary_heap::QuaternaryHeap;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::cmp::Reverse;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether merge k, `(a, b)`, makes its id (`made[k]`, or `base + k` when
 /// `made` is None) from ids below that, neither of them special, and no
@@ -130,6 +133,8 @@ struct Index<'a> {
     pairs: Vec<u32>,
     short: FxHashMap<[u64; 2], u32>,
     long: FxHashMap<&'a [u8], u32>,
+    /// The length of the longest token.
+    longest: usize,
 }
 
 impl<'a> Index<'a> {
@@ -139,10 +144,12 @@ impl<'a> Index<'a> {
             pairs: vec![u32::MAX; 1 << 16],
             short: FxHashMap::default(),
             long: FxHashMap::default(),
+            longest: 0,
         };
         index.short.reserve(vocab.len());
         for (i, v) in vocab.iter().enumerate() {
             let Some(v) = *v else { continue };
+            index.longest = index.longest.max(v.len());
             let before = match short_key(v) {
                 Some(k) => index.short.insert(halves(k), i as u32),
                 None => index.long.insert(v, i as u32),
@@ -174,15 +181,55 @@ impl<'a> Index<'a> {
 
     /// The rank (= id) of `bytes`; u32::MAX, above every rank, if none.
     fn rank(&self, bytes: &[u8]) -> u32 {
+        work(bytes.len());
         self.find(bytes).unwrap_or(u32::MAX)
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Steps of BPE on this thread: pairs scanned or popped, bytes looked up.
+    static WORK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `steps` of BPE's work, in tests only: they hold its complexity.
+#[inline(always)]
+fn work(steps: usize) {
+    #[cfg(test)]
+    WORK.with(|w| w.set(w.get() + steps));
+    #[cfg(not(test))]
+    let _ = steps;
+}
+
+/// Tokens longer than this are merged by `bpe_parts_long`: below it the
+/// rescanning loop's few short arrays are faster than a heap and links.
+const LONG_TOKEN: usize = 64;
+
+/// How many merges `bpe_parts_long` makes between looks at `stop`.
+const STOP_EVERY: usize = 1 << 12;
+
 /// tiktoken's merging of `token`'s bytes using only ranks below `max_rank`:
 /// repeatedly join the adjacent pair whose bytes have the lowest rank (the
 /// leftmost of equal ones). Leaves in `starts` where the parts begin;
-/// `pair_ranks` is scratch.
+/// `pair_ranks` is scratch. False when `stop` was set first (`starts` then
+/// holds nothing of use).
 fn bpe_parts(
+    ranks: &Index,
+    token: &[u8],
+    max_rank: u32,
+    starts: &mut Vec<usize>,
+    pair_ranks: &mut Vec<u32>,
+    stop: &AtomicBool,
+) -> bool {
+    if token.len() > LONG_TOKEN {
+        return bpe_parts_long(ranks, token, max_rank, starts, stop);
+    }
+    bpe_parts_short(ranks, token, max_rank, starts, pair_ranks);
+    true
+}
+
+/// `bpe_parts` by scanning every pair for each merge.
+fn bpe_parts_short(
     ranks: &Index,
     token: &[u8],
     max_rank: u32,
@@ -205,6 +252,7 @@ fn bpe_parts(
     pair_ranks.clear();
     pair_ranks.extend((0..starts.len()).map(|i| pair_rank(starts, i)));
     loop {
+        work(pair_ranks.len());
         let mut best = (u32::MAX, 0);
         for (i, &r) in pair_ranks.iter().enumerate() {
             if r < best.0 {
@@ -224,6 +272,89 @@ fn bpe_parts(
     }
 }
 
+/// `bpe_parts` for a long token, in O(n log n) merges' work rather than the
+/// rescanning loop's O(n) a merge: a token can be a whole document's run of
+/// one pattern (400 kB), and the loop, which finds each merge by a scan of
+/// every pair and shifts the arrays after it, took minutes on such a file.
+/// Parts are linked by where they start; pairs wait in a heap by (rank,
+/// start), which pops the lowest rank, leftmost first, as the scan picks.
+/// A heap entry is stale once its part merged away or its pair changed: it
+/// is dropped when its rank is no longer the part's.
+fn bpe_parts_long(
+    ranks: &Index,
+    token: &[u8],
+    max_rank: u32,
+    starts: &mut Vec<usize>,
+    stop: &AtomicBool,
+) -> bool {
+    let n = token.len();
+    // next[i]: where the part after the one at i starts (n: none);
+    // prev[i]: where the one before starts (only read for live parts i > 0);
+    // rank[i]: the rank of the part at i joined to the next (MAX: none, or
+    // the part is merged away).
+    let mut next: Vec<usize> = (1..=n).collect();
+    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut rank = vec![u32::MAX; n];
+    let pair_rank = |next: &[usize], i: usize| -> u32 {
+        let j = next[i];
+        if j >= n {
+            return u32::MAX;
+        }
+        let end = next[j];
+        if end - i > ranks.longest {
+            return u32::MAX; // no token is that long: no need to hash it
+        }
+        match ranks.rank(&token[i..end]) {
+            r if r < max_rank => r,
+            _ => u32::MAX,
+        }
+    };
+    let mut first = Vec::with_capacity(n);
+    for (i, r) in rank.iter_mut().enumerate() {
+        *r = pair_rank(&next, i);
+        if *r != u32::MAX {
+            first.push(Reverse((*r, i)));
+        }
+    }
+    // Four children a node: fewer levels, each in fewer cache lines.
+    let mut heap = QuaternaryHeap::from(first);
+    let mut merged = 0usize;
+    while let Some(Reverse((r, i))) = heap.pop() {
+        work(1);
+        if rank[i] != r {
+            continue;
+        }
+        merged += 1;
+        if merged.is_multiple_of(STOP_EVERY) && stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let j = next[i];
+        next[i] = next[j];
+        if next[i] < n {
+            prev[next[i]] = i;
+        }
+        rank[j] = u32::MAX;
+        rank[i] = pair_rank(&next, i);
+        if rank[i] != u32::MAX {
+            heap.push(Reverse((rank[i], i)));
+        }
+        if i > 0 {
+            let p = prev[i];
+            rank[p] = pair_rank(&next, p);
+            if rank[p] != u32::MAX {
+                heap.push(Reverse((rank[p], p)));
+            }
+        }
+    }
+    starts.clear();
+    let mut i = 0;
+    while i < n {
+        starts.push(i);
+        i = next[i];
+    }
+    true
+}
+
 /// What a ranks table implies: its merges, the ids they yield, and each
 /// byte's id (None when a byte has no token).
 #[derive(Debug, PartialEq)]
@@ -237,8 +368,10 @@ pub struct Derived {
 /// over the lower ranks splits it into; the merge yields that token. A
 /// token that splits into more parts gets no merge (whole-word lookup still
 /// reaches it), as in the Python reference. `vocab[r]` is the token of rank
-/// r (None: no token).
-pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
+/// r (None: no token). `Error::Stopped` once `stop` is set (a signal came):
+/// it is looked at between tokens and every few thousand merges of a long
+/// one, so that it ends a derivation of any size within milliseconds.
+pub fn derive_merges(vocab: &[Option<&[u8]>], stop: &AtomicBool) -> Result<Derived> {
     let ranks = Index::new(vocab)?;
     let found: Vec<Option<(u32, u32)>> = vocab
         .par_iter()
@@ -247,7 +380,11 @@ pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
             || (Vec::new(), Vec::new()),
             |(starts, scratch), (rank, token)| match token {
                 Some(token) if token.len() > 1 => {
-                    bpe_parts(&ranks, token, rank as u32, starts, scratch);
+                    if stop.load(Ordering::Relaxed)
+                        || !bpe_parts(&ranks, token, rank as u32, starts, scratch, stop)
+                    {
+                        return None;
+                    }
                     // A part of one byte may be no token (a file that lacks
                     // the byte): then the token is not split into two tokens.
                     match starts[..] {
@@ -262,6 +399,9 @@ pub fn derive_merges(vocab: &[Option<&[u8]>]) -> Result<Derived> {
             },
         )
         .collect();
+    if stop.load(Ordering::Relaxed) {
+        return Err(Error::Stopped);
+    }
     let mut derived = Derived {
         merges: Vec::with_capacity(found.len()),
         merge_ids: Vec::with_capacity(found.len()),
@@ -341,10 +481,10 @@ pub fn views(tokens: &ByteTable) -> Vec<Option<&[u8]>> {
 
 impl Imported {
     /// A canonical .tiktoken file: its table (`parse_tiktoken`) and the
-    /// merges its ranks imply (`derive_merges`).
-    pub fn from_tiktoken(data: &[u8]) -> Result<Self> {
+    /// merges its ranks imply (`derive_merges`, stopped by `stop`).
+    pub fn from_tiktoken(data: &[u8], stop: &AtomicBool) -> Result<Self> {
         let tokens = parse_tiktoken(data)?;
-        let derived = derive_merges(&views(&tokens))?;
+        let derived = derive_merges(&views(&tokens), stop)?;
         Ok(Imported {
             tokens,
             merges: derived.merges,
@@ -572,7 +712,7 @@ mod tests {
         let (a, b, c, d) = (97, 98, 99, 100);
         // "abc": "ab" (256) then "c"; "abcd" splits into "abc" "d" (its own
         // rank 259 is not below it; "cd" is above); "cd" into c, d.
-        let derived = derive_merges(&vocab).unwrap();
+        let derived = derive_merges(&vocab, &Default::default()).unwrap();
         assert_eq!(
             derived.merges,
             vec![(a, b), (b, c), (256, c), (258, d), (c, d)]
@@ -585,13 +725,16 @@ mod tests {
     fn a_token_in_three_parts_gets_no_merge() {
         let owned = bytes_then(&[b"abc"]);
         let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
-        assert_eq!(derive_merges(&vocab).unwrap().merges, vec![]);
+        assert_eq!(
+            derive_merges(&vocab, &Default::default()).unwrap().merges,
+            vec![]
+        );
     }
 
     #[test]
     fn a_token_of_bytes_that_are_no_tokens_gets_no_merge() {
         let vocab: Vec<Option<&[u8]>> = vec![Some(b"ab"), Some(b"a")];
-        let derived = derive_merges(&vocab).unwrap();
+        let derived = derive_merges(&vocab, &Default::default()).unwrap();
         assert_eq!(derived.merges, vec![]);
         assert_eq!(derived.byte_ids, None);
     }
@@ -602,10 +745,133 @@ mod tests {
         let owned = bytes_then(&[b"aa", b"aaa"]);
         let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
         assert_eq!(
-            derive_merges(&vocab).unwrap().merges,
+            derive_merges(&vocab, &Default::default()).unwrap().merges,
             vec![(97, 97), (256, 97)]
         );
-        assert_eq!(derive_merges(&vocab[1..]).unwrap().byte_ids, None);
+        assert_eq!(
+            derive_merges(&vocab[1..], &Default::default())
+                .unwrap()
+                .byte_ids,
+            None
+        );
+    }
+
+    /// The parts of `token` by BPE over the ranks below `max_rank` of
+    /// `vocab`, by the long path (or the short one), and the work it took.
+    fn parts(
+        vocab: &[Option<&[u8]>],
+        token: &[u8],
+        max_rank: u32,
+        long: bool,
+    ) -> (Vec<usize>, usize) {
+        let index = Index::new(vocab).unwrap();
+        let mut starts = Vec::new();
+        WORK.with(|w| w.set(0));
+        if long {
+            assert!(bpe_parts_long(
+                &index,
+                token,
+                max_rank,
+                &mut starts,
+                &AtomicBool::new(false)
+            ));
+        } else {
+            bpe_parts_short(&index, token, max_rank, &mut starts, &mut Vec::new());
+        }
+        (starts, WORK.with(|w| w.get()))
+    }
+
+    /// Byte tokens, then "ab", "abab", ... doubling up to `n` bytes: what
+    /// training on one long run of "ab" learns.
+    fn doubling(n: usize) -> Vec<Vec<u8>> {
+        let mut v = bytes_then(&[]);
+        let mut len = 2;
+        while len <= n {
+            v.push(b"ab".repeat(len / 2));
+            len *= 2;
+        }
+        v
+    }
+
+    #[test]
+    fn a_long_token_splits_in_near_linear_work() {
+        // 64 kB of "ab": the rescanning loop scans every pair for each of
+        // its 32k merges (2 * 10^9 steps); the long path about 20 a byte.
+        let owned = doubling(1 << 16);
+        let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
+        let token = owned.last().unwrap();
+        let (starts, steps) = parts(&vocab, token, owned.len() as u32 - 1, true);
+        assert_eq!(starts, vec![0, 1 << 15]);
+        assert!(
+            steps < 64 * token.len(),
+            "{steps} steps for {} bytes",
+            token.len()
+        );
+        let derived = derive_merges(&vocab, &AtomicBool::new(false)).unwrap();
+        assert_eq!(
+            derived.merges.last(),
+            Some(&(owned.len() as u32 - 2, owned.len() as u32 - 2))
+        );
+    }
+
+    #[test]
+    fn the_long_path_splits_as_the_short_one() {
+        // Random tokens over a few letters, and long words of them: their
+        // parts by each path, under every rank limit the derivation uses.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..40 {
+            let letters = 2 + next(3) as u8;
+            let mut owned = bytes_then(&[]);
+            let mut seen: FxHashSet<Vec<u8>> = owned.iter().cloned().collect();
+            while owned.len() < 256 + 60 {
+                let len = 2 + next(if round % 2 == 0 { 4 } else { 12 }) as usize;
+                let t: Vec<u8> = (0..len)
+                    .map(|_| b'a' + next(u64::from(letters)) as u8)
+                    .collect();
+                if seen.insert(t.clone()) {
+                    owned.push(t);
+                }
+            }
+            let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
+            for _ in 0..10 {
+                let len = 1 + next(200) as usize;
+                let word: Vec<u8> = (0..len)
+                    .map(|_| b'a' + next(u64::from(letters)) as u8)
+                    .collect();
+                let max_rank = next(owned.len() as u64 + 1) as u32;
+                assert_eq!(
+                    parts(&vocab, &word, max_rank, true).0,
+                    parts(&vocab, &word, max_rank, false).0,
+                    "{word:?} below {max_rank}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_stop_ends_the_derivation() {
+        let owned = doubling(1 << 12);
+        let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
+        assert!(matches!(
+            derive_merges(&vocab, &AtomicBool::new(true)),
+            Err(Error::Stopped)
+        ));
+        let index = Index::new(&vocab).unwrap();
+        let token = b"ab".repeat(1 << 14);
+        let stopped = bpe_parts_long(
+            &index,
+            &token,
+            u32::MAX,
+            &mut Vec::new(),
+            &AtomicBool::new(true),
+        );
+        assert!(!stopped);
     }
 
     #[test]

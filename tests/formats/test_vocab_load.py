@@ -189,6 +189,50 @@ def test_native_derivation_matches_the_reference_on_generated_ranks(ranks):
         assert byte_ids is None
 
 
+@st.composite
+def long_token_ranks(draw):
+    """Every byte, then tokens over a few letters, some longer than the 64
+    bytes past which the core merges a token on its heap-driven path; each
+    long one built from two earlier tokens, as BPE's are, or drawn at random."""
+    values = [bytes([b]) for b in range(256)]
+    letters = draw(st.sampled_from([b"ab", b"abc", b"a b"]))
+    short = st.binary(min_size=2, max_size=6).map(
+        lambda b: bytes(letters[c % len(letters)] for c in b)
+    )
+    for _ in range(draw(st.integers(5, 40))):
+        if len(values) > 256 and draw(st.booleans()):
+            value = draw(st.sampled_from(values[256:])) + draw(st.sampled_from(values[97:]))
+            value = value if len(value) <= 300 else value[:300]
+        else:
+            value = draw(short) * draw(st.integers(1, 40))
+        if value not in values:
+            values.append(value)
+    return {v: i for i, v in enumerate(values)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_token_ranks())
+def test_native_derivation_of_long_tokens_matches_the_reference(ranks):
+    assert _native.derive_merges(tiktoken_format._table(ranks))[0] == (
+        tiktoken_format.reference_merges(ranks)
+    )
+
+
+def test_a_64_kb_token_exports_and_loads_back(tmp_path):
+    # A run of one pattern is one word, and training on it learns tokens
+    # doubling up to its length: 64 kB is 32k merges of the last token's
+    # BPE, which the scan of every pair per merge made take half a minute.
+    run = b"ab" * (1 << 15)
+    # 16 merges and <|endoftext|>.
+    tok = Tokenizer.train([run.decode()], pattern="gpt2", vocab_size=256 + 17)
+    assert max(len(v) for v in tok._byte_vocab if v is not None) == len(run)
+    [path, _] = export(tok, tmp_path / "run.tiktoken", "tiktoken")
+    back = load_any(path)
+    assert back.merges == tok.merges
+    ids = tok.encode(run.decode())
+    assert back.encode(run.decode()) == ids and len(ids) == 1
+
+
 lines = st.tuples(
     st.binary(min_size=0, max_size=4),
     st.sampled_from([b" ", b"  ", b"\t", b" \x0b"]),

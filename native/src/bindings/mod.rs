@@ -15,7 +15,10 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 pyo3::create_exception!(
     _native,
@@ -26,7 +29,57 @@ pyo3::create_exception!(
 
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
-        NativeError::new_err(e.to_string())
+        match e {
+            // Only `stoppable` stops work, and raises the signal's own error.
+            Error::Stopped => pyo3::exceptions::PyKeyboardInterrupt::new_err(()),
+            e => NativeError::new_err(e.to_string()),
+        }
+    }
+}
+
+/// How often `stoppable` looks for a signal.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// `work` on the native pool with the GIL released, ended early by a signal:
+/// Python runs its signal handlers (Ctrl-C's KeyboardInterrupt, the CLI's
+/// SIGTERM handler) only when the main thread runs Python code, so a long
+/// native call would otherwise hold them off until it returned. This thread
+/// waits for `work` on another and runs the handlers every `SIGNAL_POLL`;
+/// once one raises, `work` is told to stop (it looks at the flag often) and
+/// its exception is raised. On any thread but the main one handlers never
+/// run here, and `work` goes to its end.
+fn stoppable<R: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(&AtomicBool) -> Result<R, Error> + Send,
+) -> PyResult<R> {
+    let stop = AtomicBool::new(false);
+    let mut signal: Option<PyErr> = None;
+    let result = py.detach(|| {
+        std::thread::scope(|s| {
+            let (tx, rx) = channel();
+            let flag = &stop;
+            s.spawn(move || {
+                let _ = tx.send(pool::install(|| work(flag)));
+            });
+            loop {
+                match rx.recv_timeout(SIGNAL_POLL) {
+                    Ok(result) => return result,
+                    Err(RecvTimeoutError::Timeout) if signal.is_none() => {
+                        if let Err(e) = Python::attach(|py| py.check_signals()) {
+                            signal = Some(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    // `work` panicked: the scope's end raises the panic.
+                    Err(RecvTimeoutError::Disconnected) => return Err(Error::Stopped),
+                }
+            }
+        })
+    });
+    match signal {
+        Some(e) => Err(e),
+        None => Ok(result?),
     }
 }
 

@@ -120,7 +120,7 @@ fn parse_tiktoken<'py>(py: Python<'py>, data: PyBuffer<u8>) -> PyResult<Bound<'p
 fn derive_merges(py: Python<'_>, vocab: &Bound<'_, PyList>) -> PyResult<DerivedTables> {
     let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
     let table = byte_table(&items)?;
-    let d = py.detach(|| pool::install(|| vocab::derive_merges(&table)))?;
+    let d = stoppable(py, |stop| vocab::derive_merges(&table, stop))?;
     Ok((d.merges, d.merge_ids, d.byte_ids))
 }
 
@@ -285,7 +285,7 @@ impl Vocabulary {
     #[staticmethod]
     fn from_tiktoken(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<Self> {
         let data = bytes_of(&data, "data")?;
-        let inner = py.detach(|| pool::install(|| vocab::Imported::from_tiktoken(data)))?;
+        let inner = stoppable(py, |stop| vocab::Imported::from_tiktoken(data, stop))?;
         Ok(Vocabulary::new(inner))
     }
 
