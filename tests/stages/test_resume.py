@@ -295,3 +295,24 @@ def test_commands_reading_out_while_a_run_writes_it_say_so(tmp_path):
     # Once that run is gone, the lock file's record is only a record.
     result = tokenmill_here("verify", out, check=False)
     assert "writing it now" not in result.stderr and "manifest" in result.stderr
+
+
+def test_a_stopped_rerun_that_rewrote_a_linked_tokens_folder_leaves_no_manifest(tmp_path):
+    """OUT/tokens a link to another disk: the fingerprint of OUT's files did
+    not enter it (the sweep never does, to delete), so a rerun stopped after
+    writing shards there put back a manifest of the shards it replaced."""
+    import signal
+
+    from runs import paused
+
+    data = copy_sample(tmp_path / "data")
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, *RUN)
+    (out / "tokens").rename(tmp_path / "elsewhere")
+    (out / "tokens").symlink_to(tmp_path / "elsewhere")
+    tokenmill_here("run", data, out, *RUN)  # kept: the manifest stays
+    with paused(["run", data, out, *RUN, "--no-eos"], "encode", 2, tmp_path) as proc:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate()
+    assert proc.returncode == 143, err
+    assert not (out / "manifest.json").exists()

@@ -308,7 +308,7 @@ def tokenmill_files(out: AnyPath) -> tuple[list[tuple[str, AnyPath]], list[AnyPa
     return found, sorted(others)
 
 
-def fingerprint(out: AnyPath) -> dict[str, tuple]:
+def fingerprint(out: AnyPath) -> dict[str, tuple | None]:
     """Every file of tokenmill's under OUT (but the manifest and the lock) as
     it is now (storage.identity), by name: two equal fingerprints mean that
     nothing there was written, replaced or removed between them."""
@@ -316,7 +316,38 @@ def fingerprint(out: AnyPath) -> dict[str, tuple]:
     if is_remote(out):
         return {n: i for n, i in identities(out).items() if n not in (MANIFEST, LOCK)}
     files, _ = tokenmill_files(out)
-    return {name: identity(path) for name, path in files}
+    found = {name: _identity(path) for name, path in files}
+    # A folder of tokenmill's that is a link (tokens/ on another disk) is
+    # never walked to delete, but its files are outputs all the same.
+    for folder in folders():
+        if (out / folder).is_symlink():
+            found.update(_linked_files(out / folder, folder))
+    return found
+
+
+def _identity(path: AnyPath) -> tuple | None:
+    try:
+        return identity(path)
+    except OSError:
+        return None  # a dangling link: as it is
+
+
+def _linked_files(root: Path, name: str) -> dict[str, tuple | None]:
+    """Every file under the folder `root` links to, links followed (each
+    folder once: a link back up is no loop)."""
+    found: dict[str, tuple | None] = {}
+    seen: set[tuple[int, int]] = set()
+    for at, dirs, files in os.walk(root, followlinks=True):
+        st = os.stat(at)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        prefix = Path(at).relative_to(root).as_posix()
+        for f in files:
+            key = f"{name}/{f}" if prefix == "." else f"{name}/{prefix}/{f}"
+            found[key] = _identity(Path(at) / f)
+    return found
 
 
 def is_own_file(name: str, path: AnyPath) -> bool:
