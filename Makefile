@@ -68,11 +68,12 @@ $(STAMP): $(SOURCES) | $(BIN)/python
 
 # DATA, OUT and JOB are each one argument, exactly as given, whatever they hold (a space, ",
 # $, `): `$(value X)` keeps make from expanding a $ in it, and `q` single-quotes it for the
-# shell, each ' as '\''. ARGS is options, split by the shell.
+# shell, each ' as '\''. ARGS is options, split by the shell, before the `--` that keeps a
+# name starting with - from being read as one.
 q = '$(subst ','\'',$(1))'
 
 tokenize: $(RUNTIME_STAMP)
-	$(BIN)/tokenmill run $(call q,$(value DATA)) $(call q,$(value OUT)) $(ARGS)
+	$(BIN)/tokenmill run $(if $(ARGS),$(ARGS) )-- $(call q,$(value DATA)) $(call q,$(value OUT))
 
 job: $(RUNTIME_STAMP)
 	$(BIN)/tokenmill run --job $(call q,$(value JOB)) $(ARGS)
@@ -105,4 +106,4 @@ bench: $(STAMP)
 		$(if $(BIG_CORPUS),--big $(BIG_CORPUS),--skip memory --skip size --skip code) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) native/target $(call q,$(value OUT))
+	rm -rf -- $(VENV) native/target $(call q,$(value OUT))

@@ -36,7 +36,8 @@ def whole(name: str, default: int, unit: str) -> int:
     value = _value(name)
     if not value:
         return default
-    if not value.isdigit() or int(value) < 1:
+    # isdigit alone takes "²" (int() refuses it) and "١٢" (int() reads 12).
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise _refused(name, value, f"a whole number of {unit}, at least 1")
     return int(value)
 

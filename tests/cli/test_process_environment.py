@@ -76,6 +76,8 @@ def test_polars_told_to_use_no_threads_is_one_line(tmp_path):
     [
         ("TOKENMILL_ROW_IDS", "0", "a whole number of ids, at least 1"),
         ("TOKENMILL_ROW_IDS", "abc", "a whole number of ids, at least 1"),
+        ("TOKENMILL_ROW_IDS", "²", "a whole number of ids, at least 1"),
+        ("TOKENMILL_MIX_BUCKET_BYTES", "١٢", "a whole number of bytes, at least 1"),
         ("TOKENMILL_MIX_BUCKET_BYTES", "abc", "a whole number of bytes, at least 1"),
         ("TOKENMILL_LOCK_STALE_S", "abc", "a number of seconds 0 or more"),
         ("TOKENMILL_STORE_TIMEOUT_S", "abc", "a number of seconds above 0"),

@@ -436,14 +436,16 @@ def test_make_tokenize_and_job_pass_a_path_with_a_space_as_one_argument(tmp_path
     extra = ["DATA=my data", "OUT=the out"]
     lines = run("make", "-n", "tokenize", f"VENV={venv}", *extra, cwd=ROOT).splitlines()
     [command] = [shlex.split(line) for line in lines if "tokenmill run" in line]
-    assert command[1:] == ["run", "my data", "the out"]
+    assert command[1:] == ["run", "--", "my data", "the out"]
     lines = run("make", "-n", "job", f"VENV={venv}", "JOB=my jobs/a.toml", cwd=ROOT).splitlines()
     [command] = [shlex.split(line) for line in lines if "tokenmill run" in line]
     assert command[1:] == ["run", "--job", "my jobs/a.toml"]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-@pytest.mark.parametrize("name", ["b`id`", 'a"b', "a$$HOME", "x$(id)", "it's", "a\\b", "$"])
+@pytest.mark.parametrize(
+    "name", ["b`id`", 'a"b', "a$$HOME", "x$(id)", "it's", "a\\b", "$", "-n", "--force"]
+)
 def test_make_passes_a_name_with_shell_or_make_syntax_as_it_is(tmp_path, name):
     # In double quotes, `make tokenize DATA='b`id`'` ran `id`; make itself read $.
     import shlex
@@ -452,7 +454,8 @@ def test_make_passes_a_name_with_shell_or_make_syntax_as_it_is(tmp_path, name):
     stamp(venv, "bin/python")
     stamp(venv, ".installed-runtime")
     for target, extra, args in [
-        ("tokenize", [f"DATA={name}", f"OUT={name}o"], ["run", name, f"{name}o"]),
+        # After --: a name starting with - is no option.
+        ("tokenize", [f"DATA={name}", f"OUT={name}o"], ["run", "--", name, f"{name}o"]),
         ("job", [f"JOB={name}"], ["run", "--job", name]),
     ]:
         lines = run("make", "-n", target, f"VENV={venv}", *extra, cwd=ROOT).splitlines()
