@@ -295,6 +295,17 @@ def test_commands_reading_out_while_a_run_writes_it_say_so(tmp_path):
     # Once that run is gone, the lock file's record is only a record.
     result = tokenmill_here("verify", out, check=False)
     assert "writing it now" not in result.stderr and "manifest" in result.stderr
+    # Shards of one tokenizer, some with <|endoftext|> and some without: bin
+    # and pack of OUT/tokens made a mixture of both, exit 0.
+    tokenmill_here("run", data, out, *RUN)
+    (tmp_path / "paused-at-encode-2").unlink()  # the first pause's
+    with paused(["run", data, out, *RUN, "--no-eos"], "encode", 2, tmp_path):
+        for args in (
+            ("bin", out / "tokens", tmp_path / "b2"),
+            ("pack", out / "tokens", tmp_path / "p2", "--seq-len", "64"),
+        ):
+            result = tokenmill_here(*args, check=False)
+            assert "a tokenmill run is writing it now" in result.stderr, result.stderr
 
 
 def test_a_stopped_rerun_that_rewrote_a_linked_tokens_folder_leaves_no_manifest(tmp_path):

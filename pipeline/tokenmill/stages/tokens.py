@@ -317,6 +317,10 @@ def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[To
     `names` (paths relative to the folder) when given, else every Parquet file
     under it."""
     tokens_dir = location(tokens_dir)
+    # OUT/tokens (or OUT/mix) of a run at work: old and new shards side by
+    # side, of one tokenizer or two (the run itself is no other process).
+    if (running := writing_now(tokens_dir.parent)) is not None:
+        raise running
     if not tokens_dir.is_dir():
         what = "a file, not a" if tokens_dir.exists() else "no such"
         raise TokenmillError(f"{tokens_dir}: {what} folder of token shards")
@@ -331,9 +335,6 @@ def token_shards(tokens_dir: AnyPath, names: list[str] | None = None) -> list[To
         raise TokenmillError(f"{tokens_dir}: no token shards (run `tokenmill encode` first)")
     shards.sort(key=lambda s: s.source)
     if len({s.sha256 for s in shards}) > 1:
-        # A run encoding into OUT/tokens now: its old and new shards side by side.
-        if (running := writing_now(tokens_dir.parent)) is not None:
-            raise running
         raise TokenmillError(f"{tokens_dir}: the shards were encoded with different tokenizers")
     return shards
 
