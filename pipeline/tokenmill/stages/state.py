@@ -44,6 +44,9 @@ def count_key(config: Config, pattern: str | None = None) -> dict:
 
 def encode_key(config: Config, tokenizer_sha256: str) -> dict:
     """The options a token shard depends on."""
+    # Encode's own module (numpy, pyarrow): not imported by count's.
+    from tokenmill.stages.tokens import DEFAULT_ROW_IDS, ROW_IDS
+
     return {
         "stage": "encode",
         "reader": READER_VERSION,
@@ -54,6 +57,9 @@ def encode_key(config: Config, tokenizer_sha256: str) -> dict:
         "tokenizer_sha256": tokenizer_sha256,
         # [mix] column: the shards carry each document's value in it
         **({"source_column": config.mix.column} if config.mix and config.mix.column else {}),
+        # How a long document's ids are cut into rows; only when not the
+        # default, so that shards written before it counted are kept.
+        **({"row_ids": ROW_IDS} if ROW_IDS != DEFAULT_ROW_IDS else {}),
     }
 
 

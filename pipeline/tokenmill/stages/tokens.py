@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 BATCH_ROWS = 8192
 # Ids in one row of a token shard, at most (a longer document takes several);
 # TOKENMILL_ROW_IDS sets it (tests: a tiny one).
-ROW_IDS = whole(environment.ROW_IDS, 1 << 20, "ids")
+DEFAULT_ROW_IDS = 1 << 20
+ROW_IDS = whole(environment.ROW_IDS, DEFAULT_ROW_IDS, "ids")
 
 
 @dataclass(frozen=True)
