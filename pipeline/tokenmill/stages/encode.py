@@ -34,6 +34,7 @@ from tokenmill.io.inputs import Inputs, find_inputs, output_name
 from tokenmill.io.metadata import SOURCE, STATE, TOKENIZER_SHA256, VOCAB_SIZE
 from tokenmill.io.readers import OnSkip, read_batches
 from tokenmill.io.storage import AnyPath, location
+from tokenmill.stages import tokens
 from tokenmill.stages.results import ShardStageResult
 from tokenmill.stages.shards import check_outputs, shard_size, shard_task, split_shards
 from tokenmill.stages.split import TRAIN, VAL, add_counts, is_val, split_counts, total_counts
@@ -140,7 +141,8 @@ def encode_shard(task: EncodeTask) -> dict:
             writer.add_key_value_metadata({STATE: state(result), **rows.metadata()})
         return result
 
-    key = encode_key(c, tok.sha256)
+    row_ids = tokens.ROW_IDS  # read here: tests set it on the module
+    key = encode_key(c, tok.sha256, None if row_ids == tokens.DEFAULT_ROW_IDS else row_ids)
     return shard_task(task.shard, task.name, task.out, c, key, write, task.counted)
 
 

@@ -42,11 +42,10 @@ def count_key(config: Config, pattern: str | None = None) -> dict:
     }
 
 
-def encode_key(config: Config, tokenizer_sha256: str) -> dict:
-    """The options a token shard depends on."""
-    # Encode's own module (numpy, pyarrow): not imported by count's.
-    from tokenmill.stages.tokens import DEFAULT_ROW_IDS, ROW_IDS
-
+def encode_key(config: Config, tokenizer_sha256: str, row_ids: int | None = None) -> dict:
+    """The options a token shard depends on. `row_ids`: how a long document's
+    ids are cut into rows (stages/tokens.py), given when not the default, so
+    that shards written before it counted are kept."""
     return {
         "stage": "encode",
         "reader": READER_VERSION,
@@ -57,9 +56,7 @@ def encode_key(config: Config, tokenizer_sha256: str) -> dict:
         "tokenizer_sha256": tokenizer_sha256,
         # [mix] column: the shards carry each document's value in it
         **({"source_column": config.mix.column} if config.mix and config.mix.column else {}),
-        # How a long document's ids are cut into rows; only when not the
-        # default, so that shards written before it counted are kept.
-        **({"row_ids": ROW_IDS} if ROW_IDS != DEFAULT_ROW_IDS else {}),
+        **({"row_ids": row_ids} if row_ids is not None else {}),
     }
 
 
