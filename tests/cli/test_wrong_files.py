@@ -279,3 +279,28 @@ def test_a_runs_output_folder_as_data_is_named_as_such(cli, files, monkeypatch, 
     result = cli(command, "ran", "out", ok=False)
     assert_one_line_error(result, "ran: DATA is a tokenmill output folder (its manifest.json)")
     assert not (files / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "count"])
+def test_a_runs_output_folder_inside_data_is_refused_before_any_work(
+    cli, files, monkeypatch, command
+):
+    """Another run's OUT kept under DATA: its tables and shards were read as
+    inputs (its index.json failed as JSON Lines), after the inputs before it
+    had been counted, and the next run into that OUT was then refused."""
+    monkeypatch.chdir(files)
+    data = files / "data"
+    (data / "prev" / "counts").mkdir(parents=True)
+    (data / "a.jsonl").write_text('{"text": "hello"}\n')
+    (data / "prev" / ".tokenmill.lock").write_text("{}\n")
+    (data / "prev" / "counts" / "a.jsonl.parquet").write_bytes(
+        (files / "counts.parquet").read_bytes()
+    )
+    result = cli(command, "data", "out", ok=False)
+    assert_one_line_error(result, "data/prev: a tokenmill output folder inside DATA", "--glob")
+    assert not (files / "out").exists()
+    cli(command, "data", "out", "--glob", "*.jsonl")
+    # DATA itself, left holding only the lock file by a run that failed there.
+    (data / ".tokenmill.lock").write_text("{}\n")
+    result = cli(command, "data", "out2", "--glob", "*.jsonl", ok=False)
+    assert_one_line_error(result, "data: DATA is a tokenmill output folder (it holds")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError, one_line
+from tokenmill.io.lock import LOCK
 from tokenmill.io.readers import KNOWN_INPUTS, shard_format
 from tokenmill.io.storage import (
     AnyPath,
@@ -299,7 +300,29 @@ def _finish(inputs: Inputs, glob: str, sort_key: dict[str, str]) -> Inputs:
 
 def _checked(inputs: Inputs) -> Inputs:
     check_output_names(inputs)
+    check_no_output_inside(inputs)
     return inputs
+
+
+def check_no_output_inside(inputs: Inputs) -> None:
+    """Refuse inputs inside a folder under DATA that holds tokenmill's lock
+    file (another run's OUT, kept beside the data): its count tables and token
+    shards would be read as text, and its JSON files as JSON Lines."""
+    outs = [e["path"][: -len(LOCK)] for e in inputs.not_read if e["path"].split("/")[-1] == LOCK]
+    for folder in outs:
+        inside = next((s.name for s in inputs.shards if s.name.startswith(folder)), None)
+        if inside is None:
+            continue
+        if not folder:
+            raise TokenmillError(
+                f"{inputs.root}: DATA is a tokenmill output folder (it holds {LOCK}); give "
+                "the data it was made from"
+            )
+        raise TokenmillError(
+            f"{inputs.root}/{folder.rstrip('/')}: a tokenmill output folder inside DATA (it "
+            f"holds {LOCK}; {inside} would be read as an input); move it out of DATA, or "
+            "leave it out with --glob"
+        )
 
 
 def _find_remote_inputs(data: UPath, glob: str, exclude: tuple[AnyPath, ...]) -> Inputs:
