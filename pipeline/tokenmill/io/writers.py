@@ -141,8 +141,6 @@ def remove_leftovers(path: Path) -> list[Path]:
     beside it (atomic_path's `.NAME.tmp-PID-HEX`), unless their process still
     runs; the removed, for the command to name. No lock covers a single-file
     output's folder, so only this exact name is touched."""
-    import re
-
     pattern = re.compile(rf"\.{re.escape(path.name[:200])}{re.escape(TMP_MARK)}(\d+)-[0-9a-f]{{8}}")
     removed = []
     with suppress(OSError):

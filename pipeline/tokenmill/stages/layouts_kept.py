@@ -15,13 +15,10 @@ recorded (a run killed before its manifest) is written again.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from tokenmill.io.files import file_sha256
-from tokenmill.io.storage import AnyPath, location, size
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.layouts import VERSION, Layout, LayoutJob, LayoutResult
-from tokenmill.stages.manifest import listed_path, relative
+from tokenmill.stages.manifest import changed_from, listed_path, relative
+from tokenmill.stages.state import digest
 
 
 def layout_key(
@@ -45,7 +42,7 @@ def layout_key(
         # The packed layout's own options: the others' bytes do not change with them.
         **({"seq_len": job.seq_len, "shuffle": job.shuffle} if name == "packed" else {}),
     }
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+    return digest(what)
 
 
 def kept_layout(
@@ -62,13 +59,11 @@ def kept_layout(
     prefix = f"{lay.folder}/"
     entries = [e for e in previous.get("files", []) if isinstance(e, dict)
                and str(e.get("path", "")).startswith(prefix)]  # fmt: skip
-    if not entries:
+    if not entries or not all(isinstance(e.get("sha256"), str) for e in entries):
         return None
     for entry in entries:
         path = listed_path(out, entry["path"])
-        if not path.is_file() or size(path) != entry.get("bytes"):
-            return None
-        if file_sha256(path) != entry.get("sha256"):
+        if not path.is_file() or changed_from(entry, path):
             return None
     files = [e["path"][len(prefix) :] for e in entries]
     result = LayoutResult(

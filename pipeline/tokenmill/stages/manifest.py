@@ -3,8 +3,6 @@ and `verify`, which checks a folder against its manifest."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import threading
@@ -29,7 +27,7 @@ from tokenmill.io.storage import (
 )
 from tokenmill.io.writers import write_json
 from tokenmill.stages.layout import MANIFEST, MIX, VIEWS, mix_part, with_state_files
-from tokenmill.stages.state import recorded_state, reusable_file
+from tokenmill.stages.state import digest, recorded_state, reusable_file
 
 # The mixture's part that records its account.
 MIX_ACCOUNT = f"{MIX}/{mix_part(0)}"
@@ -286,8 +284,7 @@ def view_key(manifest: dict) -> dict:
     mixture = [[e["path"], e["sha256"]] for e in files if e["path"].startswith("mix/")]
     if mixture:  # the report shows the recipe asked against the mixture written
         what["mix"] = mixture
-    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-    return {"stage": "view", "made_from": digest}
+    return {"stage": "view", "made_from": digest(what)}
 
 
 def recorded_counts(manifest: dict) -> list[tuple[str, object]]:

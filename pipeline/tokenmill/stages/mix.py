@@ -65,7 +65,6 @@ from tokenmill.stages.shuffle import (
     ScatterTask,
     bucket_file,
     by_bucket,
-    digest,
     gather,
     part_schema,
     remove_buckets,
@@ -74,7 +73,7 @@ from tokenmill.stages.shuffle import (
 )
 from tokenmill.stages.sources import Membership, assign, default_source, read_index
 from tokenmill.stages.split import SPLITS, is_val
-from tokenmill.stages.state import verified_sha256
+from tokenmill.stages.state import digest, verified_sha256
 from tokenmill.stages.tokens import TokenShard
 from tokenmill.tokenizer import Tokenizer
 

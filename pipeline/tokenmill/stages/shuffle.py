@@ -32,7 +32,6 @@ are removed once the parts are written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -376,10 +375,6 @@ def remove_buckets(folder: AnyPath) -> None:
         os.unlink(folder)
     else:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def bucket_file(folder: AnyPath, index: int) -> AnyPath:

@@ -16,6 +16,7 @@ output's own sha256.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from tokenmill.config import Config
@@ -27,6 +28,12 @@ from tokenmill.io.writers import write_json
 # Bumped when the readers change what a shard's documents are (2: blank .txt
 # lines are no documents), so outputs made by an older reader are redone.
 READER_VERSION = 2
+
+
+def digest(value: object) -> str:
+    """A key's value as one sha256 (its JSON, keys sorted): what an output
+    records of what it was made from, when that is too long to hold whole."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def count_key(config: Config, pattern: str | None = None) -> dict:
