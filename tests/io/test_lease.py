@@ -13,12 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from runs import HANG_GUARD_S, copy_sample, output_files, paused, tokenmill
-from s3 import store
+from s3 import store, take_over
 
 from tokenmill.errors import WriteError
 from tokenmill.formats import load_any
@@ -82,19 +81,6 @@ def stall(proc, marker: Path) -> None:
     resumed: it is stalled, as a paused VM is, heartbeat and all."""
     proc.send_signal(signal.SIGSTOP)
     marker.unlink()
-
-
-def take_over(here, *args):
-    """`tokenmill ARGS` here, once the stalled holder's lock is stale: until
-    then it is refused at once, naming the holder."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while True:
-        result = here(*args, ok=False)
-        if result.exit_code == 0:
-            return result
-        assert "in use by another tokenmill run" in result.output, result.output
-        assert time.monotonic() < deadline, "the stalled run's lock never went stale"
-        time.sleep(0.2)
 
 
 def resume(proc) -> str:

@@ -25,13 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from runs import HANG_GUARD_S, copy_sample, manifest, output_files, tokenmill
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from tokenmill.cli import main  # noqa: E402
 from tokenmill.executors import RAY_LOOPBACK_ENV  # noqa: E402
 from tokenmill.io.lock import LOCK  # noqa: E402
 
@@ -111,6 +109,21 @@ def listening_beyond_loopback() -> list[str]:
     return found
 
 
+def run_held_on_a_node(cluster, pause_at: str, marker: Path, data, out):
+    """A new worker node whose tasks pause at `pause_at` (tokenmill.faults),
+    and `tokenmill run DATA OUT` on the cluster started: (node, process)."""
+    pause = {"TOKENMILL_PAUSE_AT": pause_at, "TOKENMILL_PAUSE_FILE": str(marker)}
+    node = add_worker(cluster, pause)
+    args = ["run", data, out, *RUN, "--executor", "ray", "--ray-address", cluster.address]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenmill", *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return node, proc
+
+
 def wait_for(marker: Path, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + HANG_GUARD_S
     while not marker.exists():
@@ -156,15 +169,7 @@ def test_a_worker_node_lost_mid_run_costs_only_a_retry(storage, cluster, tmp_pat
 
     marker = tmp_path / "paused"
     # The worker finishes its first count task and holds its second.
-    pause = {"TOKENMILL_PAUSE_AT": "count-task:2", "TOKENMILL_PAUSE_FILE": str(marker)}
-    doomed = add_worker(cluster, pause)
-    args = ["run", inputs, out, *RUN, "--executor", "ray", "--ray-address", cluster.address]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenmill", *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    doomed, proc = run_held_on_a_node(cluster, "count-task:2", marker, inputs, out)
     replacement = None
     try:
         wait_for(marker, proc)
@@ -228,40 +233,30 @@ def test_tasks_exchange_summaries_never_shard_data(tmp_path, monkeypatch, cli):
 
 
 def test_a_ray_task_of_a_stalled_holder_writes_nothing_after_a_takeover(
-    s3, cluster, tmp_path, monkeypatch
+    s3, cluster, tmp_path, monkeypatch, cli
 ):
     """As with worker processes (io/test_lease.py): a Ray task carries its
     driver's lock (storage.carried_fences). The driver stalls (SIGSTOP) while
     its task is held on the worker node; another run takes the stale lock
     over and finishes; the task, let go, and the driver, resumed, write,
     rewrite and remove nothing under OUT, and the driver ends in one line."""
+    from s3 import take_over
+
     from tokenmill.io.storage import forget_listings
+
+    def here(*args, ok: bool = True):
+        forget_listings()  # what the stalled run wrote, seen
+        return cli(*args, ok=ok)
 
     monkeypatch.setenv("TOKENMILL_LOCK_STALE_S", "4")  # a task needs a lock dated < 1 s
     data = copy_sample(tmp_path / "data")
     out = s3.url("out")
     marker = tmp_path / "paused"
-    pause = {"TOKENMILL_PAUSE_AT": "encode-task:2", "TOKENMILL_PAUSE_FILE": str(marker)}
-    node = add_worker(cluster, pause)
-    args = ["run", data, out, *RUN, "--executor", "ray", "--ray-address", cluster.address]
-    holder = subprocess.Popen(
-        [sys.executable, "-m", "tokenmill", *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    node, holder = run_held_on_a_node(cluster, "encode-task:2", marker, data, out)
     try:
         wait_for(marker, holder)
         holder.send_signal(signal.SIGSTOP)
-        deadline = time.monotonic() + HANG_GUARD_S
-        while True:  # refused, naming the holder, until its lock is stale
-            forget_listings()
-            taker = CliRunner().invoke(main, ["run", str(data), out, "--vocab-size", "900"])
-            if taker.exit_code == 0:
-                break
-            assert "in use by another tokenmill run" in taker.output, taker.output
-            assert time.monotonic() < deadline, "the stalled run's lock never went stale"
-            time.sleep(0.2)
+        take_over(here, "run", data, out, "--vocab-size", "900")
         before = s3_objects(out), s3_manifest(out)
         marker.unlink()
         holder.send_signal(signal.SIGCONT)
