@@ -74,7 +74,7 @@ from tokenmill.stages.shuffle import (
 from tokenmill.stages.sources import Membership, assign, default_source, read_index
 from tokenmill.stages.split import SPLITS, is_val
 from tokenmill.stages.state import digest, verified_sha256
-from tokenmill.stages.tokens import TokenShard
+from tokenmill.stages.tokens import TokenShard, read_continued
 from tokenmill.tokenizer import Tokenizer
 
 VERSION = 2  # bumped when the same recipe would choose or order otherwise
@@ -146,8 +146,10 @@ def kept_parts(folder: AnyPath, key: dict) -> tuple[dict, list[dict]] | None:
         if sha256 is None:
             return None
         with parquet_file(path) as pf:
-            rows = pf.metadata.num_rows
-        records.append({"file": name, "rows": rows, "bytes": file_size(path), "sha256": sha256})
+            rows, meta = pf.metadata.num_rows, pf.metadata.metadata or {}
+        documents = rows - sum(n - 1 for n, _ in read_continued(path, meta).values())
+        records.append({"file": name, "rows": rows, "documents": documents,
+                        "bytes": file_size(path), "sha256": sha256})  # fmt: skip
     return summary, records
 
 
@@ -194,7 +196,7 @@ def run_mix(
     mixture = plan_mixture(shards, config, size, key)
     summary = mixture.summary
     records = write_mixture(shards, folder, tok, config, mixture)
-    written = (sum(r["rows"] for r in records), sum(r["tokens"] for r in records))
+    written = (sum(r["documents"] for r in records), sum(r["tokens"] for r in records))
     val = summary.get("val", {})
     if written != (summary["documents"] + val.get("documents", 0),
                    summary["tokens"] + val.get("tokens", 0)):  # fmt: skip

@@ -274,7 +274,7 @@ def open_ipc(path: AnyPath) -> pa.ipc.RecordBatchFileReader:
 
 def gather(task: GatherTask) -> dict:
     """Pass 2 for one bucket: its part written in key order; the part's record
-    for the manifest (rows, tokens, bytes, sha256)."""
+    for the manifest (rows, documents, tokens, bytes, sha256)."""
     batches, inputs = [], []
     for at, path, wanted in task.pieces:
         reader = open_ipc(path)
@@ -327,7 +327,9 @@ def gather(task: GatherTask) -> dict:
             if parts.continued:
                 writer.add_key_value_metadata(parts.metadata())
     sha256 = record_output(task.out)
-    return {"rows": len(sort), "tokens": tokens, "bytes": size(task.out), "sha256": sha256}
+    written = len(sort) + sum(n - 1 for _, n, _ in parts.continued)
+    return {"rows": written, "documents": len(sort), "tokens": tokens, "bytes": size(task.out),
+            "sha256": sha256}  # fmt: skip
 
 
 def slices(lengths: np.ndarray, tokens: int) -> list[tuple[int, int]]:
