@@ -39,8 +39,10 @@ from tokenmill.errors import TokenmillError
 from tokenmill.io.storage import regular_file
 
 FORMS = ("tokens", "weight", "epochs")
-# Epochs of one source, at most: more is no recipe (and 1e308 is no budget).
-MAX_EPOCHS = 1_000_000
+# Epochs of a source are fewer than this: each is a pass over its documents in
+# the mix, so a budget a thousandfold off (a "1T" meant as "1M") would run for
+# days. stages/budgets.py holds a budget in tokens or a weight to it too.
+MAX_EPOCHS = 10_000
 RESERVED = ("total", "column")
 # Powers of 1000, as token counts are quoted ("20B" tokens): G is B.
 SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
@@ -159,9 +161,9 @@ def parse_share(name: str, value: object, where: str) -> Share:
             raise TokenmillError(f"{at}.weight: a share of total (0 to 1), not {given!r}")
         return Share(name, weight=weight(float(given), f"{at}.weight"), files=files)
     is_number = isinstance(given, float | int) and not isinstance(given, bool)
-    if not is_number or not 0 <= given <= MAX_EPOCHS:
+    if not is_number or not 0 <= given < MAX_EPOCHS:
         raise TokenmillError(
-            f"{at}.epochs: a number of epochs (2.0, 0.5; at most {MAX_EPOCHS:,}), not {given!r}"
+            f"{at}.epochs: a number of epochs (2.0, 0.5; fewer than {MAX_EPOCHS:,}), not {given!r}"
         )
     return Share(name, epochs=float(given), files=files)
 

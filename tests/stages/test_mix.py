@@ -156,7 +156,12 @@ def test_the_same_recipe_writes_the_same_bytes(cli, corpus, tmp_path):
         ({"code": True}, "mix.code: give a token budget"),
         ({"x": {"tokens": 1, "epochs": 1}}, "mix.x: give exactly one of tokens, weight, epochs"),
         ({"x": {"epochs": -1}}, "mix.x.epochs: a number of epochs"),
-        ({"x": {"epochs": 1e308}}, "mix.x.epochs: a number of epochs (2.0, 0.5; at most"),
+        ({"x": {"epochs": 1e308}}, "mix.x.epochs: a number of epochs (2.0, 0.5; fewer than"),
+        # As many epochs as a budget in tokens may come to (stages/budgets.py).
+        (
+            {"x": {"epochs": 10_000.0}},
+            "mix.x.epochs: a number of epochs (2.0, 0.5; fewer than 10,000)",
+        ),
         ({"x": {"tokens": 1, "glob": "a/*"}}, "mix.x: unknown key 'glob'"),
         ({"x": {"tokens": 1, "files": 3}}, "mix.x.files: a glob of input names"),
         ({"total": "1M", "x": "5"}, "mix.total: no source is a weight of it"),
@@ -281,3 +286,10 @@ def test_a_refused_recipe_keeps_the_manifest_of_the_outputs_it_left_unchanged(
     again = run_recipe(cli, (data, tok), out, recipe, ok=False)
     assert_one_line_error(again, message)
     assert not (out / "manifest.json").exists()
+
+
+def test_a_budget_of_ten_thousand_epochs_of_its_source_is_refused(cli, corpus, tmp_path):
+    # Said once the source's tokens are known: "1T" meant as "1M".
+    result = run_recipe(cli, corpus, tmp_path / "out", 'short = "1T"\n', ok=False)
+    assert_one_line_error(result, f"{tmp_path / 'out.toml'}: mix.short: 1000000000000 tokens")
+    assert "epochs, 10,000 or more: a typo in its budget or unit?" in result.output

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import TokenmillError
-from tokenmill.recipe import Recipe, Share
+from tokenmill.recipe import MAX_EPOCHS, Recipe, Share
 from tokenmill.stages.shuffle import Rule, hashes
 from tokenmill.stages.sources import Group, Index
 from tokenmill.stages.split import TRAIN, VAL, check_split_holds
@@ -75,11 +75,6 @@ def documents(c: int, classes: list[np.ndarray], index: list[Index]) -> Document
     return docs
 
 
-# Epochs of a source, at most: each is a pass over its documents in the mix,
-# so a budget a thousandfold off (a "1T" meant as "1M") would run for days.
-MAX_EPOCHS = 10_000
-
-
 def choose(key: str, budget: int, docs: Documents, shards: list[TokenShard], seed: int) -> Rule:
     """The Rule taking `budget` tokens of the documents `docs`, of the source
     the recipe's `key` (`job.toml: mix.code`) asks them of."""
@@ -92,7 +87,7 @@ def choose(key: str, budget: int, docs: Documents, shards: list[TokenShard], see
     if epochs >= MAX_EPOCHS:
         raise TokenmillError(
             f"{key}: {budget} tokens of a source of {available} is {epochs} epochs, "
-            f"more than {MAX_EPOCHS}: a typo in its budget or unit?"
+            f"{MAX_EPOCHS:,} or more: a typo in its budget or unit?"
         )
     if rest == 0:
         return Rule(epochs)
