@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import write_shard
+from conftest import assert_one_line_error, write_shard
 from mixdata import mixture, write_tokenizer
 from runs import manifest
 
@@ -62,3 +62,18 @@ def test_an_input_whose_documents_all_name_a_source_is_no_source_itself(cli, tmp
     assert lines["b"]["asked"] is None and lines["b"]["available"]["documents"] == 10
     mixed = cli("stats", out).output.split("per shard:")[0].splitlines()
     assert not [line for line in mixed if line.split()[:1] == ["all"]]
+
+
+def test_a_source_whose_inputs_another_sources_glob_takes_is_refused_before_work(
+    cli, nested, tmp_path
+):
+    data, tok = nested
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[mix]\nbooks = "10"\nextra = { tokens = 10, files = "books/*" }\n')
+    result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe, ok=False)
+    assert_one_line_error(
+        result,
+        f"{recipe}: mix.books: every input under books/ or named books.* is taken by extra's "
+        "files glob (sources here: web)",
+    )
+    assert not (tmp_path / "out" / "tokens").exists()

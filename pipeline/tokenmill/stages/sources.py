@@ -204,8 +204,10 @@ def assign(shards: list[TokenShard], recipe: Recipe, index: list[Index]):
         seen[present[(present >= 0) & (present < len(taken))]] = True
     for k, share in enumerate(recipe.sources):
         if not seen[k]:
-            placed = any(placed_source(s.source, taken) == share.name for s in shards)
-            raise TokenmillError(f"{where}.{share.name}: {why_empty(share, recipe.column, placed)} "
+            names = [s.source for s in shards]
+            placed = any(placed_source(n, taken) == share.name for n in names)
+            why = why_empty(share, recipe.column, placed, glob_taker(share, recipe, names))
+            raise TokenmillError(f"{where}.{share.name}: {why} "
                                  f"(sources here: {known(shards, index)})")  # fmt: skip
     return Sources(groups, members, group_of)
 
@@ -217,20 +219,40 @@ def check_placed(recipe: Recipe, names: list[str]) -> None:
     if recipe.column is not None:
         return  # a document's column may name any source: known once encoded
     named = {share.name for share in recipe.sources}
-    present = {placed_source(n, named) for n in names}
+    globs = [share.files for share in recipe.sources if share.files]
+    unglobbed = [n for n in names if not any(matches_glob(n, g) for g in globs)]
+    present = {placed_source(n, named) for n in unglobbed}
     for share in recipe.sources:
         if share.files is None and share.name not in present:
+            taker = glob_taker(share, recipe, names)
             raise TokenmillError(
-                f"{where}.{share.name}: {why_empty(share, None, False)} "
+                f"{where}.{share.name}: {why_empty(share, None, False, taker)} "
                 f"(sources here: {first_names(present)})"
             )
 
 
-def why_empty(share: Share, column: str | None, placed: bool) -> str:
-    """Why no document is in `share`; `placed`: some input is its by place."""
+def glob_taker(share: Share, recipe: Recipe, names: list[str]) -> str | None:
+    """The source whose files glob takes an input that is `share`'s by place,
+    which then has none of its own; None when no input is its by place."""
+    named = {s.name for s in recipe.sources}
+    for name in names:
+        if placed_source(name, named) == share.name:
+            taker = next((s.name for s in recipe.sources if s.files and
+                          matches_glob(name, s.files)), None)  # fmt: skip
+            if taker is not None:
+                return taker
+    return None
+
+
+def why_empty(share: Share, column: str | None, placed: bool, taker: str | None = None) -> str:
+    """Why no document is in `share`; `placed`: some input is its by place;
+    `taker`: the source whose files glob takes such inputs."""
     if share.files:
         return f"its files glob {share.files!r} matches no input"
-    by_place = f"no input is under {share.name}/ or named {share.name}.* at DATA's top"
+    places = f"under {share.name}/ or named {share.name}.*"
+    if taker is not None and column is None:
+        return f"every input {places} is taken by {taker}'s files glob"
+    by_place = f"no input is {places} at DATA's top"
     if column is None:
         return by_place
     if placed:  # each document of its inputs names another source
