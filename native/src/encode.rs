@@ -606,7 +606,7 @@ impl Encoder {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::train::{Trainer, Word};
+    use crate::train::{Trainer, Word, UNSTOPPED};
 
     /// Deterministic pseudo-random symbols from a small alphabet.
     /// The next deterministic pseudo-random number below `n`.
@@ -633,7 +633,9 @@ pub(crate) mod tests {
                     count: 1 + i as u64 % 4,
                 })
                 .collect();
-            let pairs = Trainer::new(words, 256).train(60, |_| {});
+            let pairs = Trainer::new(words, 256)
+                .train(60, |_| {}, &UNSTOPPED)
+                .unwrap();
             let merges: Vec<(Pair, u32)> = pairs
                 .iter()
                 .enumerate()
@@ -669,7 +671,9 @@ pub(crate) mod tests {
                 count: 1 + i as u64 % 5,
             })
             .collect();
-        let pairs = Trainer::new(words, 256).train(150, |_| {});
+        let pairs = Trainer::new(words, 256)
+            .train(150, |_| {}, &UNSTOPPED)
+            .unwrap();
         let merges: Vec<(Pair, u32)> = (pairs.iter().copied()).zip(256..).collect();
         let make = || {
             Encoder::new(

@@ -49,7 +49,7 @@ impl TokenTexts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{Trainer, Words};
+    use crate::train::{Trainer, Words, UNSTOPPED};
 
     #[test]
     fn refuses_texts_already_held_and_specials() {
@@ -77,7 +77,9 @@ mod tests {
             Some(b"b".to_vec()),
             Some(b"ab".to_vec()),
         ]);
-        let merges = Trainer::new(words, 3).train_where(5, |_| {}, |p| texts.admit(p));
+        let merges = Trainer::new(words, 3)
+            .train_where(5, |_| {}, |p| texts.admit(p), &UNSTOPPED)
+            .unwrap();
         assert_eq!(merges, vec![(2, 0)]);
     }
 }

@@ -35,6 +35,7 @@ use crate::train::{self, Pair, Trainer, Words};
 use crate::wordmap::WordMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The stage-2 regex of the SuperBPE reference.
 pub const CORE: &str = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)";
@@ -211,16 +212,17 @@ pub struct Stage1Trained {
 impl Stage1Trained {
     /// `stage1` merges (fewer where pairs run out) on stage 1's word table
     /// (`words`, `counts`, in first-occurrence order); `progress(k)`: k
-    /// merges made so far.
+    /// merges made so far. `Error::Stopped` once `stop` is set.
     pub fn train(
         words: &[&str],
         counts: &[u64],
         stage1: usize,
         progress: impl FnMut(usize),
+        stop: &AtomicBool,
     ) -> Result<Self> {
         let (table, base) = train::symbolize(words, counts, None)?;
         let mut trainer = Trainer::new(table, base);
-        let merges = trainer.train_where(stage1, progress, |_| true);
+        let merges = trainer.train_where(stage1, progress, |_| true, stop)?;
         Ok(Stage1Trained {
             trainer,
             merges,
@@ -232,7 +234,8 @@ impl Stage1Trained {
     /// first-occurrence order, split by `split`), `words` the table stage 1
     /// trained on and `split` was made with. Returns the merges of both
     /// stages and how many are stage 1's (fewer than asked where its pairs
-    /// ran out); `progress(k)` counts stage 1's merges too.
+    /// ran out); `progress(k)` counts stage 1's merges too. `Error::Stopped`
+    /// once `stop` is set.
     #[allow(clippy::too_many_arguments)]
     pub fn stage2(
         self,
@@ -243,6 +246,7 @@ impl Stage1Trained {
         total: usize,
         max_words: Option<u32>,
         mut progress: impl FnMut(usize),
+        stop: &AtomicBool,
     ) -> Result<(Vec<Pair>, usize)> {
         let Stage1Trained {
             trainer,
@@ -269,6 +273,10 @@ impl Stage1Trained {
         let runs = Pieces::new(&bytes, &ids).segment(superwords, Some(&stage1_words));
         drop(stage1_words);
         drop(split);
+        // Segmenting is stage 2's longest step before its merges.
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Stopped);
+        }
         let table = Words::from_runs(&runs, superword_counts)?;
         drop(runs);
         let mut texts = TokenTexts::new(token_bytes(&merges));
@@ -278,7 +286,8 @@ impl Stage1Trained {
             total - done,
             |k| progress(done + k),
             |pair| texts.admit_if(pair, |t| allowed(t, max_words)),
-        );
+            stop,
+        )?;
         merges.extend(more);
         Ok((merges, done))
     }
@@ -697,6 +706,7 @@ impl Pieces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::UNSTOPPED;
     use fancy_regex::Regex;
 
     fn pieces(text: &str) -> Vec<&str> {
@@ -820,7 +830,9 @@ mod tests {
                 })
                 .collect::<Vec<_>>(),
         );
-        let merges = crate::train::Trainer::new(table, 256).train(n, |_| {});
+        let merges = crate::train::Trainer::new(table, 256)
+            .train(n, |_| {}, &UNSTOPPED)
+            .unwrap();
         merges.into_iter().zip(256..).collect()
     }
 
@@ -969,7 +981,9 @@ mod tests {
         {
             let (table, _) = train::symbolize(&words, &counts, None).unwrap();
             let mut trainer = Trainer::new(table, 256);
-            let learned = trainer.train_where(n, |_| {}, |_| true);
+            let learned = trainer
+                .train_where(n, |_| {}, |_| true, &UNSTOPPED)
+                .unwrap();
             let merges: Vec<(Pair, u32)> = learned.into_iter().zip(256..).collect();
             let whole = Encoder::new(
                 PreTokenizer::whitespace(false),
@@ -1002,16 +1016,31 @@ mod tests {
         let pt = PreTokenizer::for_pattern("cl100k").unwrap();
         // Stage 1 and the split of the full tables, stage 2 given `given`.
         let stage2 = |given: &[&str], given_pieces: &[&str]| {
-            let trained = Stage1Trained::train(&words, &[5, 5, 5], 2, |_| {}).unwrap();
+            let trained = Stage1Trained::train(&words, &[5, 5, 5], 2, |_| {}, &UNSTOPPED).unwrap();
             let split = Split::new(&pieces, &words, Some(&pt));
             let counts = vec![3; given_pieces.len()];
-            trained.stage2(split, given, given_pieces, &counts, 6, None, |_| {})
+            let stage2 =
+                |stop| trained.stage2(split, given, given_pieces, &counts, 6, None, |_| {}, stop);
+            stage2(&UNSTOPPED)
         };
         let (merges, done) = stage2(&words, &pieces).unwrap();
         assert_eq!((merges.len(), done), (6, 2));
         let err = stage2(&words[..2], &pieces).unwrap_err().to_string();
         assert!(err.contains("stage 2 given 2 words"), "{err}");
         assert!(stage2(&words, &pieces[..1]).is_err());
+    }
+
+    #[test]
+    fn a_stop_ends_either_stage() {
+        let words = ["of", " the", " cat"];
+        let pieces = ["of the cat", "of the"];
+        let stopped = AtomicBool::new(true);
+        let stage1 = Stage1Trained::train(&words, &[5, 5, 5], 2, |_| {}, &stopped);
+        assert!(matches!(stage1, Err(Error::Stopped)));
+        let trained = Stage1Trained::train(&words, &[5, 5, 5], 2, |_| {}, &UNSTOPPED).unwrap();
+        let split = Split::new(&pieces, &words, None);
+        let stage2 = trained.stage2(split, &words, &pieces, &[3, 3], 6, None, |_| {}, &stopped);
+        assert!(matches!(stage2, Err(Error::Stopped)));
     }
 
     #[test]

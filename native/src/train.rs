@@ -15,9 +15,14 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod floor;
 pub(crate) use floor::PairBits;
+
+/// A stop flag never set: training that no signal ends.
+#[cfg(test)]
+pub(crate) static UNSTOPPED: AtomicBool = AtomicBool::new(false);
 
 pub type Pair = (u32, u32);
 
@@ -647,8 +652,15 @@ impl Trainer {
 
     /// Train up to `num_merges` merges; stops early when no pair is left.
     /// Ids are u32: merges stop before the next id would not fit.
-    pub fn train(mut self, num_merges: usize, progress: impl FnMut(usize)) -> Vec<Pair> {
-        self.train_where(num_merges, progress, |_| true)
+    /// `Error::Stopped` once `stop` is set (a signal came): it is looked at
+    /// before each merge, so a training of any size ends within one.
+    pub fn train(
+        mut self,
+        num_merges: usize,
+        progress: impl FnMut(usize),
+        stop: &AtomicBool,
+    ) -> Result<Vec<Pair>> {
+        self.train_where(num_merges, progress, |_| true, stop)
     }
 
     /// Word `i`'s tokens (in table order) as the merges so far left them.
@@ -664,7 +676,8 @@ impl Trainer {
         num_merges: usize,
         mut progress: impl FnMut(usize),
         mut admit: impl FnMut(Pair) -> bool,
-    ) -> Vec<Pair> {
+        stop: &AtomicBool,
+    ) -> Result<Vec<Pair>> {
         let num_merges = num_merges.min(u32::MAX as usize + 1 - self.token_len.len());
         // Each merge adds a handful of pairs: sizing for that up front saves
         // rehashing and regrowing (and page faults) along the way. Sized for
@@ -675,6 +688,9 @@ impl Trainer {
         self.stats.reserve(expected * 4);
         self.token_len.reserve(expected);
         while merges.len() < num_merges {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Stopped);
+            }
             let Some((pair, first_word)) = self.best_pair() else {
                 break;
             };
@@ -689,7 +705,7 @@ impl Trainer {
             merges.push(pair);
             progress(merges.len());
         }
-        merges
+        Ok(merges)
     }
 
     /// Merge `pair` everywhere; `first_word` holds its first occurrence.
@@ -1300,7 +1316,9 @@ mod tests {
             .num_threads(2)
             .build()
             .unwrap();
-        let merges = pool.install(|| Trainer::new(table, 4).train(60, |_| {}));
+        let merges = pool
+            .install(|| Trainer::new(table, 4).train(60, |_| {}, &UNSTOPPED))
+            .unwrap();
         assert_eq!(merges, textbook_merges(words, &counts, 4, 60));
     }
 
@@ -1339,7 +1357,33 @@ mod tests {
                 count: 1,
             },
         ];
-        let merges = Trainer::new(words, 4).train(10, |_| {});
+        let merges = Trainer::new(words, 4)
+            .train(10, |_| {}, &UNSTOPPED)
+            .unwrap();
         assert_eq!(merges, vec![(0, 1), (2, 3)]);
+    }
+
+    #[test]
+    fn a_stop_ends_training_before_the_next_merge() {
+        let words: Vec<Word> = (0..50)
+            .map(|i| Word {
+                symbols: vec![i % 4, (i + 1) % 4, i % 3, 3, i % 2],
+                count: 1 + i as u64,
+            })
+            .collect();
+        let stop = AtomicBool::new(false);
+        let mut made = 0;
+        let stopped = Trainer::new(words, 4).train(
+            40,
+            |k| {
+                made = k;
+                if k == 3 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            },
+            &stop,
+        );
+        assert!(matches!(stopped, Err(Error::Stopped)));
+        assert_eq!(made, 3);
     }
 }

@@ -2,10 +2,11 @@
 
 With TOKENMILL_PAUSE_AT="STAGE:N" in the environment, the process creates the
 file named by TOKENMILL_PAUSE_FILE and sleeps when STAGE reaches step N (the
-N-th finished shard of count or encode, the N-th merge of train), so a test
-can wait for the file and SIGKILL the process in the middle of STAGE, or
-SIGSTOP it there and remove the file: once resumed, the run goes on (a
-stalled run, whose lock another run took over meanwhile).
+N-th finished shard of count or encode; train's N-th merge, at the first
+progress report, every 50 ms, that reaches it), so a test can wait for the
+file and SIGKILL the process in the middle of STAGE, or SIGSTOP it there and
+remove the file: once resumed, the run goes on (a stalled run, whose lock
+another run took over meanwhile).
 Under --executor ray or processes, "count-task:N" and "encode-task:N" pause a
 worker process as it starts its N-th task of that stage: set in one Ray node's
 environment, they hold a task on that node, to lose the node; a test may also

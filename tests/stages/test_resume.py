@@ -40,7 +40,7 @@ def stages(out):
     [
         # killed after 2 of 5 count tables: those 2 are kept, the rest redone
         ("count", 2, {"count": 2, "merge": 0, "train": 0, "encode": 0}),
-        # killed after 256 of 743 merges: counts and merged table kept, train redone
+        # killed once 256 of 743 merges are made: counts and merged table kept, train redone
         ("train", 256, {"count": 5, "merge": 1, "train": 0, "encode": 0}),
         # killed after 3 of 5 token shards: everything before kept, 2 shards encoded
         ("encode", 3, {"count": 5, "merge": 1, "train": 1, "encode": 3}),

@@ -15,7 +15,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -52,21 +52,46 @@ fn stoppable<R: Send>(
     py: Python<'_>,
     work: impl FnOnce(&AtomicBool) -> Result<R, Error> + Send,
 ) -> PyResult<R> {
+    reporting(py, None, |stop, _| work(stop))
+}
+
+/// `stoppable`, and `progress(k)` called on this thread with the count
+/// `work` keeps in its `AtomicUsize` (merges made): every `SIGNAL_POLL`
+/// where it moved, and once more at the end. Here, not on `work`'s thread,
+/// a signal that comes while the callback runs (a progress bar's write
+/// blocked, a test's pause) is handled at once, and an error the callback
+/// raises stops `work` as a signal does.
+fn reporting<R: Send>(
+    py: Python<'_>,
+    progress: Option<&Py<PyAny>>,
+    work: impl FnOnce(&AtomicBool, &AtomicUsize) -> Result<R, Error> + Send,
+) -> PyResult<R> {
     let stop = AtomicBool::new(false);
-    let mut signal: Option<PyErr> = None;
+    let done = AtomicUsize::new(0);
+    let mut reported = 0;
+    let mut report = |py: Python<'_>| -> PyResult<()> {
+        py.check_signals()?;
+        let k = done.load(Ordering::Relaxed);
+        if let Some(cb) = progress.filter(|_| k != reported) {
+            reported = k;
+            cb.call1(py, (k,))?;
+        }
+        Ok(())
+    };
+    let mut failure: Option<PyErr> = None;
     let result = py.detach(|| {
         std::thread::scope(|s| {
             let (tx, rx) = channel();
-            let flag = &stop;
+            let (flag, count) = (&stop, &done);
             s.spawn(move || {
-                let _ = tx.send(pool::install(|| work(flag)));
+                let _ = tx.send(pool::install(|| work(flag, count)));
             });
             loop {
                 match rx.recv_timeout(SIGNAL_POLL) {
                     Ok(result) => return result,
-                    Err(RecvTimeoutError::Timeout) if signal.is_none() => {
-                        if let Err(e) = Python::attach(|py| py.check_signals()) {
-                            signal = Some(e);
+                    Err(RecvTimeoutError::Timeout) if failure.is_none() => {
+                        if let Err(e) = Python::attach(&mut report) {
+                            failure = Some(e);
                             stop.store(true, Ordering::Relaxed);
                         }
                     }
@@ -77,10 +102,12 @@ fn stoppable<R: Send>(
             }
         })
     });
-    match signal {
-        Some(e) => Err(e),
-        None => Ok(result?),
+    if let Some(e) = failure {
+        return Err(e);
     }
+    let result = result?;
+    report(py)?;
+    Ok(result)
 }
 
 /// The bytes of a buffer, which must be one C-contiguous run: a strided view

@@ -33,24 +33,15 @@ fn train_merges(
 ) -> PyResult<Vec<(u32, u32)>> {
     let words = strings(&offsets, &data, start, n)?;
     let counts = u64s(&counts, n)?;
-    py.detach(|| {
-        pool::install(|| {
-            let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref())?;
-            // Ids are u32: the base tokens and merges must all have one.
-            if base_size as u64 + num_merges as u64 > 1 << 32 {
-                return Err(Error::Train(format!(
-                    "{base_size} base tokens + {num_merges} merges: more ids than 32 bits hold"
-                ))
-                .into());
-            }
-            let mut failure = None;
-            let merges = train::Trainer::new(table, base_size)
-                .train(num_merges, reporter(&progress, num_merges, &mut failure));
-            match failure {
-                Some(e) => Err(e),
-                None => Ok(merges),
-            }
-        })
+    reporting(py, progress.as_ref(), |stop, done| {
+        let (table, base_size) = train::symbolize(&words, &counts, alphabet.as_deref())?;
+        // Ids are u32: the base tokens and merges must all have one.
+        if base_size as u64 + num_merges as u64 > 1 << 32 {
+            return Err(Error::Train(format!(
+                "{base_size} base tokens + {num_merges} merges: more ids than 32 bits hold"
+            )));
+        }
+        train::Trainer::new(table, base_size).train(num_merges, counter(done), stop)
     })
 }
 
@@ -88,21 +79,15 @@ fn train_segmented(
         ))
         .into());
     }
-    py.detach(|| {
-        pool::install(|| {
-            let table = train::Words::from_symbols(&symbols, &lens, &counts)?;
-            let mut texts = extend::TokenTexts::new(texts);
-            let mut failure = None;
-            let merges = train::Trainer::new(table, base_size).train_where(
-                num_merges,
-                reporter(&progress, num_merges, &mut failure),
-                |pair| texts.admit(pair),
-            );
-            match failure {
-                Some(e) => Err(e),
-                None => Ok(merges),
-            }
-        })
+    reporting(py, progress.as_ref(), |stop, done| {
+        let table = train::Words::from_symbols(&symbols, &lens, &counts)?;
+        let mut texts = extend::TokenTexts::new(texts);
+        train::Trainer::new(table, base_size).train_where(
+            num_merges,
+            counter(done),
+            |pair| texts.admit(pair),
+            stop,
+        )
     })
 }
 
@@ -116,20 +101,9 @@ struct SuperwordStage1(Option<superword::Stage1Trained>);
 #[pyclass]
 struct SuperwordSplit(Option<superword::Split>);
 
-/// `progress(k)` every 256 merges and at `last`, until it raises: then
-/// `failure` holds its error.
-fn reporter<'a>(
-    progress: &'a Option<Py<PyAny>>,
-    last: usize,
-    failure: &'a mut Option<PyErr>,
-) -> impl FnMut(usize) + Send + 'a {
-    move |k| {
-        if failure.is_none() && (k.is_multiple_of(256) || k == last) {
-            if let Some(cb) = progress {
-                *failure = Python::attach(|py| cb.call1(py, (k,)).map(|_| ())).err();
-            }
-        }
-    }
+/// A trainer's progress kept in `done`, which `reporting` hands to Python.
+fn counter(done: &AtomicUsize) -> impl FnMut(usize) + '_ {
+    |k| done.store(k, Ordering::Relaxed)
 }
 
 /// Every id of 256 bytes and `merges` merges fits a u32.
@@ -145,7 +119,7 @@ fn merge_ids(merges: usize) -> Result<(), Error> {
 /// Stage 1 of a superword tokenizer (`superword::Stage1Trained`): `stage1`
 /// merges on a word table (a large_string array's buffers, `start` its
 /// offset, and u64 `counts`) in first-occurrence order. An error
-/// `progress` raises is raised once it is done.
+/// `progress` raises stops it, and is raised.
 #[pyfunction]
 #[pyo3(signature = (offsets, data, start, n, counts, stage1, progress=None))]
 #[allow(clippy::too_many_arguments)]
@@ -162,21 +136,10 @@ fn superword_stage1(
     let words = strings(&offsets, &data, start, n)?;
     let counts = u64s(&counts, n)?;
     merge_ids(stage1)?;
-    py.detach(|| {
-        pool::install(|| {
-            let mut failure = None;
-            let trained = superword::Stage1Trained::train(
-                &words,
-                &counts,
-                stage1,
-                reporter(&progress, stage1, &mut failure),
-            )?;
-            match failure {
-                Some(e) => Err(e),
-                None => Ok(SuperwordStage1(Some(trained))),
-            }
-        })
-    })
+    let trained = reporting(py, progress.as_ref(), |stop, done| {
+        superword::Stage1Trained::train(&words, &counts, stage1, counter(done), stop)
+    })?;
+    Ok(SuperwordStage1(Some(trained)))
 }
 
 /// Stage 2's words (`offsets2` ... `n2`) split into stage 1's (`offsets` ...
@@ -237,23 +200,17 @@ fn superword_stage2(
     let (Some(trained), Some(split)) = (stage1.0.take(), split.0.take()) else {
         return Err(Error::Train("stage 1 or the split given to stage 2 was spent".into()).into());
     };
-    py.detach(|| {
-        pool::install(|| {
-            let mut failure = None;
-            let merges = trained.stage2(
-                split,
-                &words,
-                &superwords,
-                &superword_counts,
-                total,
-                max_words,
-                reporter(&progress, total, &mut failure),
-            )?;
-            match failure {
-                Some(e) => Err(e),
-                None => Ok(merges),
-            }
-        })
+    reporting(py, progress.as_ref(), |stop, done| {
+        trained.stage2(
+            split,
+            &words,
+            &superwords,
+            &superword_counts,
+            total,
+            max_words,
+            counter(done),
+            stop,
+        )
     })
 }
 

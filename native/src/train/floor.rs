@@ -280,14 +280,24 @@ mod tests {
                     })
                     .collect()
             };
-            let every = Trainer::new(copy(&words), alphabet as u32).train(merges, |_| {});
+            let every = Trainer::new(copy(&words), alphabet as u32)
+                .train(merges, |_| {}, &UNSTOPPED)
+                .unwrap();
             let floored = Trainer::with_floor(copy(&words), alphabet as u32, merges);
-            assert_eq!(floored.train(merges, |_| {}), every, "seed {seed}");
+            assert_eq!(
+                floored.train(merges, |_| {}, &UNSTOPPED).unwrap(),
+                every,
+                "seed {seed}"
+            );
             // A high floor, lowered on the way, perhaps to none.
             for wanted in [1, 5] {
                 let high = Trainer::floored(copy(&words), alphabet as u32, wanted);
                 assert!(high.floor > 1, "seed {seed}: a floor to lower");
-                assert_eq!(high.train(merges, |_| {}), every, "seed {seed}, {wanted}");
+                assert_eq!(
+                    high.train(merges, |_| {}, &UNSTOPPED).unwrap(),
+                    every,
+                    "seed {seed}, {wanted}"
+                );
             }
         }
     }
