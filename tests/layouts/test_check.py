@@ -18,6 +18,7 @@ from runs import manifest, tokenmill_here
 from trainers import megatron_indexed_dataset, olmo_core_data_utils, torch_stand_in
 
 from tokenmill.io.metadata import TOKENIZER_SHA256
+from tokenmill.io.storage import open_read
 from tokenmill.tokenizer import BOS
 
 LAYOUTS = ("--format", "megatron,datatrove,olmo,bin", "--pack", "64")
@@ -97,6 +98,24 @@ def test_without_the_trainers_it_reads_with_its_own_reader_and_says_so(cli, clea
             f"{package} does not import: "
         ) in result.output
     assert "90 decoded: 0 problems" in result.output
+
+
+def test_each_datatrove_index_is_read_once(cli, clean, monkeypatch):
+    """Its ends were read once to name its faults, then again for datatrove's reader."""
+    from tokenmill.layouts import datatrove
+
+    reads = []
+
+    def counted(path, *args, **kwargs):
+        reads.append(str(path))
+        return open_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(datatrove, "open_read", counted)
+    with torch_stand_in():
+        result = check(cli, clean[1])
+    assert "(read with datatrove)" in result.output
+    indexes = [p for p in reads if p.endswith(".ds.index")]
+    assert indexes and len(indexes) == len(set(indexes)), indexes
 
 
 def test_char_mode_compares_the_text_as_it_reads_it(cli, tmp_path):

@@ -39,6 +39,7 @@ Names under OUT/datatrove/ (datatrove's readers, and nanotron's, take the
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Iterator
 
@@ -129,8 +130,10 @@ class Datatrove:
         def documents() -> Iterator[Document]:
             for name in listed(folder, ".ds"):
                 size = read_token_size(folder / f"{name}.metadata")
-                doc_ends(folder / f"{name}.index")  # its faults named, before datatrove's
-                ends = load_doc_ends(open_read(folder / f"{name}.index"))
+                index = folder / f"{name}.index"
+                data = read_bytes(index)
+                doc_ends(index, data)  # its faults named, before datatrove's
+                ends = load_doc_ends(io.BytesIO(data))
                 dtype = np.dtype("<u4" if size == 4 else "<u2")
                 # nanotron reads the .ds whole, as one stream: ids after the
                 # last document's end are trained on, though no document holds them.
@@ -159,11 +162,12 @@ class Datatrove:
 LAYOUT = Datatrove()
 
 
-def doc_ends(path: AnyPath) -> np.ndarray:
+def doc_ends(path: AnyPath, data: bytes | None = None) -> np.ndarray:
     """A .ds.index's document ends, refused in one line naming it when they
     are no list of rising 8-byte offsets (datatrove's reader then fails on a
-    negative read length, naming nothing)."""
-    data = read_bytes(path)
+    negative read length, naming nothing); `data` its bytes when already read."""
+    if data is None:
+        data = read_bytes(path)
     if len(data) % 8:
         raise TokenmillError(f"{path}: {len(data)} bytes, not a whole number of 8-byte ends")
     ends = np.frombuffer(data, "<u8")
