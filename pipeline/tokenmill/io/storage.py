@@ -333,6 +333,7 @@ def forget_listings() -> None:
 
 
 SCRATCH = "tokenmill-scratch"
+TMP_MARK = ".tmp-"  # before the pid in a temporary's name
 
 
 def scratch_folder() -> Path:
@@ -352,7 +353,7 @@ def scratch_file(dest: AnyPath) -> Path:
     import tempfile
 
     fd, name = tempfile.mkstemp(
-        prefix=f".{dest.name[:100]}.tmp-{os.getpid()}-", dir=scratch_folder()
+        prefix=f".{dest.name[:100]}{TMP_MARK}{os.getpid()}-", dir=scratch_folder()
     )
     os.close(fd)
     return Path(name)
@@ -367,8 +368,8 @@ def remove_dead_scratch() -> list[Path]:
     except OSError:
         return removed
     for name in names:
-        pid = name.rpartition(".tmp-")[2].split("-")[0]
-        if not pid.isdigit() or process_runs(int(pid)):
+        pid = temporary_pid(name)
+        if pid is None or process_runs(pid):
             continue
         try:
             (scratch_folder() / name).unlink()
@@ -376,6 +377,20 @@ def remove_dead_scratch() -> list[Path]:
         except OSError:
             pass
     return removed
+
+
+def temporary_pid(name: str) -> int | None:
+    """The pid after the last `.tmp-` of a temporary's name (`.NAME.tmp-PID-...`,
+    as atomic_path and scratch_file name them); None when it holds none that a
+    process could have. ASCII digits only: `int` reads any script's digits, and
+    str.isdigit passes `²`, which `int` refuses; at most 10, since `int` refuses
+    thousands and os.kill overflows past a C int."""
+    head, mark, tail = name.rpartition(TMP_MARK)
+    digits = tail.partition("-")[0]
+    if not (mark and digits.isascii() and digits.isdigit()) or len(digits) > 10:
+        return None
+    pid = int(digits)
+    return pid if 0 < pid < 2**31 else None
 
 
 def process_runs(pid: int) -> bool:

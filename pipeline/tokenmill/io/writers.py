@@ -21,12 +21,10 @@ from typing import TYPE_CHECKING
 
 from tokenmill.errors import TokenmillError, WriteError, one_line
 from tokenmill.io import storage
-from tokenmill.io.storage import AnyPath, is_remote, location
+from tokenmill.io.storage import TMP_MARK, AnyPath, is_remote, location
 
 if TYPE_CHECKING:
     from upath import UPath
-
-TMP_MARK = ".tmp-"
 
 
 @contextmanager
@@ -141,12 +139,12 @@ def remove_leftovers(path: Path) -> list[Path]:
     beside it (atomic_path's `.NAME.tmp-PID-HEX`), unless their process still
     runs; the removed, for the command to name. No lock covers a single-file
     output's folder, so only this exact name is touched."""
-    pattern = re.compile(rf"\.{re.escape(path.name[:200])}{re.escape(TMP_MARK)}(\d+)-[0-9a-f]{{8}}")
+    pattern = re.compile(rf"\.{re.escape(path.name[:200])}{re.escape(TMP_MARK)}[^-]+-[0-9a-f]{{8}}")
     removed = []
     with suppress(OSError):
         for p in path.parent.iterdir():
-            m = pattern.fullmatch(p.name)
-            if m and not storage.process_runs(int(m.group(1))) and p.is_file():
+            pid = storage.temporary_pid(p.name) if pattern.fullmatch(p.name) else None
+            if pid is not None and not storage.process_runs(pid) and p.is_file():
                 p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
