@@ -622,7 +622,9 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     is_flag=True,
     help="Show each token's text instead of the ids: on a terminal the text with each "
     "token on a background of its own colour, control characters escaped (\\x1b), else "
-    "one token a line (id, then its text as a JSON string).",
+    "one token a line (id, then its text as a JSON string). Bytes of a split character "
+    "show as <0xe6>, char mode's end of word as </w>, a token's own < before /w> or 0x "
+    "as <0x3c>.",
 )
 @click.argument("text", required=False)
 @user_errors
@@ -651,7 +653,9 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     if not pieces:
         echo(" ".join(map(str, ids)))
         return
-    texts = token_texts(tok, ids)
+    from tokenmill.pieces import token_pieces
+
+    texts = token_pieces(tok, ids)
     if sys.stdout.isatty():
         for k, piece in enumerate(texts):
             # Escaped: a token's own ESC or CR would recolour or rewrite the terminal.
@@ -676,13 +680,6 @@ def utf8_text(data: bytes, what: str) -> str:
 
 
 PIECE_COLOURS = ("bright_blue", "bright_green", "bright_magenta", "bright_yellow", "bright_cyan")
-
-
-def token_texts(tok, ids: list[int]) -> list[str]:
-    from tokenmill.pieces import piece
-
-    values = tok.token_values
-    return [piece(values[i]) for i in ids]
 
 
 @main.command()

@@ -45,16 +45,53 @@ def test_pieces_in_a_pipe_are_one_token_a_line_and_join_to_the_text(cli, trained
     lines = cli("tokenize", "--tokenizer", trained, "--pieces", TEXT).output.splitlines()
     ids = [int(line.split("\t")[0]) for line in lines]
     assert ids == tok.encode(TEXT)
-    pieces = [json.loads(line.split("\t", 1)[1]) for line in lines]
-    # Whole characters show as themselves; bytes of a split one as <0x..>.
-    joined = re.sub(
-        r"(?:<0x[0-9a-f]{2}>)+",
-        lambda m: bytes(int(h, 16) for h in re.findall(r"<0x(..)>", m.group())).decode(
-            "utf-8", "surrogateescape"
-        ),
-        "".join(pieces),
+    assert unescaped(shown_pieces(lines)) == TEXT
+
+
+def shown_pieces(lines: list[str]) -> list[str]:
+    return [json.loads(line.split("\t", 1)[1]) for line in lines]
+
+
+def unescaped(pieces: list[str]) -> str:
+    """The text of the pieces shown: in each, a <0x..> is a byte (of a split
+    character, or a `<` of the token's own that would start `<0x` or `</w>`),
+    any other character itself."""
+    parts = [part for p in pieces for part in re.split(r"(<0x[0-9a-f]{2}>)", p)]
+    data = b"".join(
+        bytes([int(part[3:5], 16)]) if re.fullmatch(r"<0x..>", part) else part.encode()
+        for part in parts
     )
-    assert joined == TEXT
+    return data.decode("utf-8")
+
+
+def test_a_tokens_own_bytes_form_is_told_from_a_split_characters_bytes(cli, tmp_path):
+    # Tokens of whole non-space runs, which hold the characters `<0x`.
+    text = "<0xe6> 東 <0x3c>"
+    tok = Tokenizer.train([text] * 8, vocab_size=300, pattern=r"\S+|\s+")
+    tok.save(tmp_path / "tok.json")
+    lines = cli("tokenize", "--tokenizer", tmp_path / "tok.json", "--pieces", text).output
+    pieces = shown_pieces(lines.splitlines())
+    assert "<0x3c>0xe6>" in pieces and "<0x3c>0x3c>" in pieces
+    assert unescaped(pieces) == text
+
+
+CHAR_TEXT = "a </w> low</w> <0x3c> w>"
+
+
+def test_char_modes_end_of_word_is_told_from_the_characters_of_a_word(cli, tmp_path):
+    """Both showed as `</w>`: a token of the characters `</w>` and one of the
+    end-of-word symbol (merges spell it out when the documents hold it)."""
+    path = tmp_path / "char.json"
+    train = [CHAR_TEXT, "</w></w> <</w>> a</w> w> </ < / w > a <0x3c>", "low lower"] * 4
+    tok = Tokenizer.train(train, mode="char", vocab_size=120)
+    tok.save(path)
+    literal = tok.token_values.index("</w></w>")  # the characters, then the symbol
+    assert tok.text_values[literal] == "</w> "
+    lines = cli("tokenize", "--tokenizer", path, "--pieces", CHAR_TEXT).output.splitlines()
+    assert f'{literal}\t"<0x3c>/w></w>"' in lines
+    # Every `</w>` shown is the symbol, which decodes as a space.
+    pieces = [p.replace("</w>", " ") for p in shown_pieces(lines)]
+    assert unescaped(pieces) == CHAR_TEXT + " "
 
 
 def test_pieces_of_a_real_vocabulary_show_split_characters_as_bytes(cli):

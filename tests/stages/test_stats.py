@@ -145,13 +145,13 @@ def test_a_token_of_part_of_a_character_shows_as_tokenize_shows_it():
     from realtext import GPT2_FILE
 
     import tokenmill
-    from tokenmill.cli import token_texts
+    from tokenmill.pieces import token_pieces
     from tokenmill.stages.stats import token_text
 
     tok = tokenmill.load(GPT2_FILE)
     ids = tok.encode("🤖 \\xf0")
-    assert [token_text(tok, i) for i in ids] == token_texts(tok, ids)
-    assert "".join(token_texts(tok, ids)) == "<0xf0><0x9f><0xa4><0x96> \\xf0"
+    assert [token_text(tok, i) for i in ids] == token_pieces(tok, ids)
+    assert "".join(token_pieces(tok, ids)) == "<0xf0><0x9f><0xa4><0x96> \\xf0"
 
 
 def test_stats_and_the_report_say_what_the_run_skipped_and_left_out(tmp_path, cli):

@@ -29,7 +29,7 @@ from tokenmill.errors import TokenmillError, escaped
 from tokenmill.io.columns import has_column, read_column
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, location
-from tokenmill.pieces import piece
+from tokenmill.pieces import token_pieces
 from tokenmill.stages.layout import MANIFEST
 from tokenmill.stages.manifest import manifest_if_any
 from tokenmill.stages.results import StatsResult, plural, skips_line
@@ -57,7 +57,7 @@ class CorpusStats:
 
 def token_text(tok: Tokenizer, i: int) -> str:
     """A token as text (tokenmill.pieces), a special token's name as it is."""
-    return piece(tok.token_values[i])
+    return token_pieces(tok, [i])[0]
 
 
 def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict]:
