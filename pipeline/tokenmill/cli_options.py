@@ -497,6 +497,6 @@ def superword_options(f):
         "Learn superword tokens (SuperBPE): ordinary BPE up to a vocabulary of T "
         "(counted as --vocab-size is), then merges across whitespace up to --vocab-size, on "
         "the corpus split only at digits, punctuation runs and extra spaces "
-        "(docs/superword.md).",
+        "(docs/superword.md). 0: none (switches off a --job file's).",
         metavar="T",
     )(f)

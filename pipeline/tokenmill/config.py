@@ -90,7 +90,7 @@ class Config:
     # --extend, char mode: characters the base never saw get ids (else <unk>)
     extend_alphabet: bool = False
     # train: superword tokens from this vocabulary size on (tokenizer/superword.py),
-    # at most this many words a token (0: no limit)
+    # 0 or None: none; at most this many words a token (0: no limit)
     superword_at: int | None = None
     superword_max_words: int = SUPERWORD_MAX_WORDS
     # [mix] / --mix FILE: the tokens of each source the layouts get (stages/mix.py);
@@ -110,6 +110,8 @@ class Config:
                 f"--executor must be one of {', '.join(EXECUTORS)}, not {self.executor!r}"
             )
         object.__setattr__(self, "special_tokens", tuple(self.special_tokens))
+        if self.superword_at == 0:  # as --pack 0: how the command line switches a job's off
+            object.__setattr__(self, "superword_at", None)
         check_workers(self.workers, self.executor)
         if not 1 <= self.vocab_size <= MAX_VOCAB:
             raise TokenmillError(

@@ -210,8 +210,12 @@ def resolve_job(
         why = f"not with {counting}" + ("" if count_only else f" of {job_file}")
         refuse_unread(TRAINED_KEYS, given, settings, where, why, f"not with {counting}")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
+    overridden = set(given)
+    if "superword_at" in given and options.get("superword_at") == 0:
+        # Switched off, the job's superword tokens take their word limit with them.
+        overridden.add("superword_max_words")
     for key, value in settings.items():
-        if key in CONFIG_KEYS and key not in given:
+        if key in CONFIG_KEYS and key not in overridden:
             values[key] = value
     load_pattern = None
     if steps == "encode" and ("pattern" in given or "pattern" in settings):

@@ -155,6 +155,24 @@ def test_a_bad_value_given_on_the_command_line_over_a_job_names_the_option(tmp_p
     assert_one_line_error(result, "Error: --vocab-size 7 is below the base vocabulary")
 
 
+def test_superword_at_0_switches_off_a_jobs_superword_tokens(tmp_path, cli):
+    """Other options of a job the command line overrides or switches off
+    (--pack 0, --no-bos); --superword-at took no value that meant none."""
+    copy_sample(tmp_path / "data", ["lines.txt"])
+    job = write_job(
+        tmp_path / "jobs" / "j.toml",
+        'inputs = "../data"\noutput = "../out"\nvocab_size = 400\n'
+        "superword_at = 350\nsuperword_max_words = 2\n",
+    )
+    cli("run", "--job", job, "--superword-at", "0")
+    config = manifest(tmp_path / "out")["config"]
+    assert "superword_at" not in config and "superword_max_words" not in config
+    assert not (tmp_path / "out" / "superword-counts.parquet").exists()
+    # Its word limit given with it is still one nothing acts on.
+    result = cli("run", "--job", job, "--superword-at", "0", "--superword-max-words", "3", ok=False)
+    assert_usage_error(result, "--superword-max-words goes with --superword-at", "run")
+
+
 def test_a_training_option_of_a_run_that_counts_only_is_refused(tmp_path, cli):
     """Nothing trains: the option was dropped without a word, the run ended 0."""
     counting = write_job(tmp_path / "c.toml", 'inputs = "d"\noutput = "o"\nsteps = "count"\n')
