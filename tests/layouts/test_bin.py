@@ -131,3 +131,12 @@ def test_bin_given_another_tokenizer_is_refused_with_or_without_bos(tmp_path):
         assert not (tmp_path / "b").exists()
     tokenmill_here("bin", out / "tokens", tmp_path / "b", "--tokenizer", out / "tokenizer.json")
     assert (tmp_path / "b" / "index.json").is_file()
+
+
+def test_numpys_reading_of_a_folder_on_object_storage_is_one_line():
+    """numpy's memmap, as nanoGPT reads, maps local files only: `check` reads
+    such a folder with tokenmill's reader (Bin.local_only), and a direct call
+    is refused naming it, by storage.is_remote as everywhere else."""
+    with pytest.raises(TokenmillError, match=r"^s3://bucket/out/bin: numpy maps local files only$"):
+        LAYOUT.framework_read("s3://bucket/out/bin", False)
+    assert LAYOUT.local_only

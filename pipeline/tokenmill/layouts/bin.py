@@ -39,7 +39,7 @@ from tqdm import tqdm
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
-from tokenmill.io.storage import AnyPath, location
+from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
 from tokenmill.stages.results import plural
@@ -97,7 +97,7 @@ class Bin:
         """As nanoGPT's train.py reads its arrays: numpy's memmap (a local
         folder only), documents cut by the .idx.npy offsets."""
         folder = location(folder)
-        if not isinstance(folder, Path):
+        if is_remote(folder):
             raise TokenmillError(f"{folder}: numpy maps local files only")
         return memmapped(folder)
 
