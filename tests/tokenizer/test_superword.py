@@ -11,6 +11,7 @@ splits as the reference's regex under Hugging Face's Split "isolated" does.
 from __future__ import annotations
 
 import json
+import threading
 
 import pyarrow as pa
 import pytest
@@ -180,3 +181,29 @@ def test_stage_two_table_may_be_made_while_stage_one_trains():
 def test_options_are_checked(options, message):
     with pytest.raises(TokenmillError, match=message):
         superword.train(["a b c"], **options)
+
+
+def test_stage_one_stopped_does_not_wait_for_the_stage_two_table():
+    """Ctrl-C during stage 1 (its progress raises) ends training at once: the
+    stage-2 table, made on a side thread meanwhile, is not waited for."""
+    corpus = pa.array(["of the cat, of the dog, of the bird"] * 10, pa.large_string())
+    table, table2 = word_tables([corpus], "byte", ["gpt2", PATTERN], False)
+    release, made = threading.Event(), threading.Event()
+
+    def slow_table() -> pa.Table:
+        release.wait(30)  # a guard: were it waited for, the test fails, not hangs
+        made.set()
+        return table2
+
+    def stopped(_: int) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            options = {"pattern": "gpt2", "superword_at": 270, "vocab_size": 300}
+            superword.train_superword(
+                table["word"], table["count"], slow_table, **options, progress=stopped
+            )
+        assert not made.is_set()
+    finally:
+        release.set()

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError
+from tokenmill.interrupt import TASK_THREADS
 from tokenmill.io.arrow import arrow_buffers
 from tokenmill.memory import release_memory
 from tokenmill.tokenizer.core import (
@@ -166,13 +167,20 @@ def train_superword(
 
     def learn(total: int, fixed: int) -> list[tuple[int, int]]:
         nonlocal stage1_merges
+        # A task thread's name: a run stopped by a signal leaves without
+        # joining it (interrupt.exit_interrupted).
+        pool = ThreadPoolExecutor(1, thread_name_prefix=f"{TASK_THREADS}-superword-table")
         try:
-            with ThreadPoolExecutor(1, thread_name_prefix="superword-table") as pool:
+            try:
                 side = pool.submit(stage2_words)
                 stage1 = _native.superword_stage1(
                     *buffers, counts_buffer, superword_at - fixed, progress
                 )
                 buffers2, counts2, split = side.result()
+            finally:
+                # Stage 1 stopped by Ctrl-C ends at once: waiting for the side's
+                # table would hold the signal for as long as that takes.
+                pool.shutdown(wait=False, cancel_futures=True)
             merges, stage1_merges = _native.superword_stage2(
                 stage1, split, *buffers, *buffers2, counts2, total, max_words, progress
             )
