@@ -433,6 +433,18 @@ def is_object(path: UPath) -> bool:
     return path.fs.isfile(path.path)
 
 
+def listed(folder: AnyPath, suffix: str) -> list[str]:
+    """The files under `folder` whose names end in `suffix`, relative to it and
+    sorted; none hidden (temporaries are)."""
+    if is_remote(folder):
+        names = [name for name, _ in walk_files(folder)]
+    else:
+        names = [p.relative_to(folder).as_posix() for p in folder.rglob(f"*{suffix}")]
+    return sorted(
+        n for n in names if n.endswith(suffix) and not any(p.startswith(".") for p in n.split("/"))
+    )
+
+
 def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     """(path relative to `root` with '/', path) of every file under a remote
     `root`, in sorted order. Object stores have no links and no empty folders."""

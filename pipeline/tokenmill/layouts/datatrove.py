@@ -46,11 +46,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import AnyPath, is_remote, location, open_read
+from tokenmill.io.storage import AnyPath, is_remote, listed, location, open_read
 from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
-from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, split_of, write_streams
+from tokenmill.layouts.stream import Frame, Stream, frame, result, split_of, write_streams
 from tokenmill.stages.layout import TOKENIZER
 
 CORPUS = "000_corpus"  # DocumentTokenizerMerger's f"{file:03d}_{save_filename}"

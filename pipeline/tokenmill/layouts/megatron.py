@@ -38,11 +38,11 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from tokenmill.errors import TokenmillError
-from tokenmill.io.storage import AnyPath, location, open_file
+from tokenmill.io.storage import AnyPath, listed, location, open_file
 from tokenmill.io.storage import size as file_size
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
-from tokenmill.layouts.stream import Frame, Stream, frame, listed, result, write_streams
+from tokenmill.layouts.stream import Frame, Stream, frame, result, write_streams
 from tokenmill.stages.split import SPLITS
 
 SUFFIX = "_text_document"  # preprocess_data.py's, for the default --json-keys text

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.io.storage import AnyPath, is_remote, parquet_file, walk_files
+from tokenmill.io.storage import AnyPath, listed, parquet_file
 from tokenmill.layouts import Document
 from tokenmill.layouts.packed_shuffle import read_rows
 from tokenmill.stages.tokens import list_ids
@@ -16,15 +16,7 @@ from tokenmill.stages.tokens import list_ids
 
 def parquet_files(folder: AnyPath) -> list[AnyPath]:
     """The packed shards under `folder` (not its temporaries, hidden)."""
-    if is_remote(folder):
-        names = [name for name, _ in walk_files(folder)]
-    else:
-        names = [p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")]
-    return [
-        folder / n
-        for n in names
-        if n.endswith(".parquet") and not any(part.startswith(".") for part in n.split("/"))
-    ]
+    return [folder / name for name in listed(folder, ".parquet")]
 
 
 def in_stream_order(paths: list[AnyPath]) -> list[AnyPath]:

@@ -45,7 +45,7 @@ from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
 from tokenmill.io.files import parquet_json_metadata
 from tokenmill.io.metadata import STATE
-from tokenmill.io.storage import AnyPath, is_remote, location, walk_files
+from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import LayoutJob, LayoutResult
 from tokenmill.layouts.rows import document_stream
@@ -382,18 +382,6 @@ def result(
         summary=f"{n} {noun}{'s' * (n != 1)} of {frame.dtype.name}",
         redone=n,
         seconds=time.monotonic() - start,
-    )
-
-
-def listed(folder: AnyPath, suffix: str) -> list[str]:
-    """The files under `folder` whose names end in `suffix`, relative to it and
-    sorted; none hidden (temporaries are)."""
-    if is_remote(folder):
-        names = [name for name, _ in walk_files(folder)]
-    else:
-        names = [p.relative_to(folder).as_posix() for p in folder.rglob(f"*{suffix}")]
-    return sorted(
-        n for n in names if n.endswith(suffix) and not any(p.startswith(".") for p in n.split("/"))
     )
 
 
