@@ -41,7 +41,9 @@ class FaultyStore(ThreadingHTTPServer):
     500 to every GET of a key ending in `failing`, once `healthy_gets` GETs of
     it have passed. Counts the GETs of each key. From the first request for a
     key ending in `stalling` on (or at once, "" for every key), it answers no
-    request at all: a store that accepts connections and never replies."""
+    request at all (with `only_its_gets`, only the GETs of that key): a store
+    that accepts connections and never replies. Counts the requests left
+    unanswered, by method and key."""
 
     daemon_threads = True
 
@@ -54,6 +56,8 @@ class FaultyStore(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.stalling: str | None = None
         self.stalled = threading.Event()  # set at the first request left unanswered
+        self.only_its_gets = False
+        self.unanswered: Counter[tuple[str, str]] = Counter()
         self.closing = threading.Event()
 
     @property
@@ -73,8 +77,15 @@ class _Forward(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = unquote(urlsplit(self.path).path)
         stalling = self.server.stalling
-        if self.server.stalled.is_set() or (stalling is not None and key.endswith(stalling)):
+        stalls = stalling is not None and key.endswith(stalling)
+        if self.server.only_its_gets:
+            stalls = stalls and self.command == "GET"
+        elif self.server.stalled.is_set():
+            stalls = True
+        if stalls:
             self.server.stalled.set()
+            with self.server.lock:
+                self.server.unanswered[self.command, key] += 1
             self.server.closing.wait()
             return
         if self.command == "GET":
@@ -244,6 +255,32 @@ def test_a_store_that_stops_answering_fails_the_run_in_one_line(store, data, tmp
     assert line.startswith(f"Error: {data}: Read timeout on endpoint URL"), failed.stderr
     assert notes and all(n.startswith("note: the store: Read timeout") for n in notes)
     assert all(n.endswith("; trying again") for n in notes)
+
+
+@pytest.mark.parametrize("executor", ["threads", "processes"])
+def test_a_read_the_store_stops_answering_is_tried_a_bounded_number_of_times(
+    store, data, tmp_path, executor
+):
+    """A read nests s3fs's tries of a call in its tries of the read, over
+    botocore's: at s3fs's five, 25 waits of TOKENMILL_STORE_TIMEOUT_S each
+    (75 at botocore's default three), half an hour at the defaults. Now two
+    of each: four requests with one botocore try, then one line naming the
+    object, in a worker process too (whose filesystem is its own)."""
+    store.stalling, store.only_its_gets = "/b.jsonl.gz", True
+    env = {
+        "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_MAX_ATTEMPTS": "1",
+        "TOKENMILL_STORE_TIMEOUT_S": "0.2",
+    }
+    out = tmp_path / "out"
+    args = ("--vocab-size", "300", "--workers", "2", "--executor", executor)
+    failed = tokenmill("run", data, out, *args, env=env, check=False)
+    assert failed.returncode == 1, failed.stderr
+    line = failed.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"Error: {data}/b.jsonl.gz: cannot read (Read timeout on"), line
+    assert "Traceback" not in failed.stderr
+    key = f"{data.removeprefix('s3:/')}/b.jsonl.gz"
+    assert store.unanswered == {("GET", key): 4}, store.unanswered
 
 
 @pytest.mark.parametrize("executor", ["threads", "processes"])

@@ -41,6 +41,7 @@ from tokenmill.io.lock import LOCK
 from tokenmill.io.readers import KNOWN_INPUTS, shard_format
 from tokenmill.io.storage import (
     AnyPath,
+    filesystem,
     is_inside,
     is_remote,
     remote_errors,
@@ -329,7 +330,7 @@ def _find_remote_inputs(data: UPath, glob: str, exclude: tuple[AnyPath, ...]) ->
     """find_inputs for a URL: one listing of every object under it, judged as
     the local walk judges files, in the same order (a folder's entries by name,
     depth first), with the same not_read entries."""
-    kind = data.fs.info(data.path).get("type")
+    kind = filesystem(data).info(data.path).get("type")
     if kind == "file":
         if shard_format(data) is None:
             raise TokenmillError(f"{data}: not a known input format ({KNOWN_INPUTS})")

@@ -88,6 +88,7 @@ from tokenmill.errors import TokenmillError, WriteError, one_line
 from tokenmill.io.storage import (
     AnyPath,
     fenced,
+    filesystem,
     is_object,
     is_remote,
     is_store_error,
@@ -659,7 +660,7 @@ def _take(folder: UPath) -> RemoteLock:
 
 def _read(path: UPath) -> tuple[dict, str | None, float | None] | None:
     """(record, ETag, seconds since last written) of the lock object; None if absent."""
-    fs = path.fs
+    fs = filesystem(path)
     try:
         if hasattr(fs, "call_s3"):
             bucket, key, _ = fs.split_path(path.path)
@@ -719,7 +720,7 @@ def _put(
     """Write the lock object: only if absent (`create`), or only if still at
     `etag`, within `timeout` seconds on S3 (fsspec's FSTimeoutError after).
     Returns the new ETag; raises Lost when the condition fails."""
-    fs = path.fs
+    fs = filesystem(path)
     if hasattr(fs, "call_s3"):
         condition: dict[str, object] = (
             {"mode": "create"} if create else {"IfMatch": etag} if etag else {}

@@ -38,10 +38,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Protocol, Union
 
 from tokenmill.errors import NoSuchPath, StoreError, TokenmillError, WriteError, one_line
-from tokenmill.io.stores import storage_options
+from tokenmill.io.stores import bounded, storage_options
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
+    from fsspec import AbstractFileSystem
     from typing_extensions import TypeIs
     from upath import UPath
 
@@ -79,7 +80,7 @@ def location(value: str | os.PathLike | AnyPath) -> AnyPath:
         from upath import UPath
 
         path = UPath(value, **storage_options(protocol))
-        path.fs  # noqa: B018 (loads the filesystem's package now, to fail here)
+        filesystem(path)  # loads the filesystem's package now, to fail here
     except ImportError as e:
         raise TokenmillError(
             f"{value}: {protocol}:// needs {e.name or 'its fsspec package'} "
@@ -91,6 +92,12 @@ def location(value: str | os.PathLike | AnyPath) -> AnyPath:
         # A store's root: there is nothing tokenmill may list, read or write.
         raise NoSuchPath(f"{value}: names no bucket")
     return path
+
+
+def filesystem(path: UPath) -> AbstractFileSystem:
+    """`path`'s filesystem, its calls bounded as io/stores.py says. Every
+    call tokenmill makes to a store's filesystem takes it from here."""
+    return bounded(path.fs)
 
 
 def is_remote(path: object) -> TypeIs[UPath]:
@@ -142,7 +149,8 @@ def open_file(path: AnyPath, cache: str = "readahead") -> IO[bytes]:
     if is_remote(path):
         fence(path, "read")
         with store_errors(path):
-            return path.fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
+            fs = filesystem(path)
+            return fs.open(path.path, "rb", block_size=REMOTE_BLOCK_BYTES, cache_type=cache)
     regular_file(path)
     return open(path, "rb")
 
@@ -175,7 +183,7 @@ def identity(path: AnyPath) -> tuple:
     ETag (or the filesystem's version of it)."""
     if is_remote(path):
         with store_errors(path):
-            info = path.fs.info(path.path)
+            info = filesystem(path).info(path.path)
         return (str(path), *_object_identity(info))
     st = Path(path).stat()
     return (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
@@ -189,7 +197,7 @@ def _object_identity(info: dict) -> tuple:
 def identities(root: UPath) -> dict[str, tuple]:
     """`identity` of every object under a remote `root`, by its name relative
     to `root`, from one listing (not a request per object)."""
-    fs = root.fs
+    fs = filesystem(root)
     base = PurePosixPath(root.path)
     fence(root, "listed")
     fs.invalidate_cache(root.path)
@@ -288,7 +296,7 @@ def upload(local: Path, dest: UPath) -> None:
 
     lock = fence_of(dest)
     if lock is None:
-        dest.fs.put_file(str(local), dest.path)
+        filesystem(dest).put_file(str(local), dest.path)
         return
 
     parts: list[int] = []
@@ -306,7 +314,9 @@ def upload(local: Path, dest: UPath) -> None:
         lock.confirm(dest, "written")
         parts.clear()
         try:
-            dest.fs.put_file(str(local), dest.path, callback=Callback(hooks={"fence": last_part}))
+            filesystem(dest).put_file(
+                str(local), dest.path, callback=Callback(hooks={"fence": last_part})
+            )
             return
         except _Unconfirmed:
             continue  # s3fs aborted the upload in parts: nothing of it is visible
@@ -408,7 +418,7 @@ def abort_uploads(root: UPath) -> int:
     """Abort the unfinished multipart uploads under remote `root` (S3): a run
     killed mid-upload leaves one, invisible but stored (and billed) until
     aborted. Returns how many; 0 on other filesystems."""
-    fs = root.fs
+    fs = filesystem(root)
     if not hasattr(fs, "call_s3"):
         return 0
     fence(root, "cleaned of unfinished uploads")
@@ -429,8 +439,9 @@ def is_object(path: UPath) -> bool:
     """Whether the store holds an object at `path`'s own key, asked of the store
     itself: a cached listing of the prefix below it (check_out_folder's walk)
     makes fsspec answer "folder" for a key that is both."""
-    path.fs.invalidate_cache(path.path)
-    return path.fs.isfile(path.path)
+    fs = filesystem(path)
+    fs.invalidate_cache(path.path)
+    return fs.isfile(path.path)
 
 
 def listed(folder: AnyPath, suffix: str) -> list[str]:
@@ -448,7 +459,7 @@ def listed(folder: AnyPath, suffix: str) -> list[str]:
 def walk_files(root: UPath) -> Iterator[tuple[str, AnyPath]]:
     """(path relative to `root` with '/', path) of every file under a remote
     `root`, in sorted order. Object stores have no links and no empty folders."""
-    fs = root.fs
+    fs = filesystem(root)
     base = PurePosixPath(root.path)
     fence(root, "listed")
     with store_errors(root, action="list"):
@@ -556,7 +567,7 @@ def delete(path: AnyPath) -> None:
         fence(path, "removed")
         try:
             with store_errors(path, action="remove"):
-                path.fs.rm_file(path.path)
+                filesystem(path).rm_file(path.path)
         except FileNotFoundError:
             pass
     else:

@@ -3,17 +3,20 @@
 A store that accepts connections and never answers (a hung proxy, a
 gateway that lost its backend) would otherwise hold a run without a word
 for as long as the client's defaults allow: for S3, botocore waits 60 s for
-each read and tries five times, under s3fs's own five tries, which is 25
-minutes for each call. So every S3 filesystem tokenmill makes waits
-`read_timeout()` for a reply (TOKENMILL_STORE_TIMEOUT_S, 20 s unless set)
-and botocore tries three times (its "standard" mode, the AWS SDKs'
-default), under s3fs's five: a run on a store that stopped answering fails
-in one line naming the object, an upload or listing within about five
-minutes (a read, which s3fs retries at two levels, later), saying each
-retry as it goes (`for_the_command_line`); Ctrl-C stops it at once.
+each read and tries five times, under s3fs's own five tries, and a read
+nests two such loops of s3fs: 125 waits, two hours. So every S3 filesystem
+tokenmill makes waits `read_timeout()` for a reply
+(TOKENMILL_STORE_TIMEOUT_S, 20 s unless set), botocore tries three times
+(its "standard" mode, the AWS SDKs' default, which also retries a 500 or
+503) and s3fs twice (`bounded`): an upload or a listing fails after at most
+6 waits (2 min at the defaults), a read after at most 12 (4 min), in one
+line naming the object, saying each retry of s3fs as it goes
+(`for_the_command_line`); Ctrl-C stops it at once.
 
-The options travel with each path (a UPath's storage options), so worker
-processes and Ray tasks bound their calls the same way. What the user set
+The options travel with each path (a UPath's storage options), and
+s3fs's tries are set on each process's filesystem at its first call made
+through io/storage.py, so worker processes and Ray tasks bound their calls
+the same way. What the user set
 keeps priority: their fsspec configuration's `config_kwargs`, and
 AWS_MAX_ATTEMPTS / AWS_RETRY_MODE for botocore's tries.
 """
@@ -23,13 +26,21 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TypeVar
 
 from tokenmill.environment import STORE_TIMEOUT_S, seconds
 from tokenmill.errors import one_line
 
 DEFAULT_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 10.0
-CLIENT_TRIES = 3  # botocore's tries of one request, under s3fs's five
+CLIENT_TRIES = 3  # botocore's tries of one request
+# s3fs's tries of a call, over botocore's; a read nests two such loops. Two,
+# not s3fs's five: a 500 or 503 is botocore's to retry (s3fs gives those up
+# at once), so these only try a call that timed out or lost its connection
+# again, and each retry is said (`for_the_command_line`).
+FILESYSTEM_TRIES = 2
+
+FS = TypeVar("FS")
 
 
 def read_timeout() -> float:
@@ -56,6 +67,17 @@ def storage_options(protocol: str) -> dict:
     ):
         client["retries"] = {"mode": "standard", "max_attempts": CLIENT_TRIES}
     return {"config_kwargs": client}
+
+
+def bounded(fs: FS) -> FS:
+    """`fs` with s3fs's tries bounded (FILESYSTEM_TRIES), if an S3 one. s3fs
+    takes no option for them, only its class attribute, read as
+    `self.retries`: so they are set on the instance, which fsspec's cache
+    shares with every path of the same options in this process (a path sent
+    to a worker process finds that process's own)."""
+    if "s3" in getattr(fs, "protocol", ()) and hasattr(fs, "retries"):
+        vars(fs).setdefault("retries", FILESYSTEM_TRIES)
+    return fs
 
 
 class _RetryNotes(logging.Handler):

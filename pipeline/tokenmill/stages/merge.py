@@ -21,7 +21,15 @@ import polars as pl
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import count_table_source
-from tokenmill.io.storage import AnyPath, fence, is_remote, location, scratch_file, walk_files
+from tokenmill.io.storage import (
+    AnyPath,
+    fence,
+    filesystem,
+    is_remote,
+    location,
+    scratch_file,
+    walk_files,
+)
 from tokenmill.io.writers import TMP_MARK, atomic_path
 
 if TYPE_CHECKING:
@@ -95,9 +103,9 @@ def scan_tables(files: list[AnyPath]) -> pl.LazyFrame:
     import pyarrow.dataset as ds
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-    filesystem = PyFileSystem(FSSpecHandler(first.fs))
+    arrow_fs = PyFileSystem(FSSpecHandler(filesystem(first)))
     return pl.concat(
-        pl.scan_pyarrow_dataset(ds.dataset(f.path, filesystem=filesystem, format="parquet"))
+        pl.scan_pyarrow_dataset(ds.dataset(f.path, filesystem=arrow_fs, format="parquet"))
         for f in remote
     )
 
