@@ -182,6 +182,8 @@ def resolve_job(
     if data is None or out is None:
         error = TokenmillError if job_file else OptionError  # a bad job, or a usage error
         raise error(f"{where}give DATA and OUT (or inputs and output in a --job file)")
+    if tokenizer is not None and count_only:  # both on the command line: a usage error
+        raise OptionError("--tokenizer encodes: not with --count-only (see 'tokenmill run --help')")
     tokenizer = tokenizer if tokenizer is not None else settings.pop("tokenizer", None)
     steps = "count" if count_only else settings.pop("steps", None)
     if steps is None:
@@ -191,6 +193,8 @@ def resolve_job(
     if steps == "encode" and tokenizer is None:
         raise TokenmillError(f"{where}steps = 'encode' needs a tokenizer (tokenizer = \"FILE\")")
     if steps != "encode" and tokenizer is not None:
+        if count_only:  # the job's tokenizer
+            raise TokenmillError(f"{where}tokenizer encodes: not with --count-only")
         raise TokenmillError(
             f"{where}a tokenizer goes with encoding only (steps = 'encode'), not steps = '{steps}'"
         )

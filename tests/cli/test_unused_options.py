@@ -5,8 +5,9 @@ than the one asked for."""
 from __future__ import annotations
 
 import pytest
-from conftest import assert_usage_error
+from conftest import assert_one_line_error, assert_usage_error
 
+from tokenmill import Tokenizer
 from tokenmill.config import Config
 
 
@@ -66,3 +67,16 @@ def test_the_same_options_where_they_act_are_taken():
     Config(per_shard=True, format="megatron")
     Config(executor="ray", ray_address="127.0.0.1:1")
     Config(mode="char", pattern="cl100k")  # the default, which char mode leaves alone
+
+
+def test_a_tokenizer_with_count_only_is_refused_as_a_usage_error(cli, tmp_path):
+    out = tmp_path / "out"
+    tok = tmp_path / "tok.json"
+    Tokenizer.train(["hello world"] * 3, num_merges=2).save(tok)
+    result = cli("run", "sample_data", out, "--tokenizer", tok, "--count-only", ok=False)
+    assert_usage_error(result, "--tokenizer encodes: not with --count-only", "run", out)
+    job = tmp_path / "job.toml"
+    job.write_text(f'inputs = "{tmp_path}"\noutput = "o"\ntokenizer = "tok.json"\n')
+    result = cli("run", "--job", job, "--count-only", ok=False)
+    assert_one_line_error(result, f"{job}: tokenizer encodes: not with --count-only")
+    assert result.exit_code == 1  # the job file's key, not a usage error
