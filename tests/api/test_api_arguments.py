@@ -6,6 +6,9 @@ another tokenizer than the one asked for."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -13,6 +16,7 @@ from realtext import GPT2_FILE
 
 import tokenmill
 from tokenmill import Tokenizer, TokenmillError
+from tokenmill.formats import export
 
 TEXTS = ["hello world", "hello there"] * 10
 
@@ -307,3 +311,43 @@ def test_save_and_load_take_a_remote_upath():
     path = UPath("memory://bucket/tok.json")
     tok.save(path)
     assert Tokenizer.load(path) == tok and tokenmill.load(path) == tok
+
+
+def _file_with_special(tmp_path, name: str) -> str:
+    d = Tokenizer.train(["ab"], num_merges=1).to_dict()
+    d["special_tokens"][name] = d["vocab_size"]
+    d["vocab_size"] += 1
+    path = tmp_path / "tok.json"
+    path.write_text(json.dumps(d))  # JSON's \ud800 escape: a lone surrogate read back
+    return str(path)
+
+
+def _hf_file_with_special(tmp_path, name: str) -> str:
+    path = tmp_path / "tokenizer.json"
+    export(Tokenizer.train(["ab"], num_merges=1), path, "hf")
+    d = json.loads(path.read_text())
+    d["added_tokens"][0]["content"] = name
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda _: tokenmill.load(GPT2_FILE, special_tokens={"\ud800": 50256}), "gpt2.tiktoken: "),
+        (lambda p: tokenmill.load(_hf_file_with_special(p, "\udfff")), "tokenizer.json: added_"),
+        (lambda _: Tokenizer.train(["ab"], num_merges=1, special_tokens=["\udc00"]), ""),
+        (lambda _: Tokenizer.train(["ab"], num_merges=1, special_tokens={"<\udc00>": 300}), ""),
+        (
+            lambda p: Tokenizer.from_dict(
+                json.loads(Path(_file_with_special(p, "\ud800")).read_text())
+            ),
+            "tokenizer: ",
+        ),
+        (lambda p: tokenmill.load(_file_with_special(p, "\ud800")), "tok.json: "),
+    ],
+)
+def test_a_special_token_that_is_not_utf8_is_refused_where_it_enters(tmp_path, call, needle):
+    """Taken, it failed every later decode, save and sha256 with a traceback."""
+    with pytest.raises(TokenmillError, match=f"{needle}(special_tokens|tokens): .* is not UTF-8"):
+        call(tmp_path)

@@ -49,6 +49,7 @@ from tokenmill.tokenizer import (
     UNK,
     Tokenizer,
     check_id,
+    check_special_names,
     id_limit,
     show,
 )
@@ -506,6 +507,10 @@ def _added_specials(added_tokens: object, source: str, unsupported) -> dict[str,
                 f"{source}: added tokens {owner[i]!r} and {content!r} have the same id {i}"
             )
         specials[content], owner[i] = i, content
+    try:
+        check_special_names(list(specials), "added_tokens")
+    except TokenmillError as e:
+        raise TokenmillError(f"{source}: {e}") from None
     return specials
 
 

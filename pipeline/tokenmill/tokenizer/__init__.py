@@ -37,6 +37,7 @@ from tokenmill.tokenizer.ids import (
 )
 from tokenmill.tokenizer.options import (
     check_options,
+    check_special_names,
     default_special_tokens,
     training_special_tokens,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "Tokenizer",
     "check_id",
     "check_options",
+    "check_special_names",
     "default_special_tokens",
     "id_limit",
     "is_id",

@@ -107,13 +107,21 @@ def refuse_numbered(names: Sequence[str]) -> None:
 
 def check_special_names(names: Sequence[object], what: str) -> None:
     """Special tokens' names, each a non-empty str (an empty one would match
-    all text) listed once (a second would take an id of its own that no text
-    encodes to); `what` names them in the message: the option, the argument
-    or the file's field."""
+    all text) that UTF-8 holds (a lone surrogate would fail every file and
+    hash of the tokenizer later, far from its cause), listed once (a second
+    would take an id of its own that no text encodes to); `what` names them
+    in the message: the option, the argument or the file's field."""
     seen: set[str] = set()
     for name in names:
         if not isinstance(name, str) or not name:
             raise TokenmillError(f"{what}: {show(name)} is no special token's name")
+        if not name.isascii():
+            try:
+                name.encode()
+            except UnicodeEncodeError:
+                raise TokenmillError(
+                    f"{what}: {show(name)} is not UTF-8 (it holds a lone surrogate)"
+                ) from None
         if name in seen:
             raise TokenmillError(f"{what}: {name!r} is listed twice")
         seen.add(name)
