@@ -110,3 +110,22 @@ def test_numpy_integers_are_special_token_ids_and_bools_are_not():
         tokenmill.load(GPT2_FILE, special_tokens={"<|endoftext|>": True})
     with pytest.raises(TokenmillError, match="has id 50256.0"):
         tokenmill.load(GPT2_FILE, special_tokens={"<|endoftext|>": 50256.0})
+
+
+@pytest.mark.parametrize("field, value", [("pattern", r"\S+|\s+"), ("merges", []), ("vocab", None)])
+def test_a_tokenizers_fields_are_fixed_and_replace_makes_another(trained, field, value):
+    """A field set after encoding was read by save, to_dict and sha256 but not by
+    the encoder, built once: two tokenizers of one hash gave different ids."""
+    import dataclasses
+
+    for tok in (trained, tokenmill.load(GPT2_FILE)):  # tokenmill's numbering, a native table
+        before = tok.encode(TEXT), tok.sha256
+        with pytest.raises(AttributeError, match=r"dataclasses.replace\(tok, pattern="):
+            setattr(tok, field, value)
+        with pytest.raises(AttributeError, match="fixed"):
+            delattr(tok, field)
+        assert (tok.encode(TEXT), tok.sha256) == before
+    other = dataclasses.replace(trained, pattern=r"\S+|\s+")
+    assert other.sha256 != trained.sha256
+    assert other.encode(" cat") == Tokenizer.from_dict(other.to_dict()).encode(" cat")
+    assert " " in other.tokens("the cat") and " " not in trained.tokens("the cat")

@@ -4,6 +4,7 @@ names the file and what is wrong, never approximated."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from pathlib import Path
 
@@ -343,7 +344,7 @@ def test_tiktoken_export_refuses_tokens_no_merge_makes(tmp_path):
     tok = explicit([], [b"abc"])
     with pytest.raises(TokenmillError, match="made by no merge"):
         export(tok, tmp_path / "t.tiktoken", "tiktoken")
-    tok.whole_words = True  # tiktoken's own rule: fine
+    tok = dataclasses.replace(tok, whole_words=True)  # tiktoken's own rule: fine
     export(tok, tmp_path / "t.tiktoken", "tiktoken")
 
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field, fields
+from dataclasses import FrozenInstanceError, dataclass, field, fields
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -318,6 +318,21 @@ class Tokenizer:
         if encoder is not None:
             tok.__dict__["_encoder"] = encoder
         return tok
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Fixed once made: the encoder, the file's bytes and sha256 are each
+        # built from the fields once, and a field changed after them would
+        # encode with one table and save (or hash, or pickle) another.
+        # __init__ sets each field once, on an object without it; a table's
+        # tokenizer (`_imported`) holds its vocab and merges there.
+        if name in _FIELD_NAMES and (name in self.__dict__ or "_table" in self.__dict__):
+            raise _fixed(name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _FIELD_NAMES:
+            raise _fixed(name)
+        super().__delattr__(name)
 
     def __getattr__(self, name: str) -> object:
         # Reached only for an attribute that is not set: `vocab` and `merges`
@@ -1080,6 +1095,16 @@ class Tokenizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Tokenizer))
+
+
+def _fixed(name: str) -> FrozenInstanceError:
+    return FrozenInstanceError(
+        f"a Tokenizer's {name} is fixed once it is made: make another, e.g. "
+        f"dataclasses.replace(tok, pattern=...) (with {name}=...)"
+    )
 
 
 def trained(
