@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 from click.core import ParameterSource
@@ -579,8 +580,11 @@ def check(out, data, decode, as_json):
 def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     """Print the text of token IDS, or of the document at row ROW of its input
     shard (the token --shard's `row` column: a skipped document leaves a gap).
-    The text is written as UTF-8, with no newline added; for --shard, without
-    the <|endoftext|> encode appended, so that it equals the document. Ids whose
+    Without IDS, the ids are read from standard input, separated by spaces,
+    commas or newlines, as `tokenize` prints them: `tokenmill tokenize TEXT
+    --tokenizer T | tokenmill decode --tokenizer T` prints TEXT. The text is
+    written as UTF-8, with no newline added; for --shard, without the
+    <|endoftext|> encode appended, so that it equals the document. Ids whose
     bytes are not whole UTF-8 characters (a character split between ids given
     apart) are written as U+FFFD, the replacement character."""
     standard_output()
@@ -590,6 +594,8 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
     from tokenmill.tokenizer import ENDOFTEXT
 
     options = load_options(pattern, special_tokens)
+    if row is not None and shard is None:  # else ignored, and IDS decoded
+        raise OptionError("--row needs --shard")
     if shard is not None:
         if row is None:
             raise OptionError("--shard needs --row")
@@ -612,7 +618,37 @@ def decode(tokenizer_file, pattern, special_tokens, shard, row, ids):
         raise OptionError("give --tokenizer (or --shard and --row)")
     else:
         tok = read_tokenizer(tokenizer_file, **options)
+        if not ids:
+            ids = stdin_ids()
     echo(tok.decode(ids).encode("utf-8"), nl=False)  # bytes: written as they are
+
+
+def stdin_ids() -> list[int]:
+    """decode's IDS from standard input, as tokenize prints them. Empty input
+    is refused, as no input: decode would print nothing and succeed; only
+    whitespace (tokenize's line for an empty TEXT) is no ids."""
+    stdin = stdin_stream("IDS")
+    if stdin.isatty():  # else decode would wait for ids typed in
+        raise OptionError(
+            "give IDS, or pipe them in: tokenmill tokenize TEXT --tokenizer T | "
+            "tokenmill decode --tokenizer T"
+        )
+    data = stdin.read()
+    if not data:
+        raise TokenmillError("standard input is empty: give IDS, or the ids tokenize prints")
+    ids = []
+    for word in utf8_text(data, "standard input").replace(",", " ").split():
+        try:
+            ids.append(int(word))
+        except ValueError:
+            raise TokenmillError(f"standard input: {word!r} is not a token id") from None
+    return ids
+
+
+def stdin_stream(argument: str) -> BinaryIO:
+    if sys.stdin is None:  # no file descriptor 0
+        raise TokenmillError(f"standard input is closed; give {argument}")
+    return sys.stdin.buffer
 
 
 @main.command()
@@ -637,11 +673,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     standard_output()
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
-        try:
-            stdin = click.get_binary_stream("stdin")
-        except RuntimeError:  # no file descriptor 0
-            raise TokenmillError("standard input is closed; give TEXT") from None
-        text = utf8_text(stdin.read(), "standard input")
+        text = utf8_text(stdin_stream("TEXT").read(), "standard input")
     else:
         # Python hands a non-UTF-8 argument over with its bytes as surrogate
         # escapes, which the encoder would silently turn into U+FFFD.

@@ -161,3 +161,65 @@ def test_help_says_what_ids_of_a_split_character_give(runs, cli):
     result = decode("--tokenizer", tok_file, 0xE6, 0x9D, ord("x"))
     assert result.returncode == 0, result.stderr
     assert result.stdout == "\ufffdx".encode()
+
+
+def piped(*args, stdin) -> subprocess.CompletedProcess:
+    """`tokenmill ARGS` reading `stdin` (bytes, or a file descriptor)."""
+    cmd = [sys.executable, "-m", "tokenmill", *map(str, args)]
+    if isinstance(stdin, bytes):
+        return subprocess.run(cmd, input=stdin, capture_output=True)
+    return subprocess.run(cmd, stdin=stdin, capture_output=True)
+
+
+def test_decode_reads_the_ids_tokenize_prints_from_standard_input(runs):
+    """Without IDS, decode printed nothing and succeeded, as for no ids at all."""
+    tok_file = runs["eos"] / "tokenizer.json"
+    text = "naïve café\n  and more"
+    printed = piped("tokenize", "--tokenizer", tok_file, text, stdin=b"").stdout
+    assert piped("decode", "--tokenizer", tok_file, stdin=printed).stdout == text.encode()
+    ids = Tokenizer.load(tok_file).encode(text)
+    spread = ", ".join(map(str, ids[:2])).encode() + b"\n" + " ".join(map(str, ids[2:])).encode()
+    assert piped("decode", "--tokenizer", tok_file, stdin=spread).stdout == text.encode()
+    empty_text = piped("tokenize", "--tokenizer", tok_file, "", stdin=b"").stdout
+    assert empty_text == b"\n"
+    assert piped("decode", "--tokenizer", tok_file, stdin=empty_text).stdout == b""
+
+
+@pytest.mark.parametrize(
+    "stdin, needle",
+    [
+        (b"", "standard input is empty: give IDS"),
+        (b"12 x3 4", "standard input: 'x3' is not a token id"),
+        ("terminal", "give IDS, or pipe them in"),
+    ],
+)
+def test_decode_without_ids_refuses_what_is_no_ids(runs, stdin, needle):
+    tok_file = runs["eos"] / "tokenizer.json"
+    if stdin == "terminal":
+        import pty
+
+        leader, terminal = pty.openpty()
+        try:
+            result = piped("decode", "--tokenizer", tok_file, stdin=terminal)
+        finally:
+            os.close(leader)
+            os.close(terminal)
+    else:
+        result = piped("decode", "--tokenizer", tok_file, stdin=stdin)
+    lines = result.stderr.decode().strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and needle in lines[0], result
+    assert result.stdout == b""
+
+
+def test_row_without_shard_is_refused(runs):
+    """--row was ignored, and IDS decoded."""
+    tok_file = runs["eos"] / "tokenizer.json"
+    result = decode("--tokenizer", tok_file, "--row", 7, 31)
+    assert result.returncode == 2 and result.stdout == b""
+    [line] = result.stderr.decode().strip().splitlines()
+    assert line.startswith("Error: --row needs --shard")
+
+
+def test_help_says_ids_are_read_from_standard_input(cli):
+    help_text = " ".join(cli("decode", "--help").output.split())
+    assert "standard input" in help_text and "tokenize" in help_text
