@@ -370,8 +370,9 @@ def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
     as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count
     (with --extend: the base's)."""
     from tokenmill.stages.train import load_base, run_train
-    from tokenmill.tokenizer.options import refuse_numbered
+    from tokenmill.tokenizer.options import refuse_numbered, refuse_ranks_name
 
+    refuse_ranks_name(tokenizer_file, "TOKENIZER_FILE")
     if options["extend"] is not None:
         options["extend"] = str(options["extend"])
     extend = options["extend"]  # a file, or a preset's name

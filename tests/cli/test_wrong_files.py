@@ -40,6 +40,8 @@ CASES = [
     (["train", "notes.txt", "tok.json"], "notes.txt", NOT_WORD_TABLE),
     (["train", "docs.parquet", "tok.json"], "docs.parquet", NOT_WORD_TABLE),
     (["train", "plain", "tok.json"], "plain", NOT_WORD_TABLE),
+    # Read back as tiktoken's ranks, which it is not.
+    (["train", "counts.parquet", "tok.tiktoken"], "tok.tiktoken", "name it .json"),
     (["stats", "plain"], "plain", NOT_OUT),
     (["stats", "notes.txt"], "notes.txt", NOT_OUT),
     (["report", "plain"], "plain", NOT_OUT),

@@ -49,6 +49,7 @@ from tokenmill.tokenizer.options import (
     check_special_names,
     lay_out_specials,
     merges_to_learn,
+    refuse_ranks_name,
     special_names,
 )
 from tokenmill.tokenizer.pattern_errors import pattern_message
@@ -916,7 +917,8 @@ class Tokenizer:
 
     def save(self, path: AnyPath) -> None:
         """Write the tokenizer as tokenmill JSON (atomically: a reader sees
-        the old file or the new one). `load` reads it back.
+        the old file or the new one). `load` reads it back, under any name
+        but a .tiktoken one (tiktoken's ranks), which is refused.
 
         >>> import tempfile, pathlib
         >>> tok = Tokenizer.train(["hello world"] * 10, vocab_size=270)
@@ -928,6 +930,7 @@ class Tokenizer:
         (True, True)
         """
         check_path_argument(path, "save")
+        refuse_ranks_name(path, "save")
         with atomic_path(path) as tmp:  # a local path, or a URL (io/storage.py)
             tmp.write_bytes(self._file_bytes)
 

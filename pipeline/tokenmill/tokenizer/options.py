@@ -105,6 +105,18 @@ def refuse_numbered(names: Sequence[str]) -> None:
             )
 
 
+def refuse_ranks_name(path: object, what: str) -> None:
+    """Refuse to write tokenmill's JSON under a .tiktoken name (save's `path`,
+    train's TOKENIZER_FILE: `what`): every reader takes a file of that name
+    for tiktoken's ranks, and would not read it back."""
+    if str(path).endswith(".tiktoken"):
+        raise TokenmillError(
+            f"{what}: {path}: a .tiktoken name is read as tiktoken's ranks, and this writes "
+            "tokenmill's JSON: name it .json, then `tokenmill export FILE OUT.tiktoken "
+            "--format tiktoken` writes the ranks"
+        )
+
+
 def check_special_names(names: Sequence[object], what: str) -> None:
     """Special tokens' names, each a non-empty str (an empty one would match
     all text) that UTF-8 holds (a lone surrogate would fail every file and
