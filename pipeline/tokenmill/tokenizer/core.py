@@ -912,7 +912,9 @@ class Tokenizer:
 
     @cached_property
     def sha256(self) -> str:
-        """Of the saved file's bytes: the file save() writes, or the one load() read."""
+        """Of its tokenmill JSON: the bytes of the tokenmill file it was loaded
+        from, else (trained, or of a .tiktoken or Hugging Face file) those
+        save() writes, not the other tool's file's."""
         return hashlib.sha256(self._file_bytes).hexdigest()
 
     def save(self, path: AnyPath) -> None:
