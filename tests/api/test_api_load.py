@@ -6,12 +6,15 @@ errors name Python arguments, the CLI its options."""
 from __future__ import annotations
 
 import shutil
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from realtext import CL100K_FILE, GPT2_FILE, O200K_FILE
 
 import tokenmill
-from tokenmill import Tokenizer, TokenmillError
+from tokenmill import StoreError, Tokenizer, TokenmillError
 from tokenmill.formats import export, load_any
 
 TEXT = "hello world, the cat sat on the mat"
@@ -141,3 +144,37 @@ def test_save_refuses_a_tiktoken_name_that_load_would_read_as_ranks(tmp_path, tr
     assert not (tmp_path / name).exists()
     trained.save(tmp_path / "tok.tiktoken.json")  # read by its content
     assert tokenmill.load(tmp_path / "tok.tiktoken.json") == trained
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """404 for /missing.json, 403 for anything else."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_error(404 if self.path == "/missing.json" else 403)
+
+    do_HEAD = do_GET  # noqa: N815
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_load_of_a_url_names_why_it_could_not_be_read():
+    """fsspec's HTTP store raises FileNotFoundError for every failure: load said
+    "cannot read tokenizer (No such file or directory)" for a connection refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # no one listens there once it is closed
+    with pytest.raises(StoreError, match=r"tok.json: cannot read tokenizer \(Cannot connect"):
+        tokenmill.load(f"http://127.0.0.1:{closed}/tok.json")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(StoreError, match=r"cannot read tokenizer \(403, message='Forbidden"):
+            tokenmill.load(f"{url}/tok.json")
+        with pytest.raises(TokenmillError, match=r"cannot read tokenizer \(No such file") as e:
+            tokenmill.load(f"{url}/missing.json")
+        assert not isinstance(e.value, StoreError)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, cast
 
-from tokenmill.errors import InputChanged, TokenmillError, one_line
+from tokenmill.errors import InputChanged, StoreError, TokenmillError, one_line
 from tokenmill.io.storage import (
     AnyPath,
     fence,
@@ -25,6 +25,7 @@ from tokenmill.io.storage import (
     regular_file,
     store_errors,
     tapped,
+    unreachable,
 )
 
 HASH_BLOCK = 4 << 20
@@ -45,6 +46,8 @@ def read_bytes(path: AnyPath, what: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as e:
+        if (cause := unreachable(path, e)) is not None:
+            raise StoreError(f"{path}: cannot read {what} ({one_line(cause)})") from None
         # An object store's errors carry no strerror: their message says why,
         # but a missing object's is its own name.
         missing = isinstance(e, FileNotFoundError) and os.strerror(errno.ENOENT)

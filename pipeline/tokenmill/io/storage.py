@@ -518,6 +518,23 @@ def doing(action: str) -> Iterator[None]:
         _doing.reset(token)
 
 
+def unreachable(path: AnyPath, e: OSError) -> BaseException | None:
+    """The error behind a FileNotFoundError of fsspec's HTTP store, which
+    raises one for any URL it could not fetch (a connection refused, a 403,
+    a 500); None where the file is missing (a 404) or the store is another."""
+    cause = e.__cause__
+    if (
+        not isinstance(e, FileNotFoundError)
+        or not is_remote(path)
+        or path.protocol not in ("http", "https")
+        or cause is None
+        or isinstance(cause, FileNotFoundError)
+        or getattr(cause, "status", None) == 404
+    ):
+        return None
+    return cause
+
+
 @contextmanager
 def store_errors(
     path: AnyPath, by_pyarrow: bool = False, action: str | None = None
@@ -532,8 +549,13 @@ def store_errors(
     file's fault, not the store's."""
     try:
         yield
-    except (TokenmillError, FileNotFoundError):
+    except TokenmillError:
         raise
+    except FileNotFoundError as e:
+        cause = unreachable(path, e)
+        if cause is None:
+            raise
+        raise StoreError(f"{path}: cannot {action or _doing.get()} ({one_line(cause)})") from e
     except Exception as e:
         if not is_remote(path) or not is_store_error(e):
             raise
