@@ -7,6 +7,7 @@ another tokenizer than the one asked for."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,10 @@ def tok() -> Tokenizer:
         (lambda t: t.encode_batch(None), "encode_batch: texts= is NoneType, not a list of texts"),
         (lambda t: t.encode_batch(5), "encode_batch: texts= is int, not a list of texts"),
         (lambda t: t.encode_ordinary_batch(None), "encode_ordinary_batch: texts= is NoneType"),
-        (lambda t: t.encode_ordinary_batch("abc"), "not one text: use encode_ordinary"),
+        (
+            lambda t: t.encode_ordinary_batch("abc"),
+            "not one text (texts='abc'): use encode_ordinary",
+        ),
         (lambda t: Tokenizer.train(None, num_merges=1), "train: texts= is NoneType"),
         (
             lambda t: Tokenizer.train_from_word_counts(None, [1], num_merges=1),
@@ -66,7 +70,7 @@ def tok() -> Tokenizer:
     ],
 )
 def test_encoding_refuses_what_is_not_text(tok, call, needle):
-    with pytest.raises(TypeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(TypeError, match=re.escape(needle)):
         call(tok)
 
 
@@ -251,7 +255,7 @@ def test_the_options_each_mode_takes_still_train():
             "counts[1]=9223372036854775808 is not a count (a whole number from 0 to 2**63-1)",
         ),
         (["a", None], [1, 2], "train_from_word_counts: words[1] is NoneType"),
-        ("ab", [1, 2], "not one text: words= is a list"),
+        ("ab", [1, 2], "takes a list of words, not one text (words='ab')"),
     ],
 )
 def test_train_from_word_counts_refuses_what_it_would_misread(words, counts, needle):
@@ -295,6 +299,15 @@ def test_load_names_a_pattern_that_is_no_str(pattern):
     """Read as no pattern: "pattern 5: byte mode needs a pattern"."""
     with pytest.raises(TokenmillError, match=r"gpt2.tiktoken: pattern=.*: want a str, a preset"):
         tokenmill.load(GPT2_FILE, pattern=pattern)
+
+
+def test_load_refuses_a_bare_word_pattern_as_train_does():
+    """load said the pattern "leaves text ... unmatched", train that it is no preset."""
+    needle = "pattern='gpt4' is not a preset (gpt2, cl100k, o200k; GPT-4's is cl100k)"
+    with pytest.raises(TokenmillError, match=re.escape(f"gpt2.tiktoken: {needle}")):
+        tokenmill.load(GPT2_FILE, pattern="gpt4")
+    with pytest.raises(TokenmillError, match=re.escape(needle)):
+        Tokenizer.train(TEXTS, num_merges=1, pattern="gpt4")
 
 
 def test_load_names_special_tokens_given_as_a_list():

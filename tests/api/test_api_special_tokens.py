@@ -6,6 +6,7 @@ tiktoken built from the same shipped vocabulary, and give the same ids."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import pytest
@@ -113,8 +114,13 @@ def test_a_token_disallowed_by_name_is_refused_as_tiktoken_refuses_it():
 
 
 def test_a_token_name_is_no_set_of_them():
-    with pytest.raises(TokenmillError, match="allowed_special="):
+    """A TypeError, as None there is: it was a TokenmillError."""
+    with pytest.raises(TypeError, match=re.escape("allowed_special='<|endoftext|>': want a set")):
         ours().encode("x", allowed_special=EOT)
+    with pytest.raises(
+        TypeError, match=re.escape("disallowed_special='<|endoftext|>': want a set")
+    ):
+        ours().encode("x", disallowed_special=EOT)
 
 
 @settings(max_examples=40, deadline=None)

@@ -48,6 +48,7 @@ from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.tokenizer import Tokenizer, id_limit
 from tokenmill.tokenizer.ids import check_special_ids, show
+from tokenmill.tokenizer.options import refuse_bare_name
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -287,6 +288,11 @@ def load(
             f"{path}: pattern={show(pattern)}: want a str, a preset (gpt2, cl100k, o200k) "
             "or a regex"
         )
+    if pattern is not None:
+        try:
+            refuse_bare_name(pattern)
+        except TokenmillError as e:
+            raise TokenmillError(f"{path}: {e}") from None
     if special_tokens is not None:
         # A NumPy integer is an id as an int is (as counts are to train_from_word_counts).
         special_tokens = {

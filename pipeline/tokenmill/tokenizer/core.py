@@ -49,6 +49,7 @@ from tokenmill.tokenizer.options import (
     check_special_names,
     lay_out_specials,
     merges_to_learn,
+    refuse_bare_name,
     refuse_ranks_name,
     special_names,
 )
@@ -205,7 +206,7 @@ class Tokenizer:
         import pyarrow as pa
 
         pattern = _training_pattern(mode, pattern, lowercase)
-        words = text_batch(words, "train_from_word_counts", ": words= is a list", "words")
+        words = text_batch(words, "train_from_word_counts", "", "words")
         try:
             return cls._train_from_word_arrays(
                 arrow_texts(words),
@@ -716,11 +717,8 @@ class Tokenizer:
             ("allowed_special", allowed_special),
             ("disallowed_special", disallowed_special),
         ):
-            if isinstance(value, str) and value != "all":
-                raise TokenmillError(
-                    f"{name}={show(value)}: want a set of special tokens, or 'all'"
-                )
-            if not isinstance(value, str | Collection):
+            # A str other than "all" is no set either: as a Collection, its characters.
+            if value != "all" if isinstance(value, str) else not isinstance(value, Collection):
                 raise TypeError(f"{name}={show(value)}: want a set of special tokens, or 'all'")
         specials = self.special_tokens_set
         allowed = specials if allowed_special == "all" else frozenset(allowed_special)
@@ -1291,11 +1289,7 @@ def _training_pattern(mode: str, pattern: str | None, lowercase: bool) -> str:
     preset = next((p for p in PATTERNS if _native.preset_regex(p) == pattern), None)
     if preset is not None:
         return preset
-    if re.fullmatch(r"\w+", pattern):  # a name, as regex its own text only: a preset meant
-        raise TokenmillError(
-            f"pattern={pattern!r} is not a preset ({', '.join(PATTERNS)}; GPT-4's is cl100k), "
-            "and as a regex it matches only its own text"
-        )
+    refuse_bare_name(pattern)
     try:
         _native.Counter.byte(pattern)  # compiles it, no more
     except _native.NativeError as e:
@@ -1444,7 +1438,9 @@ def text_batch(
     characters', silently), and pyarrow takes None for an empty document and
     bytes for text: each is a TypeError naming its place, as `encode(None)` is."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{method} takes a list of texts, not one text{hint}")
+        raise TypeError(
+            f"{method} takes a list of {name}, not one text ({name}={show(texts)}){hint}"
+        )
     texts = _listed(texts, method, name)
     if not all(type(text) is str for text in texts):  # the fast check; then which one
         for k, text in enumerate(texts):

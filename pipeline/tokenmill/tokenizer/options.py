@@ -3,6 +3,7 @@ command's option check) must not load it just to say an option is wrong."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -66,6 +67,16 @@ def check_options(mode: str, pattern: str | None, *, cli: bool = False) -> None:
         raise TokenmillError(
             f"pattern={show(pattern)}: want a preset ({', '.join(PATTERNS)}), a regex, "
             "or None (no split)"
+        )
+
+
+def refuse_bare_name(pattern: str) -> None:
+    """Refuse a pattern that is a bare word but no preset ("gpt4"): a preset
+    was meant, and as a regex it would match its own text only."""
+    if re.fullmatch(r"\w+", pattern) and pattern not in PATTERNS:
+        raise TokenmillError(
+            f"pattern={pattern!r} is not a preset ({', '.join(PATTERNS)}; GPT-4's is cl100k), "
+            "and as a regex it matches only its own text"
         )
 
 
