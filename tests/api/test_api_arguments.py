@@ -364,3 +364,28 @@ def test_a_special_token_that_is_not_utf8_is_refused_where_it_enters(tmp_path, c
     """Taken, it failed every later decode, save and sha256 with a traceback."""
     with pytest.raises(TokenmillError, match=f"{needle}(special_tokens|tokens): .* is not UTF-8"):
         call(tmp_path)
+
+
+def _file_with_pattern(tmp_path, pattern: str) -> str:
+    d = json.loads(Tokenizer.train(["ab"], num_merges=1).to_json())
+    d["pattern"] = d["pattern_regex"] = pattern
+    path = tmp_path / "tok.json"
+    path.write_text(json.dumps(d))  # JSON's \ud800 escape: a lone surrogate read back
+    return str(path)
+
+
+SURROGATE_PATTERN = "a|\ud800|[\\s\\S]"
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda _: Tokenizer.train(["ab"], num_merges=1, pattern=SURROGATE_PATTERN), ""),
+        (lambda _: tokenmill.load(GPT2_FILE, pattern=SURROGATE_PATTERN), "gpt2.tiktoken: "),
+        (lambda p: tokenmill.load(_file_with_pattern(p, SURROGATE_PATTERN)), "tok.json: .*"),
+    ],
+)
+def test_a_pattern_that_is_not_utf8_is_refused_where_it_enters(tmp_path, call, needle):
+    """Taken, the native core's UnicodeEncodeError was a traceback."""
+    with pytest.raises(TokenmillError, match=f"{needle}pattern: .* is not UTF-8"):
+        call(tmp_path)

@@ -47,6 +47,7 @@ from tokenmill.tokenizer.options import (
     check_flag,
     check_options,
     check_special_names,
+    check_utf8,
     lay_out_specials,
     merges_to_learn,
     refuse_bare_name,
@@ -503,6 +504,8 @@ class Tokenizer:
         if self.special_ids is not None and len(self.special_ids) != len(self.special_tokens):
             raise TokenmillError("special_ids and special_tokens differ in length")
         check_special_names(self.special_tokens, "special_tokens")
+        if isinstance(self.pattern, str):
+            check_utf8(self.pattern, "pattern")
         if self.normalization not in NORMALIZATIONS:
             raise TokenmillError(
                 f"normalizer {show(self.normalization)} is not supported (tokenmill applies "
@@ -1302,6 +1305,10 @@ def _file_pattern(pattern: str, d: dict, malformed) -> str:
     writes the regex there (the preset's, or `pattern` itself) for other
     tools to read. A file where they differ says two things, and whichever
     were taken, the other's reader would split text another way."""
+    try:
+        check_utf8(pattern, "pattern")
+    except TokenmillError as e:
+        raise malformed(str(e)) from None
     if "pattern_regex" not in d:
         return pattern
     written = d["pattern_regex"]

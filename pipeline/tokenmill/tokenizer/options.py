@@ -68,6 +68,21 @@ def check_options(mode: str, pattern: str | None, *, cli: bool = False) -> None:
             f"pattern={show(pattern)}: want a preset ({', '.join(PATTERNS)}), a regex, "
             "or None (no split)"
         )
+    if pattern is not None:
+        check_utf8(pattern, "pattern")
+
+
+def check_utf8(text: str, what: str) -> None:
+    """Refuse a str that UTF-8 cannot hold (a lone surrogate, as JSON's
+    "\\ud800" reads): the native core, every file and every hash of the
+    tokenizer take UTF-8, and would fail far from the cause."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise TokenmillError(
+                f"{what}: {show(text)} is not UTF-8 (it holds a lone surrogate)"
+            ) from None
 
 
 def refuse_bare_name(pattern: str) -> None:
@@ -138,13 +153,7 @@ def check_special_names(names: Sequence[object], what: str) -> None:
     for name in names:
         if not isinstance(name, str) or not name:
             raise TokenmillError(f"{what}: {show(name)} is no special token's name")
-        if not name.isascii():
-            try:
-                name.encode()
-            except UnicodeEncodeError:
-                raise TokenmillError(
-                    f"{what}: {show(name)} is not UTF-8 (it holds a lone surrogate)"
-                ) from None
+        check_utf8(name, what)
         if name in seen:
             raise TokenmillError(f"{what}: {name!r} is listed twice")
         seen.add(name)
