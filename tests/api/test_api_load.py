@@ -5,6 +5,7 @@ errors name Python arguments, the CLI its options."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import socket
 import threading
@@ -178,3 +179,18 @@ def test_load_of_a_url_names_why_it_could_not_be_read():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_copy_sent_to_a_worker_keeps_the_hash_of_the_file_loaded(tmp_path):
+    """A tokenizer file laid out otherwise than save() writes (indented by
+    hand): a worker process's copy named another tokenizer in its shards."""
+    import json
+    import pickle
+
+    path = tmp_path / "pretty.json"
+    path.write_text(json.dumps(json.loads(Tokenizer.train(["ab ab"] * 5, num_merges=3).to_json()),
+                               indent=2))  # fmt: skip
+    tok = tokenmill.load(path)
+    copy = pickle.loads(pickle.dumps(tok))
+    assert copy.sha256 == tok.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert copy.encode("ab ab") == tok.encode("ab ab")

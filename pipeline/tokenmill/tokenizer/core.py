@@ -1097,7 +1097,13 @@ class Tokenizer:
     # ---- pickling (to worker processes): tables only, no native state --
 
     def __getstate__(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        if "sha256" in self.__dict__:
+            # The hash of the file it was loaded from, which may be laid out
+            # otherwise than save() writes (indented by hand): made again from
+            # the fields, a worker's shards would name another tokenizer.
+            state["sha256"] = self.__dict__["sha256"]
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
