@@ -183,7 +183,7 @@ def resolve_job(
         error = TokenmillError if job_file else OptionError  # a bad job, or a usage error
         raise error(f"{where}give DATA and OUT (or inputs and output in a --job file)")
     if tokenizer is not None and count_only:  # both on the command line: a usage error
-        raise OptionError("--tokenizer encodes: not with --count-only (see 'tokenmill run --help')")
+        raise OptionError("--tokenizer encodes: not with --count-only")
     tokenizer = tokenizer if tokenizer is not None else settings.pop("tokenizer", None)
     steps = "count" if count_only else settings.pop("steps", None)
     if steps is None:

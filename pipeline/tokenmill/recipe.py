@@ -161,9 +161,11 @@ def parse_share(name: str, value: object, where: str) -> Share:
             raise TokenmillError(f"{at}.weight: a share of total (0 to 1), not {given!r}")
         return Share(name, weight=weight(float(given), f"{at}.weight"), files=files)
     is_number = isinstance(given, float | int) and not isinstance(given, bool)
-    if not is_number or not 0 <= given < MAX_EPOCHS:
+    # At most MAX_EPOCHS - 1: round(epochs * available) tokens of 9999.9 epochs
+    # may come to MAX_EPOCHS whole ones, which the mix would refuse after encode.
+    if not is_number or not 0 <= given <= MAX_EPOCHS - 1:
         raise TokenmillError(
-            f"{at}.epochs: a number of epochs (2.0, 0.5; fewer than {MAX_EPOCHS:,}), not {given!r}"
+            f"{at}.epochs: a number of epochs (2.0, 0.5; at most {MAX_EPOCHS - 1:,}), not {given!r}"
         )
     return Share(name, epochs=float(given), files=files)
 

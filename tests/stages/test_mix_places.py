@@ -77,3 +77,11 @@ def test_a_source_whose_inputs_another_sources_glob_takes_is_refused_before_work
         "files glob (sources here: web)",
     )
     assert not (tmp_path / "out" / "tokens").exists()
+
+
+def test_a_recipe_whose_globs_take_every_input_says_none_is_left(cli, nested, tmp_path):
+    data, tok = nested
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[mix]\nbooks = "10"\nall = { tokens = 10, files = "**" }\n')
+    result = cli("run", data, tmp_path / "out", "--tokenizer", tok, "--mix", recipe, ok=False)
+    assert_one_line_error(result, "(sources here: none: the recipe's files globs take every input)")

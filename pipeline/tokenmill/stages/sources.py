@@ -273,4 +273,6 @@ def known(shards: list[TokenShard], index: list[Index]) -> str:
 def first_names(names: set[str], most: int = 20) -> str:
     """The first `most` of `names` in order, for an error line."""
     shown = sorted(names)
+    if not shown:
+        return "none: the recipe's files globs take every input"
     return ", ".join(shown[:most]) + (", ..." if len(shown) > most else "")

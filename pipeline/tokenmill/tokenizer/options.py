@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 
 from tokenmill.errors import TokenmillError
 from tokenmill.tokenizer.ids import (
@@ -135,7 +136,10 @@ def refuse_ranks_name(path: object, what: str) -> None:
     """Refuse to write tokenmill's JSON under a .tiktoken name (save's `path`,
     train's TOKENIZER_FILE: `what`): every reader takes a file of that name
     for tiktoken's ranks, and would not read it back."""
-    if str(path).endswith(".tiktoken"):
+    # The name as the readers take it: "x.tiktoken/" and "x.tiktoken/." are that file too.
+    if str(path).rstrip("/.").endswith(".tiktoken") or PurePath(str(path)).name.endswith(
+        ".tiktoken"
+    ):
         raise TokenmillError(
             f"{what}: {path}: a .tiktoken name is read as tiktoken's ranks, and this writes "
             "tokenmill's JSON: name it .json, then `tokenmill export FILE OUT.tiktoken "
