@@ -360,6 +360,14 @@ def test_a_megatron_bin_without_its_idx_is_named(cli, out, monkeypatch):
     hide_trainers(monkeypatch)
     (out / "megatron" / "corpus_text_document.idx").unlink()
     result = check(cli, out, ok=False)
+    assert problems(result) == [
+        "problem: megatron/corpus_text_document.idx: missing, though manifest.json lists it"
+    ]
+    # Unlisted too, it is the reader that names it.
+    recorded = json.loads((out / "manifest.json").read_text())
+    recorded["files"] = [e for e in recorded["files"] if not e["path"].endswith(".idx")]
+    (out / "manifest.json").write_text(json.dumps(recorded))
+    result = check(cli, out, ok=False)
     one_problem(
         result, "megatron/: cannot be read (", "corpus_text_document.bin: no .idx beside it"
     )
@@ -377,3 +385,49 @@ def test_a_token_shard_the_manifest_lists_missing_is_one_line(cli, out):
             f"Error: {shard}: missing, though manifest.json lists it; `tokenmill verify` "
             "says what else differs, a rerun of `tokenmill run` makes it again"
         ), result.output
+
+
+def copy_a_set(folder, suffixes):
+    """A copy of a layout file (and the files beside it) under a name no run wrote."""
+
+    def plant(out):
+        first = sorted((out / folder).glob(f"*{suffixes[0]}"))[0]
+        stem = first.name.removesuffix(suffixes[0])
+        for suffix in suffixes:
+            shutil.copy(out / folder / f"{stem}{suffix}", out / folder / f"zz{suffix}")
+        return [
+            f"{folder}/zz{s}: not listed in manifest.json (not written by this run)"
+            for s in sorted(suffixes)
+        ]
+
+    return plant
+
+
+def remove_one(folder, suffix):
+    def plant(out):
+        path = sorted((out / folder).glob(f"*{suffix}"))[0]
+        path.unlink()
+        return [f"{folder}/{path.name}: missing, though manifest.json lists it"]
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        remove_one("packed", ".parquet"),
+        remove_one("datatrove", ".ds"),
+        copy_a_set("packed", (".parquet",)),
+        copy_a_set("datatrove", (".ds", ".ds.index", ".ds.metadata")),
+    ],
+    ids=["packed-missing", "datatrove-missing", "packed-extra", "datatrove-extra"],
+)
+def test_a_layout_file_missing_or_not_listed_is_named(cli, out, monkeypatch, plant):
+    """Either was told only by its consequences: documents too few or too
+    many, differing, packed sequence numbers out of place; no line named the file."""
+    hide_trainers(monkeypatch)
+    said = plant(out)
+    result = check(cli, out, ok=False)
+    assert problems(result) == [f"problem: {line}" for line in said], result.output
+    name = "packed" if said[0].startswith("packed/") else "datatrove"
+    assert f"{name}: not read, its files are not those the manifest lists" in result.output

@@ -3,7 +3,8 @@
 `tokenmill check OUT` reads back what OUT holds and names, one line each,
 whatever would not train as the run meant it to:
 
-1. every layout OUT has (files of its folder in the manifest), read back by
+1. every layout OUT has (files of its folder in the manifest), its files
+   those the manifest lists (stages/check_files.py), read back by
    the trainer's own reading code when installed, else by tokenmill's (and
    said so): its documents, split by split, are the token shards' rows framed
    by the layout's rule: ``<|bos|>`` first with --bos; ``<|endoftext|>`` last
@@ -47,8 +48,9 @@ import pyarrow as pa
 from tokenmill.errors import NoSuchPath, TokenmillError, one_line
 from tokenmill.io.readers import read_batches
 from tokenmill.io.storage import AnyPath, is_remote, location
-from tokenmill.layouts import MODULES, Document, Layout, TrainerMissing, layout
+from tokenmill.layouts import Document, Layout, TrainerMissing, layout
 from tokenmill.stages.check_documents import Frame, compare
+from tokenmill.stages.check_files import file_problems, layouts_of
 from tokenmill.stages.check_mix import Digests, part_problems
 from tokenmill.stages.layout import MANIFEST, TOKENIZER
 from tokenmill.stages.manifest import changed_from, read_manifest
@@ -393,28 +395,18 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     return summary, problems
 
 
-def layouts_of(run: Run) -> tuple[list[str], list[str]]:
-    """The layouts OUT has (files of their folder in the manifest), and the
-    problem of each the run asked for but has none."""
-    files = [e["path"] for e in run.manifest.get("files", [])]
-    present = [n for n in MODULES if any(f.startswith(f"{layout(n).folder}/") for f in files)]
-    asked = set(run.config.get("format", [])) | ({"packed"} if run.config.get("pack") else set())
-    missing = [
-        f"{layout(n).folder}/: the run wrote it, but the manifest lists none of its files"
-        for n in MODULES
-        if n in asked and n not in present
-    ]
-    # Older versions wrote a layout file of no ids for a shard that held none
-    # in a split; numpy's memmap, which nanoGPT and Megatron-LM read with,
-    # refuses an empty file, so the trainer would stop at it.
-    folders = tuple(f"{layout(n).folder}/" for n in present)
-    empty = [
-        f"{e['path']}: an empty file, which numpy's memmap (nanoGPT, Megatron-LM) cannot "
-        "open; rerun `tokenmill run` to write the layout again"
-        for e in run.manifest.get("files", [])
-        if e["path"].startswith(folders) and e.get("bytes") == 0
-    ]
-    return present, missing + empty
+def not_compared(name: str) -> dict:
+    """The summary of a layout whose files are not the manifest's: not read."""
+    lay = layout(name)
+    return {
+        "name": name,
+        "folder": f"{lay.folder}/",
+        "documents": 0,
+        "read_with": None,
+        "equal": False,
+        "readable": True,
+        "listed": False,
+    }
 
 
 def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -> CheckResult:
@@ -430,10 +422,14 @@ def run_check(out: AnyPath, *, data: AnyPath | None = None, decode: int = 100) -
     problems += scanned
     if table is not None:
         problems += part_problems(run.layout_shards, table)
-    names, missing = layouts_of(run)
+    names, missing = layouts_of(run.manifest)
     problems += missing
     layouts = []
     for name in names:
+        if unlisted := file_problems(out, run.manifest, name):
+            layouts.append(not_compared(name))
+            problems += unlisted
+            continue
         summary, found = check_layout(run, name)
         layouts.append(summary)
         problems += found

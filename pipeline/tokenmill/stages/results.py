@@ -366,7 +366,8 @@ def bpe_stops(size: int | None) -> str:
 class CheckResult(StageResult):
     stage: str = "check"
     # per layout: name, folder, documents read, read_with (the reader, or why
-    # tokenmill's), equal (its documents are the token shards', or the mixture's)
+    # tokenmill's), equal (its documents are the token shards', or the mixture's),
+    # readable; listed False: its files are not the manifest's, so it was not read
     layouts: list[dict]
     documents: int  # in the token shards
     sampled: int  # documents decoded and compared with their text
@@ -378,7 +379,10 @@ class CheckResult(StageResult):
         """One line per layout checked."""
         held = "the token shards'" if self.mixture is None else "the mixture's"
         return [
-            (
+            f"{s['name']}: not read, its files are not those the manifest lists "
+            "(its problems below)"
+            if not s.get("listed", True)
+            else (
                 f"{s['name']}: {plural(s['documents'], 'document')} "
                 f"{'equal' if s['equal'] else 'not all equal to'} {held}"
                 if s.get("readable", True)
