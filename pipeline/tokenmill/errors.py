@@ -96,8 +96,9 @@ class OptionError(TokenmillError):
 
 class WorkerLost(TokenmillError):
     """A worker process died under a stage (killed by the system, most often
-    for memory): nothing it was writing is kept, and a rerun resumes. The CLI
-    exits with status 137, as for a run killed whole."""
+    for memory), or, under Ray, a node or worker Ray ran it on: nothing it was
+    writing is kept, and a rerun resumes. The CLI exits with status 137, as
+    for a run killed whole."""
 
 
 # The library names an argument as Python spells it (`vocab_size=300`,

@@ -422,6 +422,33 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
+# Ray's own failures under a task, not the task's: a node or worker gone
+# (killed by the system, most often for memory), or what it held lost.
+# Named so that a Ray without one of them still imports.
+_KILLED = ": killed by the system, often for memory"
+_RAY_LOST = {
+    "LocalRayletDiedError": ("Ray's node died under the task", _KILLED),
+    "NodeDiedError": ("Ray's node died under the task", _KILLED),
+    "WorkerCrashedError": ("Ray's worker process died under the task", _KILLED),
+    "OutOfMemoryError": ("Ray killed the task's worker for memory", ""),
+    "ObjectLostError": ("Ray lost the task's result", ""),  # OwnerDiedError too, its kind
+    "RaySystemError": ("Ray failed under the task", ""),
+}
+
+
+def ray_failure(ray, e: BaseException, what: str) -> TokenmillError:
+    """The error for `e`, which Ray raised for the task `what`: WorkerLost
+    (exit 137, as a dead worker under `processes`) when Ray's system failed
+    under it; else the task could not be run."""
+    for kind, (said, why) in _RAY_LOST.items():
+        cls = getattr(ray.exceptions, kind, None)
+        if cls is not None and isinstance(e, cls):
+            return WorkerLost(f"{what}: {said} ({type(e).__name__}){why}; rerun to resume")
+    return TokenmillError(
+        f"{what}: Ray could not run the task (retried up to {RAY_RETRIES} times): {_first_line(e)}"
+    )
+
+
 def _run_ray(
     fn: Callable[[T], R],
     tasks: Sequence[T],
@@ -462,16 +489,20 @@ def _run_ray(
                 ok, value = ray.get(ref)
             except ray.exceptions.RayError as e:
                 name = getattr(task, "name", None) or f"task {len(results) + 1}"
-                raise TokenmillError(
-                    f"{stage}: {name}: Ray could not run the task (retried up to "
-                    f"{RAY_RETRIES} times): {_first_line(e)}"
-                ) from None
+                error = ray_failure(ray, e, f"{stage}: {name}")
+                if isinstance(e, ray.exceptions.LocalRayletDiedError):
+                    # This process's Ray is gone with its raylet. Shut down at
+                    # exit, it logged after the error line and ended the
+                    # process in status 1, not the error's.
+                    ray.shutdown()
+                raise error from None
             if not ok:
                 raise value
             results.append(value)
             done(len(results))
         return results
     except BaseException:
-        for ref in refs[len(results) + 1 :]:
-            ray.cancel(ref)
+        if ray.is_initialized():
+            for ref in refs[len(results) + 1 :]:
+                ray.cancel(ref)
         raise
