@@ -373,3 +373,27 @@ def test_a_single_file_output_never_replaces_an_input_or_a_file_of_the_users(tmp
         tokenmill_here("export", tok, tmp_path / "t.tiktoken", "--format", "tiktoken")
     tokenmill_here("train", merged, notes, *RUN[:2], "--force")
     assert notes.read_bytes() == tok.read_bytes()
+
+
+def test_a_killed_attempts_temporary_is_named_as_one_not_as_a_stale_output(
+    cli, tmp_path, monkeypatch
+):
+    """A task that Ray ran again within the run leaves its killed attempt's
+    temporary, which the sweep at the end removes: it was named among the
+    stale outputs (of removed inputs, of stages not run)."""
+    import tokenmill.stages.run as run_module
+
+    data, out = data_folder(tmp_path), tmp_path / "out"
+    encode = run_module.run_encode
+
+    def with_a_killed_attempt(*args, **kwargs):
+        result = encode(*args, **kwargs)
+        (out / "tokens" / ".a.jsonl.parquet.tmp-12345-abcd1234").write_bytes(b"half")
+        return result
+
+    monkeypatch.setattr(run_module, "run_encode", with_a_killed_attempt)
+    result = cli("run", data, out, *RUN)
+    assert "removed 1 temporary file from " in result.output, result.output
+    assert "(a killed attempt's): tokens/.a.jsonl.parquet.tmp-12345-abcd1234" in result.output
+    assert "stale" not in result.output and "of those" not in result.output
+    assert not (out / "tokens" / ".a.jsonl.parquet.tmp-12345-abcd1234").exists()

@@ -29,7 +29,7 @@ from tokenmill.io.storage import (
     resolved,
     same_file_key,
 )
-from tokenmill.io.writers import atomic_path, check_target
+from tokenmill.io.writers import atomic_path, check_target, is_temporary
 from tokenmill.layouts import LayoutJob, layout
 from tokenmill.plan import Plan, make_plan
 from tokenmill.stages.count import run_counts
@@ -514,6 +514,14 @@ def _run_stages(
     keep = {listed_path(out, e["path"]) for e in listed_outputs(manifest)}
     keep |= current_views(out, manifest)
     removed, theirs = remove_stale(out, keep)
+    # A task that Ray ran again leaves its killed attempt's temporary: no output.
+    killed = [p for p in removed if is_temporary(p.name)]
+    removed = [p for p in removed if not is_temporary(p.name)]
+    if killed:
+        note(
+            f"removed {len(killed)} temporary file{'s' if len(killed) > 1 else ''} from {out} "
+            "(a killed attempt's): " + all_names(killed, out)
+        )
     if removed:
         note(
             f"removed {len(removed)} stale file{'s' if len(removed) > 1 else ''} from {out} "
