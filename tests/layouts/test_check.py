@@ -431,3 +431,13 @@ def test_a_layout_file_missing_or_not_listed_is_named(cli, out, monkeypatch, pla
     assert problems(result) == [f"problem: {line}" for line in said], result.output
     name = "packed" if said[0].startswith("packed/") else "datatrove"
     assert f"{name}: not read, its files are not those the manifest lists" in result.output
+
+
+def test_a_damaged_packed_file_is_a_problem_naming_it(cli, out):
+    """Its sequence numbers were read regardless: PyArrow's error, a traceback."""
+    path = sorted((out / "packed").glob("*.parquet"))[0]
+    path.write_bytes(path.read_bytes()[:100])
+    result = check(cli, out, ok=False)
+    lines = problems(result)
+    assert lines and all(f"{path}: cannot be read (" in line for line in lines), result.output
+    assert "Traceback" not in result.output

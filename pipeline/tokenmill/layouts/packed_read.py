@@ -4,14 +4,27 @@ together from the pieces its rows record (layouts/packed.py's `read`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
 
+from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.storage import AnyPath, listed, parquet_file
 from tokenmill.layouts import Document
 from tokenmill.layouts.packed_shuffle import read_rows
 from tokenmill.stages.tokens import list_ids
+
+
+@contextmanager
+def packed_file(path: AnyPath) -> Iterator:
+    """`parquet_file`, with a damaged file's error naming it (PyArrow's
+    "magic bytes not found in footer" does not)."""
+    try:
+        with parquet_file(path) as pf:
+            yield pf
+    except (OSError, pa.ArrowException) as e:
+        raise TokenmillError(f"{path}: cannot be read ({one_line(e)})") from None
 
 
 def parquet_files(folder: AnyPath) -> list[AnyPath]:
@@ -23,7 +36,7 @@ def in_stream_order(paths: list[AnyPath]) -> list[AnyPath]:
     """The packed shards that have rows, by their first row's sequence number."""
     first = []
     for path in paths:
-        with parquet_file(path) as pf:
+        with packed_file(path) as pf:
             if pf.metadata.num_rows:
                 sequence = pf.read_row_group(0, columns=["sequence"]).column(0)[0].as_py()
                 first.append((sequence, path))
@@ -36,7 +49,7 @@ def sequence_problems(folder: AnyPath, where: str) -> list[str]:
     would otherwise read a row twice, or never."""
     found = []
     for path in parquet_files(folder):
-        with parquet_file(path) as pf:
+        with packed_file(path) as pf:
             found.append(pf.read(columns=["sequence"]).column(0).to_numpy())
     numbers = np.sort(np.concatenate(found)) if found else np.empty(0, np.uint64)
     wrong = np.flatnonzero(numbers != np.arange(len(numbers), dtype=numbers.dtype))
@@ -52,12 +65,12 @@ def stream_batches(folder: AnyPath) -> Iterator[pa.RecordBatch]:
     """The rows (ids, documents) of one stream of packed shards in stream order."""
     files = in_stream_order(parquet_files(folder))
     if files:
-        with parquet_file(files[0]) as pf:
+        with packed_file(files[0]) as pf:
             if "unshuffled" in pf.schema_arrow.names:
                 yield from read_rows(files)
                 return
     for path in files:
-        with parquet_file(path) as pf:
+        with packed_file(path) as pf:
             yield from pf.iter_batches(columns=["ids", "documents"])
 
 

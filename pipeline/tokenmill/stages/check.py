@@ -381,7 +381,7 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
     summary["equal"] = not compared.problems
     summary["readable"] = compared.readable
     problems = compared.problems
-    if name == "packed":
+    if name == "packed" and compared.readable:  # else its files were named already
         from tokenmill.layouts.packed_read import sequence_problems
 
         for side in SPLITS if run.fraction > 0 else ("",):
