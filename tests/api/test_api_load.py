@@ -5,6 +5,7 @@ errors name Python arguments, the CLI its options."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
 import socket
@@ -197,3 +198,10 @@ def test_a_copy_sent_to_a_worker_keeps_the_hash_of_the_file_loaded(tmp_path):
     copy = pickle.loads(pickle.dumps(tok))
     assert copy.sha256 == tok.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert copy.encode("ab ab") == tok.encode("ab ab")
+
+
+def test_a_replaced_tokenizers_bad_special_token_is_one_line_at_save(tmp_path, trained):
+    """replace checks nothing: the name failed save with a UnicodeEncodeError."""
+    bad = dataclasses.replace(trained, special_tokens=[*trained.special_tokens, "\ud800"])
+    with pytest.raises(TokenmillError, match=r"^special_tokens: '\\ud800' is not UTF-8"):
+        bad.save(tmp_path / "x.json")

@@ -900,6 +900,12 @@ class Tokenizer:
         native core holds writes its vocab and merges there, and the core
         writes the merges of any other, as json.dumps would
         (tests/test_vocab_load.py compares)."""
+        # Names and a pattern given by dataclasses.replace or the bare
+        # constructor, which check nothing: said in one line, not as the
+        # UnicodeEncodeError of encoding them below.
+        check_special_names(self.special_tokens, "special_tokens")
+        if isinstance(self.pattern, str):
+            check_utf8(self.pattern, "pattern")
         head = self._file_head()
         tables = self._numbering.file_tables()
         if tables is None:
