@@ -58,6 +58,7 @@ from tokenmill.errors import (
     WorkerLost,
     cli_message,
     escaped,
+    exit_pipe_closed,
     one_line,
     silence,
 )
@@ -223,11 +224,14 @@ def standard_output() -> None:
 
 
 def echo(message=None, nl: bool = True) -> None:
-    """What a command prints as its output. A write that fails (a full disk,
-    a closed pipe) raises an OSError naming no file: said here as standard
-    output's, which is the file the user can fix."""
+    """What a command prints as its output. A write that fails (a full disk)
+    raises an OSError naming no file: said here as standard output's, which
+    is the file the user can fix. A reader that closed the
+    pipe (`| head -1`) took all it wanted: no error."""
     try:
         click.echo(message, nl=nl)
+    except BrokenPipeError:
+        exit_pipe_closed()
     except OSError as e:
         silence(1)  # Python flushes stdout at exit, and would fail again
         raise TokenmillError(f"cannot write to standard output: {e.strerror or e}") from None

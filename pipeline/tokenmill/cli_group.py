@@ -43,6 +43,18 @@ def usage_on_one_line() -> Iterator[None]:
         raise UsageLine(e.format_message(), e.ctx) from None
 
 
+@contextlib.contextmanager
+def quiet_on_a_closed_pipe() -> Iterator[None]:
+    """Click's own output (help, --version) to a reader that closed the pipe
+    ends as a command's does (`echo`), not in click's status 1."""
+    try:
+        yield
+    except BrokenPipeError:
+        from tokenmill.errors import exit_pipe_closed
+
+        exit_pipe_closed()
+
+
 def check_utf8(args: list[str]) -> None:
     """Python hands a non-UTF-8 argument over with its bytes as lone
     surrogates, which no file name, option or pattern tokenmill writes may
@@ -74,10 +86,10 @@ class Commands(click.Group):
         except TokenmillError as e:
             raise BadEnvironment(str(e)) from None
         for_the_command_line()
-        with usage_on_one_line():
+        with usage_on_one_line(), quiet_on_a_closed_pipe():
             return super().invoke(ctx)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         check_utf8(args)
-        with usage_on_one_line():
+        with usage_on_one_line(), quiet_on_a_closed_pipe():
             return super().parse_args(ctx, args)

@@ -152,8 +152,9 @@ def main() -> None:
         interrupt.exit_interrupted()
     except OSError as e:
         # Only click's own writes (help, version, a usage error) get here: every
-        # command turns its OSErrors into one line. A full disk or closed pipe
-        # under `tokenmill --help > FILE` is said, not a traceback.
+        # command turns its OSErrors into one line. A full disk under
+        # `tokenmill --help > FILE` is said, not a traceback; a closed pipe
+        # ends quietly, as a command's output does.
         if _interrupted:
             interrupt.exit_interrupted()
         _exit_unwritten(e)
@@ -164,13 +165,15 @@ def main() -> None:
 
 
 def _exit_unwritten(e: OSError) -> None:
+    from tokenmill.errors import exit_pipe_closed, silence
+
+    if isinstance(e, BrokenPipeError):
+        exit_pipe_closed()
     try:
         sys.stderr.write(f"Error: cannot write to standard output: {e.strerror or e}\n")
     except OSError:
         pass  # stderr is gone too
     # Python would flush stdout again at exit, and fail again: nothing more goes there.
-    from tokenmill.errors import silence
-
     try:
         silence(sys.stdout.fileno())
     except (AttributeError, ValueError):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from typing import NoReturn
 
 __all__ = [
     "DisallowedSpecialTokenError",
@@ -129,6 +131,19 @@ def cli_message(message: str) -> str:
         return _CLI_OPTIONS[m.group(1)] + (" " + value if spaced else value)
 
     return _ARGUMENT.sub(option, message)
+
+
+# The status of a command whose reader closed standard output early: what a
+# shell reports for a process that SIGPIPE killed, 128 + 13.
+PIPE_CLOSED = 141
+
+
+def exit_pipe_closed() -> NoReturn:
+    """Standard output's reader is gone (`| head -1`): it wants no more, so the
+    command ends without a word, as Unix tools do. What Python still flushes
+    at exit goes to /dev/null, not into an "Exception ignored" line."""
+    silence(1)
+    sys.exit(PIPE_CLOSED)
 
 
 def silence(fd: int) -> None:
