@@ -206,6 +206,9 @@ class TrainResult(StageResult):
     # starts there; None where a kept tokenizer's record does not say).
     superword_at: int | None = None
     stage1_vocab_size: int | None = None
+    # --vocab-size: more than `vocab_size` where the pairs ran out first, which
+    # the line says (else a manifest asking 300 holds a tokenizer of 266).
+    vocab_size_asked: int | None = None
     # The tokenizer trained (or kept), as saved: `run` encodes with it.
     tokenizer: Tokenizer | None = field(default=None, repr=False, compare=False)
 
@@ -225,6 +228,9 @@ class TrainResult(StageResult):
                 f" (stage 1 ran out of pairs at {reached} ids, short of --superword-at {at}: "
                 "stage 2 learned the rest)"
             )
+        asked = self.vocab_size_asked
+        if asked is not None and self.vocab_size < asked:
+            short += f" (ran out of pairs at {self.vocab_size} ids, short of --vocab-size {asked})"
         return (
             f"{plural(self.merges, 'merge')}{grown}, vocabulary {self.vocab_size}, "
             f"from {plural(self.words, 'word')}{short}"

@@ -190,7 +190,7 @@ def run_train(
             stage1 = recorded_state(tokenizer_file).get("stage1_vocab_size")
             reached = stage1 if isinstance(stage1, int) else None
         superword = (config.superword_at, reached)
-        return summary(table.num_rows, tok, start, True, extend=grown, superword=superword)
+        return summary(table.num_rows, tok, start, True, config, extend=grown, superword=superword)
     with tqdm(desc="train", unit="merge", disable=None, leave=False) as bar:
 
         def progress(k: int) -> None:
@@ -201,7 +201,7 @@ def run_train(
             tok, grown = grow(base, table, config, progress)
             tok.save(tokenizer_file)
             record_file(tokenizer_file, key)
-            return summary(table.num_rows, tok, start, reused=False, extend=grown)
+            return summary(table.num_rows, tok, start, False, config, extend=grown)
         if superword_counts is not None:
             table2 = stage2_table(superword_counts, merge_superwords)
             tok, stage1 = train_superwords(table, table2, config, progress)
@@ -209,7 +209,7 @@ def run_train(
             tok.save(tokenizer_file)
             record_file(tokenizer_file, key, stage1_vocab_size=stage1)
             superword = (config.superword_at, stage1)
-            return summary(table.num_rows, tok, start, reused=False, superword=superword)
+            return summary(table.num_rows, tok, start, False, config, superword=superword)
         tok = Tokenizer._train_from_word_arrays(
             table["word"],
             table["count"],
@@ -222,7 +222,7 @@ def run_train(
         )
     tok.save(tokenizer_file)
     record_file(tokenizer_file, key)
-    return summary(table.num_rows, tok, start, reused=False)
+    return summary(table.num_rows, tok, start, False, config)
 
 
 def read_word_table(counts_file: AnyPath) -> pa.Table:
@@ -338,6 +338,7 @@ def summary(
     tok: Tokenizer,
     start: float,
     reused: bool,
+    config: Config,
     extend: dict | None = None,
     superword: tuple[int | None, int | None] = (None, None),
 ) -> TrainResult:
@@ -345,6 +346,7 @@ def summary(
     return TrainResult(
         superword_at=superword[0],
         stage1_vocab_size=superword[1],
+        vocab_size_asked=config.vocab_size,
         tokenizer=tok,
         words=words,
         merges=len(tok.merges),
