@@ -31,7 +31,7 @@ def decompressed(name: str, source):
     as), decompressed as the suffix of `name` (in lower case) says."""
     if name.endswith(".gz"):
         # Python's gzip, not Arrow's: Arrow reads a truncated gzip stream without a word.
-        return gzip.open(source, "rb")
+        return Pieces(gzip.open(source, "rb"))
     if name.endswith(".bz2"):
         return Streams(source, bz2.BZ2Decompressor, "bzip2")
     if name.endswith(".xz"):
@@ -40,6 +40,29 @@ def decompressed(name: str, source):
         local = isinstance(source, Path)
         return pa.input_stream(str(source) if local else source, compression="zstd")
     return open(source, "rb") if isinstance(source, Path) else source
+
+
+class Pieces(io.RawIOBase):
+    """A gzip file's bytes, what one step of its reader decompressed a read:
+    GzipFile.read(n) gathers n bytes and drops them all when the file ends
+    short of n, so the documents of up to a whole read before a truncation
+    went uncounted. read1 raises only in a step that gave nothing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
 
 
 class Streams(io.RawIOBase):
