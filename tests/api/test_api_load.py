@@ -185,6 +185,34 @@ def test_load_of_a_url_names_why_it_could_not_be_read():
         server.server_close()
 
 
+def test_an_input_url_names_why_it_could_not_be_read(tmp_path):
+    """DATA as a URL: "no such file or directory" for a connection refused or a 403."""
+    from click.testing import CliRunner
+
+    from tokenmill.cli import main
+
+    def count(url: str) -> str:
+        result = CliRunner().invoke(main, ["count", url, str(tmp_path / "c")])
+        assert result.exit_code == 1, result.output
+        return result.output.strip().splitlines()[-1]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    assert "in.txt: cannot read (Cannot connect" in count(f"http://127.0.0.1:{closed}/in.txt")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert "in.txt: cannot read (403, message='Forbidden" in count(f"{url}/in.txt")
+        assert (
+            count(f"{url}/missing.json") == f"Error: {url}/missing.json: no such file or directory"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_copy_sent_to_a_worker_keeps_the_hash_of_the_file_loaded(tmp_path):
     """A tokenizer file laid out otherwise than save() writes (indented by
     hand): a worker process's copy named another tokenizer in its shards."""

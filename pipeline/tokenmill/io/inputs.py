@@ -46,6 +46,7 @@ from tokenmill.io.storage import (
     is_remote,
     remote_errors,
     same_file_key,
+    store_errors,
     walk_files,
 )
 
@@ -131,6 +132,12 @@ def require_input(data: AnyPath) -> None:
     locked, so that a mistyped DATA leaves nothing behind."""
     with remote_errors(data):  # no bucket, no credentials, endpoint refusing: one line
         if not data.exists():
+            if is_remote(data):
+                try:  # exists() is False for any failure of an HTTP store: say which
+                    with store_errors(data, action="read"):
+                        filesystem(data).info(data.path)
+                except FileNotFoundError:
+                    pass
             raise TokenmillError(f"{data}: no such file or directory")
 
 
