@@ -764,8 +764,13 @@ def _check_json_lines(path: AnyPath) -> None:
     with open_stream(path) as stream:
         parts: list[bytes] = []
         # A read may give less (a compressed stream ending): the head is read whole.
-        while sum(map(len, parts)) < 1 << 16 and (piece := stream.read(1 << 16)):
-            parts.append(piece)
+        try:
+            while sum(map(len, parts)) < 1 << 16 and (piece := stream.read(1 << 16)):
+                parts.append(piece)
+        except READ_ERRORS:
+            # A stream broken in its head: the reader meets the break too, and
+            # counts the documents before it, as in any other place.
+            pass
     head = b"".join(parts)[: 1 << 16].removeprefix(UTF8_BOM)
     lines = head.split(b"\n")
     complete = lines[:-1]  # the last piece may be a line cut short by the read
