@@ -676,6 +676,10 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     from tokenmill.formats import load_any
 
     standard_output()
+    for argument in (pattern or "", *special_tokens):
+        # Refused as the arguments of every other command are (cli_group.py,
+        # which leaves tokenize's to it for TEXT's sake): as the bytes given.
+        argument.encode("utf-8")
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
         text = utf8_text(stdin_stream("TEXT").read(), "standard input")
