@@ -503,9 +503,7 @@ class Tokenizer:
             raise TokenmillError(f"unknown mode {show(self.mode)}")
         if self.special_ids is not None and len(self.special_ids) != len(self.special_tokens):
             raise TokenmillError("special_ids and special_tokens differ in length")
-        check_special_names(self.special_tokens, "special_tokens")
-        if isinstance(self.pattern, str):
-            check_utf8(self.pattern, "pattern")
+        self._check_names()
         if self.normalization not in NORMALIZATIONS:
             raise TokenmillError(
                 f"normalizer {show(self.normalization)} is not supported (tokenmill applies "
@@ -517,6 +515,12 @@ class Tokenizer:
         if not self._numbering.core_made_merge_ids:
             self._merge_ids  # noqa: B018  (raises when a merge yields no token)
         return self
+
+    def _check_names(self) -> None:
+        """The special tokens' names and the pattern: each a str UTF-8 holds."""
+        check_special_names(self.special_tokens, "special_tokens")
+        if isinstance(self.pattern, str):
+            check_utf8(self.pattern, "pattern")
 
     def merge_pairs(self) -> list[tuple]:
         """Merges as pairs of token values, in rank order."""
@@ -900,12 +904,9 @@ class Tokenizer:
         native core holds writes its vocab and merges there, and the core
         writes the merges of any other, as json.dumps would
         (tests/test_vocab_load.py compares)."""
-        # Names and a pattern given by dataclasses.replace or the bare
-        # constructor, which check nothing: said in one line, not as the
-        # UnicodeEncodeError of encoding them below.
-        check_special_names(self.special_tokens, "special_tokens")
-        if isinstance(self.pattern, str):
-            check_utf8(self.pattern, "pattern")
+        # Given by dataclasses.replace or the bare constructor, which check
+        # nothing: said in one line, not as the UnicodeEncodeError below.
+        self._check_names()
         head = self._file_head()
         tables = self._numbering.file_tables()
         if tables is None:
