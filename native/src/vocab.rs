@@ -416,6 +416,30 @@ pub fn derive_merges(vocab: &[Option<&[u8]>], stop: &AtomicBool) -> Result<Deriv
     Ok(derived)
 }
 
+/// The merges transformers' TikTokenConverter writes for a ranks table
+/// (`vocab[r]`: the token of rank r): every split of each multi-byte token
+/// into two tokens, the tokens in rank order and each token's splits in the
+/// order of their parts' ranks.
+pub fn every_split(vocab: &[Option<&[u8]>]) -> Result<Vec<(u32, u32)>> {
+    let index = Index::new(vocab)?;
+    let splits: Vec<Vec<(u32, u32)>> = vocab
+        .par_iter()
+        .map(|token| match token {
+            Some(token) if token.len() > 1 => {
+                let mut pairs: Vec<(u32, u32)> = (1..token.len())
+                    .filter_map(|mid| {
+                        Some((index.find(&token[..mid])?, index.find(&token[mid..])?))
+                    })
+                    .collect();
+                pairs.sort_unstable();
+                pairs
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    Ok(splits.concat())
+}
+
 /// The id of each of the 256 bytes and the id each merge yields (the token
 /// whose bytes are the left's then the right's), for an explicit table
 /// (`vocab[i]`: the bytes of id i, None for a special token or a gap).
@@ -502,6 +526,23 @@ impl Imported {
             merge_ids,
             byte_ids: Some(byte_ids),
         })
+    }
+
+    /// The table read as a .tiktoken file's ranks (`from_tiktoken`'s
+    /// merges), when its merges are exactly those a conversion of such a
+    /// file lists (`every_split`); None otherwise.
+    pub fn as_ranks(&self, stop: &AtomicBool) -> Result<Option<Self>> {
+        let views = views(&self.tokens);
+        if every_split(&views)? != self.merges {
+            return Ok(None);
+        }
+        let derived = derive_merges(&views, stop)?;
+        Ok(Some(Imported {
+            tokens: self.tokens.clone(),
+            merges: derived.merges,
+            merge_ids: derived.merge_ids,
+            byte_ids: derived.byte_ids,
+        }))
     }
 
     /// How many ids hold a token.
@@ -933,5 +974,38 @@ mod tests {
         assert!(table_ids(&vocab[1..], &[]).is_err());
         let twice = table(&[b"x", b"x"]);
         assert!(table_ids(&twice, &[]).is_err());
+    }
+
+    #[test]
+    fn every_split_lists_each_tokens_splits_by_their_parts_ranks() {
+        // "aaa" (258) ranked after "aa" (256) and "aaaa" (257) before "aaa".
+        let owned = bytes_then(&[b"aa", b"aaaa", b"aaa"]);
+        let vocab: Vec<Option<&[u8]>> = owned.iter().map(|v| Some(&v[..])).collect();
+        let splits = every_split(&vocab).unwrap();
+        assert_eq!(
+            splits,
+            vec![
+                (97, 97),
+                (97, 258),
+                (256, 256),
+                (258, 97),
+                (97, 256),
+                (256, 97)
+            ]
+        );
+        let converted = Imported::from_table(owned.iter().cloned().map(Some).collect(), splits)
+            .unwrap()
+            .as_ranks(&AtomicBool::new(false))
+            .unwrap()
+            .unwrap();
+        // The merges a ranks file implies: one a token.
+        assert_eq!(converted.merges, vec![(97, 97), (256, 256), (256, 97)]);
+        assert_eq!(converted.merge_ids, vec![256, 257, 258]);
+        let trained = Imported::from_table(
+            owned.iter().cloned().map(Some).collect(),
+            vec![(97, 97), (256, 256), (256, 97)],
+        )
+        .unwrap();
+        assert!(trained.as_ranks(&AtomicBool::new(false)).unwrap().is_none());
     }
 }

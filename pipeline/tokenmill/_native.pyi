@@ -25,6 +25,7 @@ __all__ = [
     "superword_stage2",
     "parse_tiktoken",
     "derive_merges",
+    "every_split",
     "table_ids",
     "merges_valid",
     "merges_json",
@@ -122,6 +123,9 @@ def derive_merges(
 ) -> tuple[list[tuple[int, int]], list[int], list[int] | None]:
     """(merges, the id each yields, each byte's id or None)."""
 
+def every_split(vocab: list[bytes | None]) -> list[tuple[int, int]]:
+    """Every split of each token into two tokens: a conversion's merges."""
+
 def table_ids(
     vocab: list[bytes | None], merges: list[tuple[int, int]]
 ) -> tuple[list[int], list[int]]:
@@ -168,6 +172,7 @@ class Vocabulary:
     def merges(self) -> list[tuple[int, int]]: ...
     def merge_ids(self) -> list[int]: ...
     def merge_fault(self) -> tuple[str, int, int] | None: ...
+    def as_ranks(self) -> Vocabulary | None: ...
     def byte_ids(self) -> list[int] | None: ...
     def file_tables(self) -> bytes: ...
 

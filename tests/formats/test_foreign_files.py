@@ -108,23 +108,3 @@ def test_truncation_and_padding_are_ignored_as_docs_say(tmp_path):
     path = write(tmp_path, d)
     assert len(tokenizers.Tokenizer.from_file(str(path)).encode("hello world there").ids) == 8
     assert load_any(path).encode("hello world there") == tok.encode("hello world there")
-
-
-def test_a_conversion_of_a_tiktoken_file_is_refused_naming_the_file_to_give(tmp_path):
-    """transformers' TikTokenConverter writes a merge for every split of each
-    token: tokenmill takes one merge per token, and says to give it the
-    .tiktoken file the conversion came from, which it reads exactly."""
-    converter = pytest.importorskip("transformers.convert_slow_tokenizer").TikTokenConverter
-    import base64
-
-    # Four spaces ranked before three, as in cl100k: one split of the four
-    # joins the three, which a later merge makes.
-    tokens = [bytes([b]) for b in range(256)] + [b"  ", b"    ", b"   ", b"ab", b"abc"]
-    ranks = tmp_path / "small.tiktoken"
-    ranks.write_text("".join(f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(tokens)))
-    gpt2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-    converted = converter(vocab_file=str(ranks), pattern=gpt2)
-    path = tmp_path / "tokenizer.json"
-    converted.converted().save(str(path))
-    refused(path, "several merges that make one token", "give tokenmill that .tiktoken file")
-    assert load_any(ranks, pattern="gpt2").encode_ordinary("abc     x") == [260, 257, 32, 120]

@@ -458,7 +458,7 @@ def test_a_ranks_file_loads_as_the_reference_loads_it(
     table = tiktoken_format._table(ranks)
     merges = tiktoken_format.reference_merges(ranks)
     try:
-        want = tiktoken_format._from_table(table, merges, "gpt2", specials, str(path))
+        want = tiktoken_format.ranks_tokenizer(table, merges, "gpt2", specials, str(path))
     except TokenmillError as e:
         with pytest.raises(TokenmillError) as got:
             tiktoken_format.load(path, "gpt2", specials)

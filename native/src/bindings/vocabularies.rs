@@ -124,6 +124,15 @@ fn derive_merges(py: Python<'_>, vocab: &Bound<'_, PyList>) -> PyResult<DerivedT
     Ok((d.merges, d.merge_ids, d.byte_ids))
 }
 
+/// The merges a conversion of the ranks table `vocab` lists
+/// (`vocab::every_split`): every split of each token into two tokens.
+#[pyfunction]
+fn every_split(py: Python<'_>, vocab: &Bound<'_, PyList>) -> PyResult<Vec<(u32, u32)>> {
+    let items: Vec<Bound<'_, PyAny>> = vocab.iter().collect();
+    let table = byte_table(&items)?;
+    Ok(py.detach(|| pool::install(|| vocab::every_split(&table)))?)
+}
+
 /// (the id of each byte, the id each merge yields) of an explicit table
 /// (`vocab`: each id's bytes or None); NativeError when a byte has no token,
 /// two ids the same bytes, or a merge joins into no token.
@@ -328,6 +337,14 @@ impl Vocabulary {
         self.inner.merge_ids.clone()
     }
 
+    /// The table as a .tiktoken file's ranks, when its merges are every
+    /// split of each token, as a conversion of such a file lists them
+    /// (`vocab::Imported::as_ranks`); None otherwise.
+    fn as_ranks(&self, py: Python<'_>) -> PyResult<Option<Vocabulary>> {
+        let inner = stoppable(py, |stop| self.inner.as_ranks(stop))?;
+        Ok(inner.map(Vocabulary::new))
+    }
+
     /// The first fault of the merges (`merge_fault`), if any.
     fn merge_fault(&self) -> Option<(&'static str, usize, usize)> {
         fault_tuple(vocab::merge_fault(
@@ -418,6 +435,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_fault, m)?)?;
     m.add_function(wrap_pyfunction!(parse_tiktoken, m)?)?;
     m.add_function(wrap_pyfunction!(derive_merges, m)?)?;
+    m.add_function(wrap_pyfunction!(every_split, m)?)?;
     m.add_function(wrap_pyfunction!(table_ids, m)?)?;
     m.add_function(wrap_pyfunction!(merges_valid, m)?)?;
     m.add_function(wrap_pyfunction!(merges_json, m)?)?;

@@ -26,7 +26,12 @@ without one; optional `ignore_merges`; an optional NFC normalizer. Anything
 tokenmill cannot reproduce exactly (WordPiece, Unigram, other normalizers or
 pre-tokenizers, dropout, byte fallback, added tokens that are not special,
 a merge listed twice or before a merge that makes one of its tokens) raises
-TokenmillError naming the file and the unsupported part.
+TokenmillError naming the file and the unsupported part. The one merge list
+of that kind it reads is transformers' conversion of a .tiktoken file
+(TikTokenConverter; Llama 3's tokenizer.json): every split of each token
+into two tokens, with `ignore_merges` on. It is read as the ranks it came
+from (`_native.every_split` checks the list is exactly that), which gives
+tokenizers' ids (tests/formats/test_converted_tiktoken.py).
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.formats import regex
 from tokenmill.formats.bytelevel import from_byte_level, to_byte_level
+from tokenmill.formats.tiktoken import check_derived, ranks_tokenizer
 from tokenmill.io.files import parse_json, read_json
 from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
@@ -351,7 +358,11 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             return from_dict(parse_json(parsed.data, source), source)
         fault = table.merge_fault()
         if fault is not None:
-            _refuse_merge_order(fault, table.merges(), table.token, source)
+            ranks = table.as_ranks() if whole_words else None
+            if ranks is None:
+                _refuse_merge_order(fault, table.merges(), table.token, source)
+            check_derived(ranks.n_tokens, ranks.n_merges, ranks.byte_ids() is not None, source)
+            table = ranks
         tok = Tokenizer._imported(
             table,
             pattern=pattern,
@@ -374,13 +385,17 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
     tok = tok._checked(source)
     fault = _native.merge_fault(tok.merges, tok._merge_ids)
     if fault is not None:
-        _refuse_merge_order(fault, tok.merges, tok._byte_vocab.__getitem__, source)
+        if not (whole_words and tok.merges == _native.every_split(vocab)):
+            _refuse_merge_order(fault, tok.merges, tok._byte_vocab.__getitem__, source)
+        merges, merge_ids, byte_ids = _native.derive_merges(vocab)
+        tables = (byte_ids, merge_ids)
+        return ranks_tokenizer(vocab, merges, pattern, specials, source, tables, normalization)
     return tok
 
 
 def _refuse_merge_order(
     fault: tuple[str, int, int], merges: list, token: Callable[[int], bytes | None], source: str
-) -> None:
+) -> NoReturn:
     """Refuse merges that Hugging Face's BPE reads otherwise than tokenmill's
     merging by rank (`_native.merge_fault`): it ranks a merge listed twice by
     its last place, and merges a pair whose token a later merge makes as

@@ -232,21 +232,22 @@ def from_ranks(
     top = max(ranks.values())
     if top >= id_limit(len(ranks)):  # read_ranks checks its own; this is for callers' dicts
         raise TokenmillError(f"{source}: rank {top} is beyond what {len(ranks)} tokens number")
-    return _from_table(_table(ranks), derive_merges(ranks), pattern, special_tokens, source)
+    return ranks_tokenizer(_table(ranks), derive_merges(ranks), pattern, special_tokens, source)
 
 
-def _from_table(
+def ranks_tokenizer(
     vocab: list[bytes | None],
     merges: list[tuple[int, int]],
     pattern: str,
     special_tokens: dict[str, int] | None,
     source: str,
     tables: tuple[list[int] | None, list[int]] | None = None,
+    normalization: str = "",
 ) -> Tokenizer:
     """The Tokenizer of a ranks table and its derived merges, checked;
     `tables`: (byte ids, merge ids) as the derivation gave them, if it did."""
     singles = sum(1 for v in vocab if v is not None and len(v) == 1)
-    _check_derived(len(vocab) - vocab.count(None), len(merges), singles == 256, source)
+    check_derived(len(vocab) - vocab.count(None), len(merges), singles == 256, source)
     specials = dict(special_tokens or {})
     check_special_ids(specials, source)
     order = sorted(specials, key=specials.__getitem__)
@@ -258,6 +259,7 @@ def _from_table(
         vocab=vocab,
         special_ids=[specials[t] for t in order],
         whole_words=True,
+        normalization=normalization,
     )
     if tables is not None and tables[0] is not None:
         tok._given_tables(tables[0], tables[1])
@@ -327,8 +329,8 @@ def load(
         # The reference's ranks are unique and in proportion to the file.
         merges, merge_ids, byte_ids = _native.derive_merges(vocab)
         tables = (byte_ids, merge_ids)
-        return _from_table(vocab, merges, pattern, special_tokens, str(path), tables)
-    _check_derived(table.n_tokens, table.n_merges, table.byte_ids() is not None, path)
+        return ranks_tokenizer(vocab, merges, pattern, special_tokens, str(path), tables)
+    check_derived(table.n_tokens, table.n_merges, table.byte_ids() is not None, path)
     if special_tokens is None:
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
@@ -339,7 +341,7 @@ def load(
     return tok._checked(str(path))
 
 
-def _check_derived(n_tokens: int, n_merges: int, every_byte: bool, path: AnyPath | str) -> None:
+def check_derived(n_tokens: int, n_merges: int, every_byte: bool, path: AnyPath | str) -> None:
     """Refuse ranks whose tokens are not each two lower-ranked tokens merged
     (a rank missing below them, say): tiktoken still reaches such a token
     from any two adjacent pieces that make it, tokenmill's merges would not,
