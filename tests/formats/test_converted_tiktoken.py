@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+import textbook
 import tokenizers
-from helpers import textbook
-from helpers.realtext import CL100K_FILE, load_sample_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from realtext import CL100K_FILE, load_sample_texts
 
 from tokenmill.errors import TokenmillError
 from tokenmill.formats import hf, load_any
