@@ -21,6 +21,7 @@ from tokenmill.cli_options import (
     EXISTING,
     FILE_FORCE_HELP,
     LAYOUT_FORCE_HELP,
+    OFF_SWITCHES,
     PACK_BOS_HELP,
     PACK_SHUFFLE_HELP,
     PACK_VAL_FRACTION_HELP,
@@ -37,6 +38,7 @@ from tokenmill.cli_options import (
     mix_options,
     mode_options,
     number_option,
+    off_switches,
     output_folder_options,
     output_format_options,
     parse_special_tokens,
@@ -455,6 +457,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @mix_options
 @extend_option
 @superword_options
+@off_switches
 @click.pass_context
 @user_errors
 def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
@@ -475,7 +478,10 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         from tokenmill.recipe import read_recipe
 
         options["mix"] = read_recipe(options["mix"], note=lambda line: tell(escaped(line)))
+    off = {name for name in OFF_SWITCHES if options.pop(f"no_{name}")}
     given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
+    for name in sorted(off & given):
+        raise OptionError(f"--{name} and --no-{name}: give one")
     job = resolve_job(
         job_file,
         data,
@@ -485,6 +491,7 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         tokenizer_file,
         count_only,
         note=lambda line: tell(escaped(line)),
+        off=off,
     )
     load_options = {}
     if job.tokenizer is not None:

@@ -482,6 +482,28 @@ def mix_options(f):
     )(f)
 
 
+# What a --job file may switch on that `run` switches off (--no-mix, ...),
+# and what each takes with it.
+OFF_SWITCHES = {
+    "mix": "its data recipe",
+    "shuffle": "its --shuffle order",
+    "extend": "its base tokenizer (and extend_alphabet)",
+}
+
+
+def off_switches(f):
+    """--no-mix, --no-shuffle, --no-extend: a --job file's setting switched
+    off for one run (options of a value have no value that means none)."""
+    for name, what in reversed(OFF_SWITCHES.items()):
+        f = click.option(
+            f"--no-{name}",
+            f"no_{name}",
+            is_flag=True,
+            help=f"Switch off a --job file's {name}: {what}.",
+        )(f)
+    return f
+
+
 def superword_options(f):
     """--superword-at and --superword-max-words: superword tokens (tokenizer/superword.py)."""
     f = number_option(

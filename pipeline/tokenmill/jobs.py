@@ -170,12 +170,17 @@ def resolve_job(
     tokenizer: Path | None = None,
     count_only: bool = False,
     note: Callable[[str], None] | None = None,
+    off: Collection[str] = (),
 ) -> Job:
     """A run from a job file (if any) and command-line values; `options` are the
     command's option values, `given` the names set on the command line, which
-    override the job's; `note` is told of what the job's files hold and the
-    run does not read."""
-    settings = load_job(job_file, given, note) if job_file else {}
+    override the job's, `off` the job's settings switched off (--no-mix);
+    `note` is told of what the job's files hold and the run does not read."""
+    settings = load_job(job_file, {*given, *off}, note) if job_file else {}
+    for key in off:
+        settings.pop(key, None)
+        if key == "extend":  # its alphabet option goes with it
+            settings.pop("extend_alphabet", None)
     where = f"{job_file}: " if job_file else ""
     data = data if data is not None else settings.pop("inputs", None)
     out = out if out is not None else settings.pop("output", None)

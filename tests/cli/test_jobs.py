@@ -155,15 +155,17 @@ def test_a_bad_value_given_on_the_command_line_over_a_job_names_the_option(tmp_p
     assert_one_line_error(result, "Error: --vocab-size 7 is below the base vocabulary")
 
 
+def sample_job(tmp_path: Path, settings: str) -> Path:
+    """jobs/j.toml: lines.txt of the sample into out/, vocabulary 400, and `settings`."""
+    copy_sample(tmp_path / "data", ["lines.txt"])
+    job = 'inputs = "../data"\noutput = "../out"\nvocab_size = 400\n' + settings
+    return write_job(tmp_path / "jobs" / "j.toml", job)
+
+
 def test_superword_at_0_switches_off_a_jobs_superword_tokens(tmp_path, cli):
     """Other options of a job the command line overrides or switches off
     (--pack 0, --no-bos); --superword-at took no value that meant none."""
-    copy_sample(tmp_path / "data", ["lines.txt"])
-    job = write_job(
-        tmp_path / "jobs" / "j.toml",
-        'inputs = "../data"\noutput = "../out"\nvocab_size = 400\n'
-        "superword_at = 350\nsuperword_max_words = 2\n",
-    )
+    job = sample_job(tmp_path, "superword_at = 350\nsuperword_max_words = 2\n")
     cli("run", "--job", job, "--superword-at", "0")
     config = manifest(tmp_path / "out")["config"]
     assert "superword_at" not in config and "superword_max_words" not in config
@@ -215,3 +217,29 @@ def test_a_jobs_extend_base_is_relative_to_the_job_file(tmp_path):
     )
     assert grown.vocab_size == 450
     assert grown.merges[: len(base.merges)] == base.merges
+
+
+def test_no_mix_and_no_shuffle_switch_off_a_jobs(tmp_path, cli):
+    """Options of a value had none that meant none: a job's shuffle or
+    recipe could be changed from the command line, not left out. The job's
+    recipe switched off is not read, so it cannot fail the run."""
+    job = sample_job(tmp_path, 'shuffle = 7\nmix = "no-such-recipe.toml"\n')
+    cli("run", "--job", job, "--no-mix", "--no-shuffle")
+    config = manifest(tmp_path / "out")["config"]
+    assert "shuffle" not in config and "mix" not in config
+    assert not (tmp_path / "out" / "mix").exists()
+    result = cli("run", "--job", job, "--no-shuffle", "--shuffle", "3", ok=False)
+    assert_usage_error(result, "--shuffle and --no-shuffle: give one", "run")
+
+
+def test_no_extend_switches_off_a_jobs_base_and_its_alphabet_option(tmp_path, cli):
+    job = sample_job(tmp_path, 'mode = "char"\nextend = "base.json"\nextend_alphabet = true\n')
+    base = Tokenizer.train(["a small base of words"], mode="char", vocab_size=40)
+    base.save(tmp_path / "jobs" / "base.json")
+    cli("run", "--job", job, "--no-extend")
+    config = manifest(tmp_path / "out")["config"]
+    assert "extend" not in config and "extend_alphabet" not in config
+    trained = Tokenizer.load(tmp_path / "out" / "tokenizer.json")
+    assert trained.vocab_size == 400 and trained.mode == "char"
+    cli("run", "--job", job)
+    assert manifest(tmp_path / "out")["config"]["extend_alphabet"] is True
