@@ -74,7 +74,7 @@ from tokenmill.stages.shuffle import (
 from tokenmill.stages.sources import Membership, assign, default_source, read_index
 from tokenmill.stages.split import SPLITS, is_val
 from tokenmill.stages.state import digest, verified_sha256
-from tokenmill.stages.tokens import TokenShard, read_continued
+from tokenmill.stages.tokens import TokenShard, documents_in, read_continued
 from tokenmill.tokenizer import Tokenizer
 
 VERSION = 2  # bumped when the same recipe would choose or order otherwise
@@ -147,7 +147,7 @@ def kept_parts(folder: AnyPath, key: dict) -> tuple[dict, list[dict]] | None:
             return None
         with parquet_file(path) as pf:
             rows, meta = pf.metadata.num_rows, pf.metadata.metadata or {}
-        documents = rows - sum(n - 1 for n, _ in read_continued(path, meta).values())
+        documents = documents_in(rows, read_continued(path, meta))
         records.append({"file": name, "rows": rows, "documents": documents,
                         "bytes": file_size(path), "sha256": sha256})  # fmt: skip
     return summary, records

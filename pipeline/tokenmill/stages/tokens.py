@@ -267,7 +267,7 @@ def open_token_shard(path: AnyPath, name: str | None = None) -> TokenShard:
         source=recorded_source(meta, path),
         sha256=meta[TOKENIZER_SHA256].decode(),
         vocab_size=int(meta.get(VOCAB_SIZE, b"0")),
-        documents=rows - sum(n - 1 for n, _ in continued.values()),
+        documents=documents_in(rows, continued),
         # By name ("uint16"): before pyarrow 26, to_pandas_dtype() needs pandas installed.
         id_dtype=np.dtype(str(id_type)),
         split=meta.get(SPLIT, b"").decode(),
@@ -296,6 +296,12 @@ def is_token_shard(schema: pa.Schema) -> bool:
         and (pat.is_list(ids) or pat.is_large_list(ids))
         and ids.value_type in (pa.uint16(), pa.uint32())
     )
+
+
+def documents_in(rows: int, continued: dict[int, tuple[int, int]]) -> int:
+    """The documents of a shard of `rows` rows: one written over several rows
+    (`read_continued`) counts once."""
+    return rows - sum(n - 1 for n, _ in continued.values())
 
 
 def read_continued(path: AnyPath, meta: dict[bytes, bytes]) -> dict[int, tuple[int, int]]:
