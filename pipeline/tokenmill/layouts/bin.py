@@ -19,6 +19,13 @@ bin is always one pair per token shard (--per-shard or not), except with
 stages/split.py puts it on), with ``train.idx.npy`` and ``val.idx.npy``; the
 index lists per shard the documents and tokens that went to each.
 
+No pair holds no ids: numpy's memmap, nanoGPT's reader, refuses an empty
+file. An empty input gets no entry in index.json; a shard (or a side of the
+split) whose documents hold no ids (empty texts encoded with --no-eos) gets
+no files, its entry in index.json its documents with ``"tokens": 0`` and
+``"bin"`` and ``"index"`` null (with a split: no ``<side>.bin``, the side's
+``tokens`` 0), and `read` gives its documents back empty.
+
     ids = np.memmap("out/bin/prose-en.bin", dtype=np.uint16, mode="r")
     idx = np.load("out/bin/prose-en.idx.npy")
 """
@@ -27,11 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from tqdm import tqdm
@@ -39,6 +46,7 @@ from tqdm import tqdm
 from tokenmill.errors import TokenmillError
 from tokenmill.executors import run_tasks
 from tokenmill.faults import checkpoint
+from tokenmill.io.files import parse_json
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
@@ -86,12 +94,15 @@ class Bin:
         # index.json records whether the arrays are split: `split` is not needed.
         folder = location(folder)
         dtype, pairs = array_pairs(folder)
-        for side, source, bin_name, idx_name in pairs:
-            ids = ids_of((folder / bin_name).read_bytes(), dtype, folder / bin_name)
-            idx = read_offsets(folder / idx_name)
-            check_offsets(folder / idx_name, idx, len(ids))
+        for pair in pairs:
+            if pair.bin is None or pair.index is None:
+                yield from pair.without_ids(dtype)
+                continue
+            ids = ids_of((folder / pair.bin).read_bytes(), dtype, folder / pair.bin)
+            idx = read_offsets(folder / pair.index)
+            check_offsets(folder / pair.index, idx, len(ids))
             for i in range(len(idx) - 1):
-                yield Document(side, ids[idx[i] : idx[i + 1]], source)
+                yield Document(pair.split, ids[idx[i] : idx[i + 1]], pair.source)
 
     def framework_read(self, folder: AnyPath, split: bool) -> Iterator[Document]:
         """As nanoGPT's train.py reads its arrays: numpy's memmap (a local
@@ -102,7 +113,7 @@ class Bin:
         return memmapped(folder)
 
     def recorded(self, folder: AnyPath) -> dict[str, str]:
-        index = json.loads((location(folder) / INDEX).read_bytes())
+        index = read_index(location(folder))
         keys = ("tokenizer_sha256", "vocab_size", "bos_id")
         return {k: "null" if index.get(k) is None else str(index[k]) for k in keys if k in index}
 
@@ -110,27 +121,78 @@ class Bin:
 LAYOUT = Bin()
 
 
-def array_pairs(folder: AnyPath) -> tuple[np.dtype, list[tuple[str, str | None, str, str]]]:
-    """index.json's little-endian dtype, and (split, source, .bin name, .idx.npy
-    name) of each pair of arrays in order: train's and val's, or each shard's."""
-    index = json.loads((folder / INDEX).read_bytes())
-    dtype = np.dtype(index["dtype"]).newbyteorder("<")
-    if "split" in index:
-        return dtype, [(side, None, f"{side}.bin", f"{side}.idx.npy") for side in SPLITS]
-    return dtype, [("", s["source"], s["bin"], s["index"]) for s in index["shards"]]
+@dataclass(frozen=True)
+class Pair:
+    """One pair of arrays index.json lists: its split ("" when not split), its
+    token shard's source (None for train's and val's), its files' names (None
+    when its documents hold no ids: no files), and its documents."""
+
+    split: str
+    source: str | None
+    bin: str | None
+    index: str | None
+    documents: int
+
+    def without_ids(self, dtype: np.dtype) -> Iterator[Document]:
+        """The documents of a pair written without files: each empty."""
+        for _ in range(self.documents):
+            yield Document(self.split, np.empty(0, dtype), self.source)
+
+
+def read_index(folder: AnyPath) -> dict:
+    """index.json, refused in one line naming it when it is no index --format bin writes."""
+    path = folder / INDEX
+    index = parse_json(path.read_bytes(), path)
+    if not isinstance(index, dict) or "dtype" not in index:
+        raise TokenmillError(f"{path}: not an index.json as --format bin writes it")
+    return index
+
+
+def array_pairs(folder: AnyPath) -> tuple[np.dtype, list[Pair]]:
+    """index.json's little-endian dtype, and each pair of arrays it lists, in
+    order: train's and val's, or each shard's."""
+    path = folder / INDEX
+    index = read_index(folder)
+    try:
+        dtype = np.dtype(index["dtype"]).newbyteorder("<")
+        if "split" in index:
+            pairs = []
+            for side in SPLITS:
+                counts = index["split"][side]
+                ids = bool(counts["tokens"])  # else no files
+                bin_name, idx_name = (f"{side}.bin", f"{side}.idx.npy") if ids else (None, None)
+                pairs.append(Pair(side, None, bin_name, idx_name, counts["documents"]))
+            return dtype, pairs
+        pairs = [
+            Pair("", s["source"], s["bin"], s["index"], s["documents"]) for s in index["shards"]
+        ]
+        for s, pair in zip(index["shards"], pairs, strict=True):
+            if pair.bin is None and s["tokens"]:
+                raise TokenmillError(
+                    f"{path}: shard {pair.source} records {s['tokens']} ids, no .bin"
+                )
+    except (KeyError, TypeError) as e:
+        raise TokenmillError(
+            f"{path}: not an index.json as --format bin writes it ({e!r})"
+        ) from None
+    return dtype, pairs
 
 
 def memmapped(folder: Path) -> Iterator[Document]:
     dtype, pairs = array_pairs(folder)
-    for split, source, bin_name, idx_name in pairs:
-        idx = read_offsets(folder / idx_name)
+    for pair in pairs:
+        if pair.bin is None or pair.index is None:
+            yield from pair.without_ids(dtype)
+            continue
+        idx = read_offsets(folder / pair.index)
         if len(idx) and idx[-1] == 0:
-            ids = np.empty(0, dtype)  # numpy cannot map an empty file
+            ids = np.empty(0, dtype)  # numpy cannot map an empty file (an older version's)
         else:
-            ids = ids_of(folder / bin_name, dtype, folder / bin_name)
-        check_offsets(folder / idx_name, idx, (folder / bin_name).stat().st_size // dtype.itemsize)
+            ids = ids_of(folder / pair.bin, dtype, folder / pair.bin)
+        held = (folder / pair.bin).stat().st_size // dtype.itemsize
+        check_offsets(folder / pair.index, idx, held)
         for i in range(len(idx) - 1):
-            yield Document(split, np.array(ids[idx[i] : idx[i + 1]]), source)
+            yield Document(pair.split, np.array(ids[idx[i] : idx[i + 1]]), pair.source)
 
 
 def read_offsets(path: AnyPath) -> np.ndarray:
@@ -203,25 +265,40 @@ def write_offsets(lengths: list[np.ndarray], path: AnyPath) -> np.ndarray:
     return idx
 
 
+class Arrays:
+    """The .bin files being written, each opened (its temporary) at its first
+    id: one that gets none is not written, as numpy cannot map an empty file."""
+
+    def __init__(self, stack: contextlib.ExitStack, folder: AnyPath, dtype: np.dtype):
+        self.stack, self.folder, self.dtype = stack, folder, dtype
+        self.files: dict[str, BinaryIO] = {}
+
+    def write(self, name: str, ids: np.ndarray) -> None:
+        if not len(ids):
+            return
+        if name not in self.files:
+            tmp = self.stack.enter_context(atomic_path(self.folder / name))
+            self.files[name] = self.stack.enter_context(open(tmp, "wb"))
+        self.files[name].write(ids.astype(self.dtype, copy=False).tobytes())
+
+
 def bin_shard(task: BinTask) -> dict:
     shard = task.shard
     bin_name, idx_name = bin_names(shard)
-    dtype = shard.id_dtype.newbyteorder("<")
     lengths = []
-    with atomic_path(task.out_dir / bin_name) as tmp, open(tmp, "wb") as f:
+    with contextlib.ExitStack() as stack:
+        arrays = Arrays(stack, task.out_dir, shard.id_dtype.newbyteorder("<"))
         for batch in shard.batches(columns=("ids",)):
             ids, lens = with_bos(*list_ids(batch.column(0)), task.bos)
-            f.write(ids.astype(dtype, copy=False).tobytes())
+            arrays.write(bin_name, ids)
             lengths.append(lens)
         checkpoint("bin-write", 1)  # tests kill here, with this shard's temporary open
-    idx = write_offsets(lengths, task.out_dir / idx_name)
-    return {
-        "source": shard.source,
-        "bin": bin_name,
-        "index": idx_name,
-        "documents": shard.documents,
-        "tokens": int(idx[-1]),
-    }
+    entry = {"source": shard.source, "bin": None, "index": None,
+             "documents": shard.documents, "tokens": 0}  # fmt: skip
+    if bin_name in arrays.files:  # else its documents hold no ids: no files
+        idx = write_offsets(lengths, task.out_dir / idx_name)
+        entry.update(bin=bin_name, index=idx_name, tokens=int(idx[-1]))
+    return entry
 
 
 def split_bins(
@@ -229,16 +306,10 @@ def split_bins(
 ) -> list[dict]:
     """train.bin / val.bin (and their .idx.npy) of all `shards` in order; one pass,
     memory bounded by a batch. Returns per shard the documents and tokens of each split."""
-    dtype = shards[0].id_dtype.newbyteorder("<")
     lengths: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}
     results = []
     with contextlib.ExitStack() as stack:
-        files = {
-            s: stack.enter_context(
-                open(stack.enter_context(atomic_path(bin_dir / f"{s}.bin")), "wb")
-            )
-            for s in SPLITS
-        }
+        arrays = Arrays(stack, bin_dir, shards[0].id_dtype.newbyteorder("<"))
         for shard in tqdm(shards, desc="bin", unit="shard", disable=None, leave=False):
             counts: dict = {}
             for batch in shard.batches(columns=("row", "ids")):
@@ -248,12 +319,13 @@ def split_bins(
                 counts = add_counts(counts, split_counts(val, lens))
                 in_val = np.repeat(val, lens)
                 for side, docs, ids in ((TRAIN, ~val, ~in_val), (VAL, val, in_val)):
-                    files[side].write(flat[ids].astype(dtype, copy=False).tobytes())
+                    arrays.write(f"{side}.bin", flat[ids])
                     lengths[side].append(lens[docs])
             checkpoint("bin-write", 1)  # tests kill here, with the temporaries open
             results.append({"source": shard.source, **counts})
     for side in SPLITS:
-        write_offsets(lengths[side], bin_dir / f"{side}.idx.npy")
+        if f"{side}.bin" in arrays.files:  # else its documents hold no ids: no files
+            write_offsets(lengths[side], bin_dir / f"{side}.idx.npy")
     return results
 
 
@@ -286,13 +358,15 @@ def write_bin(
         for r in results:
             split = add_counts(split, r)
         index["split"] = {"val_fraction": val_fraction, **split}
-        files = [f"{s}{suffix}" for s in SPLITS for suffix in SUFFIXES]
+        held = [s for s in SPLITS if split[s]["tokens"]]
+        files = [f"{s}{suffix}" for s in held for suffix in SUFFIXES]
         documents = sum(c["documents"] for c in split.values())
         tokens = sum(c["tokens"] for c in split.values())
-        summary = (
-            f"train.bin {plural(split[TRAIN]['documents'], 'document')}, "
-            f"{split[TRAIN]['tokens']} ids; "
-            f"val.bin {plural(split[VAL]['documents'], 'document')}, {split[VAL]['tokens']} ids"
+        summary = "; ".join(
+            f"{s}.bin {plural(split[s]['documents'], 'document')}, {split[s]['tokens']} ids"
+            if s in held
+            else f"no {s}.bin: {plural(split[s]['documents'], 'document')} of no ids"
+            for s in SPLITS
         )
     else:
         results = run_tasks(
@@ -304,10 +378,12 @@ def write_bin(
             ray_address=ray_address,
             desc="bin",
         )
-        files = [r[kind] for r in results for kind in ("bin", "index")]
+        files = [r[kind] for r in results if r["bin"] is not None for kind in ("bin", "index")]
         documents = sum(r["documents"] for r in results)
         tokens = sum(r["tokens"] for r in results)
         summary = plural(len(results), "shard")
+        if none := sum(r["bin"] is None for r in results):
+            summary += f"; {plural(none, 'shard')} of no ids, without files"
     write_json({**index, "shards": results}, bin_dir / INDEX)
     return LayoutResult(
         stage="bin",

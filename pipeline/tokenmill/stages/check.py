@@ -11,7 +11,8 @@ whatever would not train as the run meant it to:
    in megatron, datatrove, olmo and packed (layouts/stream.py), bin's rows as
    the shard holds them. Every document is compared, a few thousand at a time
    as flat arrays of ids and of lengths; no file of a layout is empty
-   (numpy's memmap cannot open one);
+   (numpy's memmap cannot open one: bin writes none for documents of no
+   ids, and records them in its index.json);
 2. the dtype of every layout's ids holds the vocabulary's largest id;
 3. the token shards' rows end in ``<|endoftext|>`` when the run ended
    documents with it, and in no such id with --no-eos; --bos needs the
