@@ -4,6 +4,7 @@ of each kind fails it with a line naming the file and document."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -441,3 +442,28 @@ def test_a_damaged_packed_file_is_a_problem_naming_it(cli, out):
     lines = problems(result)
     assert lines and all(f"{path}: cannot be read (" in line for line in lines), result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("trainers", [True, False], ids=["trainers", "own-readers"])
+def test_a_metadata_row_over_two_lines_is_named_as_olmo_core_reads_it(cli, out, monkeypatch,
+                                                                     trainers):  # fmt: skip
+    """What an older version wrote for an input named with a line break: a
+    quoted field over two lines, which pyarrow's CSV reader (check's) read as
+    one row and OLMo-core's line-by-line reader fails on."""
+    csv = out / "olmo" / "part-0-00000.csv.gz"
+    text = gzip.decompress(csv.read_bytes())
+    assert b'"c.txt' in text
+    csv.write_bytes(gzip.compress(text.replace(b'"c.txt', b'"c\nd.txt'), mtime=0))
+    utils = olmo_core_data_utils()
+    npy = str(csv.with_name("part-0-00000.npy"))
+    with pytest.raises(ValueError):  # OLMo-core's own reading of it
+        list(utils.iter_document_indices(npy, use_array_if_local=False, dtype=np.uint16))
+    if trainers:
+        with torch_stand_in():
+            result = check(cli, out, ok=False)
+    else:
+        hide_trainers(monkeypatch)
+        result = check(cli, out, ok=False)
+    line = one_problem(result, "olmo/part-0-00000.csv.gz: line ")
+    assert "as OLMo-core reads them, line by line" in line
+    assert len(problems(result)) == 1

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import make_documents
+from conftest import assert_one_line_error, make_documents, write_shard
 from layoutdata import (
     FRACTION,
     NAMES,
@@ -213,3 +213,17 @@ def test_owns_its_arrays_metadata_and_index():
     assert LAYOUT.owns("part-0-00000.npy") and LAYOUT.owns("train/sub/b.txt.csv.gz")
     assert LAYOUT.owns("index.json")
     assert not LAYOUT.owns("notes.txt") and not LAYOUT.owns("a.bin")
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r"], ids=["lf", "cr"])
+def test_an_input_name_with_a_line_break_is_refused_before_any_work(cli, tmp_path, brk):
+    """The name is in each of its rows of the .csv.gz, quoted over two lines,
+    and OLMo-core reads that file line by line (text mode: \\r ends a line too),
+    so iter_document_indices failed on a row cut in two; check passed it."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    write_shard(data / "a.txt", ["hello world"])
+    write_shard(data / f"x{brk}y.txt", ["more text"])
+    result = cli("run", data, out, "--vocab-size", "270", "--format", "megatron,olmo", ok=False)
+    assert_one_line_error(result, "y.txt: its name holds a line break", "OLMo-core", "rename it")
+    assert not out.exists()
+    cli("run", data, out, "--vocab-size", "270", "--format", "megatron")  # only olmo's CSV

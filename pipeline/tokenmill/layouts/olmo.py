@@ -1,4 +1,4 @@
-"""olmo (--format olmo): the token arrays OLMo-core trains on, as the Dolma
+r"""olmo (--format olmo): the token arrays OLMo-core trains on, as the Dolma
 toolkit's `dolma tokens` writes them.
 
 Each array is a headerless ``.npy`` file, the ids of its documents end to
@@ -38,11 +38,19 @@ The CSV of a merged array is one gzip member per token shard, end to end (as
 ``cat a.gz b.gz`` makes; every gzip reader reads them as one stream), so
 threads compress their shard's rows side by side; no member records a time
 or a file name, so a rerun writes the same bytes.
+
+OLMo-core reads the CSV line by line (``iter_document_indices``: text mode,
+where ``\n``, ``\r`` and ``\r\n`` each end a line; start and end the first
+two fields): a quoted field holding a line break would split its row. The
+only text in a row is the input's name, so `run` refuses, before any work,
+an input whose name holds ``\n`` or ``\r`` (`refuse_line_breaks`), and
+`read_metadata` reads each CSV line by line as OLMo-core does too.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import time
 import zlib
@@ -54,7 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.storage import AnyPath, location, size
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
@@ -225,16 +233,45 @@ def read_index(folder: AnyPath) -> dict:
     return json.loads((folder / INDEX).read_bytes())
 
 
+def refuse_line_breaks(name: str, path: AnyPath) -> None:
+    """Refuse, before any work, an input (`name` under DATA, at `path`) whose
+    name would split its rows of the CSV where OLMo-core reads it line by line
+    (see the module's docstring)."""
+    if "\n" in name or "\r" in name:
+        raise TokenmillError(
+            f"{path}: its name holds a line break, which would split its rows of the .csv.gz "
+            "--format olmo writes, and OLMo-core reads that line by line; rename it"
+        )
+
+
 def read_metadata(path: AnyPath) -> pa.Table:
-    """A CSV of `start,end,id,src,loc` rows, gzipped (any number of members)."""
+    """A CSV of `start,end,id,src,loc` rows, gzipped (any number of members),
+    whose start and end are also those OLMo-core reads line by line."""
     data = gzip.decompress(location(path).read_bytes())
     if not data:  # an array of no documents
         return METADATA.empty_table()
     try:
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=METADATA.names),
             convert_options=pacsv.ConvertOptions(column_types=METADATA),
         )
     except pa.ArrowInvalid as e:
-        raise TokenmillError(f"{path}: not an OLMo metadata CSV ({e})") from None
+        raise TokenmillError(f"{path}: not an OLMo metadata CSV ({one_line(e)})") from None
+    starts, ends = (table[c].to_pylist() for c in ("start", "end"))
+    n = 0
+    # As iter_document_indices reads it: gzip.open(path, "rt"), each line split at ",".
+    for n, line in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"), 1):
+        try:
+            start, end, *_ = line.split(",")
+            bounds = int(start), int(end)
+        except ValueError:
+            bounds = None
+        if n > len(starts) or bounds != (starts[n - 1], ends[n - 1]):
+            raise TokenmillError(
+                f"{path}: line {n} is not row {n}'s start and end as OLMo-core reads them, "
+                "line by line (a field holding a line break splits its row)"
+            )
+    if n != len(starts):
+        raise TokenmillError(f"{path}: {n} lines for {len(starts)} rows, as OLMo-core reads it")
+    return table

@@ -322,6 +322,11 @@ def check_targets(out: AnyPath, inputs: Inputs, config: Config, steps: str) -> N
         # not): its folder is what is checked.
         for name in config.layouts:
             check_layout_folder(layout(name), location(out) / layout(name).folder)
+        if "olmo" in config.layouts:
+            from tokenmill.layouts.olmo import refuse_line_breaks
+
+            for shard in inputs.shards:
+                refuse_line_breaks(shard.name, shard.path)
     files += [folder / output_name(s.name) for folder in folders for s in inputs.shards]
     for path in files:
         check_target(path)
