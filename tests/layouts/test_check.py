@@ -467,3 +467,73 @@ def test_a_metadata_row_over_two_lines_is_named_as_olmo_core_reads_it(cli, out, 
     line = one_problem(result, "olmo/part-0-00000.csv.gz: line ")
     assert "as OLMo-core reads them, line by line" in line
     assert len(problems(result)) == 1
+
+
+def cut(folder, name, n=1):
+    def plant(out):
+        path = out / folder / name
+        path.write_bytes(path.read_bytes()[:-n])
+
+    return plant
+
+
+def append_junk(folder, name):
+    def plant(out):
+        path = out / folder / name
+        path.write_bytes(path.read_bytes() + b"junkjunk")
+
+    return plant
+
+
+@pytest.mark.parametrize("trainers", [True, False], ids=["trainers", "own-readers"])
+@pytest.mark.parametrize(
+    ("plant", "said"),
+    [
+        (cut("olmo", "part-0-00000.csv.gz", 5), "olmo/part-0-00000.csv.gz: not gzip end to end"),
+        (append_junk("olmo", "part-0-00000.csv.gz"), "part-0-00000.csv.gz: not gzip end to end"),
+        (cut("olmo", "part-0-00000.npy"), "olmo/part-0-00000.npy: "),
+        (cut("olmo", "index.json", 40), "olmo/index.json: not valid JSON"),
+        (cut("bin", "index.json", 40), "bin/index.json: not valid JSON"),
+    ],
+    ids=["olmo-csv-cut", "olmo-csv-junk", "olmo-npy-cut", "olmo-index", "bin-index"],
+)
+def test_a_damaged_file_is_named_in_its_problem(cli, out, monkeypatch, plant, said, trainers):
+    """These said only "olmo/: cannot be read (buffer size must be a multiple
+    of element size)", or gzip's or json's words, naming no file."""
+    plant(out)
+    if trainers:
+        olmo_core_data_utils()
+        with torch_stand_in():
+            result = check(cli, out, ok=False)
+    else:
+        hide_trainers(monkeypatch)
+        result = check(cli, out, ok=False)
+    one_problem(result, said)
+    assert len(problems(result)) == 1, result.output
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ("tokenizer.json|2\n999\n{short}", "records '999' tokens, 000_corpus.ds holds {n}"),
+        ("other.json|2\n{n}\n{short}", "names the tokenizer 'other.json', the run's is"),
+        ("tokenizer.json|2\n{n}\n1 T", "says '1 T' for {n} tokens, datatrove's '{short}'"),
+        ("tokenizer.json|2", "1 line, where datatrove writes three"),
+    ],
+    ids=["count", "tokenizer", "short", "first-line-only"],
+)
+def test_a_datatrove_metadata_file_other_than_its_data_is_named(cli, out, monkeypatch,
+                                                                metadata, said):  # fmt: skip
+    """check read the token size from its first line and nothing else: a wrong
+    count, another tokenizer's name or a file of one line passed."""
+    from tokenmill.layouts.datatrove import short_count
+
+    hide_trainers(monkeypatch)
+    path = out / "datatrove" / "000_corpus.ds.metadata"
+    n = (out / "datatrove" / "000_corpus.ds").stat().st_size // 2
+    assert path.read_text() == f"tokenizer.json|2\n{n}\n{short_count(n)}"
+    path.write_text(metadata.format(n=n, short=short_count(n)))
+    result = check(cli, out, ok=False)
+    line = one_problem(result, "datatrove/000_corpus.ds.metadata: ")
+    assert said.format(n=n, short=short_count(n)) in line
+    assert len(problems(result)) == 1, result.output

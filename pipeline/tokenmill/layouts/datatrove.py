@@ -52,6 +52,7 @@ from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
 from tokenmill.layouts.stream import Frame, Stream, frame, result, split_of, write_streams
 from tokenmill.stages.layout import TOKENIZER
+from tokenmill.stages.results import plural
 
 CORPUS = "000_corpus"  # DocumentTokenizerMerger's f"{file:03d}_{save_filename}"
 SUFFIXES = (".ds", ".ds.index", ".ds.metadata")
@@ -190,6 +191,39 @@ def read_ids(path: AnyPath, dtype: np.dtype) -> np.ndarray:
     if is_remote(path) or not path.is_file() or path.stat().st_size == 0:
         return np.frombuffer(read_bytes(path), dtype)
     return np.memmap(path, dtype, mode="r")
+
+
+def metadata_problems(folder: AnyPath, where: str) -> list[str]:
+    """Each .ds.metadata under `folder` (`where`, as problems name it) against
+    its .ds, one line naming it per problem: three lines, as DocumentTokenizer
+    writes them (its merger reads the first, ``<tokenizer>|<token size>``,
+    split at '|'), the tokenizer the run's (OUT's tokenizer.json), and the
+    count and its short form the .ds's."""
+    folder = location(folder)
+    problems = []
+    for name in listed(folder, ".ds"):
+        path, said = folder / f"{name}.metadata", f"{where}{name}.metadata"
+        lines = read_bytes(path).decode("utf-8", "replace").splitlines()
+        if len(lines) != 3:
+            problems.append(
+                f"{said}: {plural(len(lines), 'line')}, where datatrove writes three: "
+                "<tokenizer>|<token size>, the token count, the count in short"
+            )
+            continue
+        tokenizer, _, size = lines[0].rpartition("|")
+        if tokenizer != TOKENIZER:
+            problems.append(
+                f"{said}: names the tokenizer {tokenizer!r}, the run's is {TOKENIZER!r} "
+                "(datatrove's merger reads the first line as <tokenizer>|<token size>)"
+            )
+        held = file_size(folder / name) // read_token_size(path)
+        if lines[1] != str(held):
+            problems.append(f"{said}: records {lines[1]!r} tokens, {name} holds {held}")
+        elif lines[2] != short_count(held):
+            problems.append(
+                f"{said}: says {lines[2]!r} for {held} tokens, datatrove's {short_count(held)!r}"
+            )
+    return problems
 
 
 def read_token_size(path: AnyPath) -> int:

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -63,6 +62,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from tokenmill.errors import TokenmillError, one_line
+from tokenmill.io.files import parse_json
 from tokenmill.io.storage import AnyPath, location, size
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult, TrainerMissing
@@ -168,7 +168,10 @@ class Olmo:
         index = read_index(folder)
         dtype = np.dtype(index["dtype"]).newbyteorder("<")
         for array in index["arrays"]:
-            ids = np.frombuffer((folder / array["path"]).read_bytes(), dtype)
+            path = folder / array["path"]
+            data = path.read_bytes()
+            whole_ids(path, len(data), dtype)
+            ids = np.frombuffer(data, dtype)
             meta = read_metadata(folder / array["metadata"])
             check_tiled(folder / array["metadata"], meta, len(ids))
             for start, end, src, loc in zip(
@@ -211,7 +214,7 @@ def olmo_core_documents(
     dtype = np.dtype(index["dtype"]).type
     for array in index["arrays"]:
         path = str(folder / array["path"])
-        held = size(folder / array["path"]) // np.dtype(dtype).itemsize
+        held = whole_ids(folder / array["path"], size(folder / array["path"]), np.dtype(dtype))
         check_tiled(folder / array["metadata"], read_metadata(folder / array["metadata"]), held)
         for start, end in iter_document_indices(path, use_array_if_local=False, dtype=dtype):
             yield Document(array["split"], load_array_slice(path, start, end, dtype))
@@ -227,10 +230,31 @@ def check_tiled(path: AnyPath, meta: pa.Table, ids: int) -> None:
         raise TokenmillError(f"{path}: its documents do not cover the {ids} ids of its array")
 
 
+def whole_ids(path: AnyPath, nbytes: int, dtype: np.dtype) -> int:
+    """The ids in an array of `nbytes`, refused in one line naming it when that
+    is not a whole number of them (a file cut short, or of another dtype)."""
+    if nbytes % dtype.itemsize:
+        raise TokenmillError(
+            f"{path}: {nbytes} bytes, not a whole number of {dtype.name} ids (index.json's dtype)"
+        )
+    return nbytes // dtype.itemsize
+
+
 def read_index(folder: AnyPath) -> dict:
-    if not (folder / INDEX).is_file():
+    path = folder / INDEX
+    if not path.is_file():
         raise TokenmillError(f"{folder}: no {INDEX}; not written by --format olmo")
-    return json.loads((folder / INDEX).read_bytes())
+    index = parse_json(path.read_bytes(), path)
+    arrays = index.get("arrays") if isinstance(index, dict) else None
+    if not isinstance(arrays, list) or not all(
+        isinstance(a, dict) and {"path", "metadata", "split"} <= a.keys() for a in arrays
+    ):
+        raise TokenmillError(f"{path}: not an index.json as --format olmo writes it (its arrays)")
+    try:
+        np.dtype(index["dtype"])
+    except (KeyError, TypeError):
+        raise TokenmillError(f"{path}: no dtype of ids ({index.get('dtype')!r})") from None
+    return index
 
 
 def refuse_line_breaks(name: str, path: AnyPath) -> None:
@@ -247,7 +271,11 @@ def refuse_line_breaks(name: str, path: AnyPath) -> None:
 def read_metadata(path: AnyPath) -> pa.Table:
     """A CSV of `start,end,id,src,loc` rows, gzipped (any number of members),
     whose start and end are also those OLMo-core reads line by line."""
-    data = gzip.decompress(location(path).read_bytes())
+    raw = location(path).read_bytes()
+    try:
+        data = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:  # cut short, or bytes after its members
+        raise TokenmillError(f"{path}: not gzip end to end ({one_line(e)})") from None
     if not data:  # an array of no documents
         return METADATA.empty_table()
     try:

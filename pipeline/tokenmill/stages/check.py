@@ -12,7 +12,9 @@ whatever would not train as the run meant it to:
    the shard holds them. Every document is compared, a few thousand at a time
    as flat arrays of ids and of lengths; no file of a layout is empty
    (numpy's memmap cannot open one: bin writes none for documents of no
-   ids, and records them in its index.json);
+   ids, and records them in its index.json); each datatrove .ds.metadata
+   is the three lines datatrove writes, its count that of its .ds; a file
+   that cannot be read is named;
 2. the dtype of every layout's ids holds the vocabulary's largest id;
 3. the token shards' rows end in ``<|endoftext|>`` when the run ended
    documents with it, and in no such id with --no-eos; --bos needs the
@@ -387,12 +389,18 @@ def check_layout(run: Run, name: str) -> tuple[dict, list[str]]:
 
         for side in SPLITS if run.fraction > 0 else ("",):
             problems += sequence_problems(folder / side if side else folder, f"{where}{side}")
+    if name == "datatrove" and compared.readable:  # else its files were named already
+        from tokenmill.layouts.datatrove import metadata_problems
+
+        problems += metadata_problems(folder, where)
     for dtype in sorted(compared.dtypes, key=str):
         problems += dtype_problems(where, dtype, run.tok.vocab_size)
     try:
         problems += recorded_problems(where, lay.recorded(folder), run)
     except (TokenmillError, OSError, ValueError) as e:
-        problems.append(f"{where}: cannot read what it records of the tokenizer ({one_line(e)})")
+        why = one_line(e)
+        if not any(why in p for p in problems):  # a file the reading named already
+            problems.append(f"{where}: cannot read what it records of the tokenizer ({why})")
     return summary, problems
 
 
