@@ -236,3 +236,30 @@ def test_blank_json_lines_are_not_documents_and_lines_are_counted_right(tmp_path
     m = manifest(out)
     assert [(s["row"], s["documents"]) for s in m["skipped"]] == [(2, 1)]
     assert m["documents_in"] == GOOD_DOCS + 3
+
+
+def test_a_document_the_tokenizers_pattern_fails_on_is_a_bad_document(tmp_path):
+    """A custom pattern past the regex engine's limits on one document's text:
+    encode names the file and row, or under skip leaves that document out."""
+    from tokenmill import Tokenizer
+
+    # \s+(?!\S) backtracks over a run of spaces before a letter, one step each.
+    pattern = r"\s+(?!\S)|\S+|\s"
+    tok = tmp_path / "tok.json"
+    Tokenizer.train(["hello world  x"] * 10, pattern=pattern, vocab_size=270).save(tok)
+    data = corpus_with(
+        tmp_path, "bad.jsonl", jsonl(b'{"text": "ok"}', b'{"text": "%s x"}' % (b" " * 1_100_000))
+    )
+    (data / "c.jsonl").write_bytes(jsonl(b'{"text": "fine"}'))
+    out = tmp_path / "out"
+    result = tokenmill_here("run", data, out, "--tokenizer", tok, check=False)
+    assert_one_line_error(_Result(result), "bad.jsonl: row 1: pre-tokenization pattern failed")
+    result = tokenmill_here("run", data, out, "--tokenizer", tok, "--on-error", "skip")
+    m = manifest(out)
+    [skip] = m["skipped"]
+    assert (skip["shard"], skip["row"], skip["documents"]) == ("bad.jsonl", 1, 1)
+    assert "skipped: bad.jsonl: row 1: pre-tokenization pattern failed" in result.stderr
+    written = {e["shard"]: pq.read_table(out / e["path"]) for e in m["outputs"]}
+    assert written["bad.jsonl"]["row"].to_pylist() == [0]
+    assert written["c.jsonl"].num_rows == 1 and written["a-good.jsonl"].num_rows == GOOD_DOCS
+    assert m["documents_in"] == m["documents"] + m["documents_skipped"] == GOOD_DOCS + 3

@@ -107,7 +107,9 @@ def encode_shard(task: EncodeTask) -> dict:
             for rows, docs in read_batches(
                 task.shard, c.text_column, on_skip=on_skip, stats=stats, txt_unit=c.txt_unit
             ):
-                ids, n_tokens = tok.encode_arrow(docs, eos=c.eos, parallel=task.split)
+                rows, docs, (ids, n_tokens) = encoded(
+                    tok, task.shard, rows, docs, on_skip, eos=c.eos, parallel=task.split
+                )
                 columns = [rows, ids, n_tokens]
                 if fraction > 0:
                     val = is_val(task.name, rows.to_numpy(), fraction)
@@ -144,6 +146,45 @@ def encode_shard(task: EncodeTask) -> dict:
     row_ids = tokens.ROW_IDS  # read here: tests set it on the module
     key = encode_key(c, tok.sha256, None if row_ids == tokens.DEFAULT_ROW_IDS else row_ids)
     return shard_task(task.shard, task.name, task.out, c, key, write, task.counted)
+
+
+def encoded(
+    tok: Tokenizer,
+    shard: AnyPath,
+    rows: pa.UInt64Array,
+    docs: pa.LargeStringArray,
+    on_skip: OnSkip | None,
+    *,
+    eos: bool,
+    parallel: bool,
+) -> tuple[pa.UInt64Array, pa.LargeStringArray, tuple[pa.Array, pa.Array]]:
+    """(rows, documents, their ids and n_tokens) of one batch. A document the
+    tokenizer cannot encode (a custom pattern past the regex engine's limits
+    on its text) is a bad document: its error names the shard and row, and
+    under --on-error skip it alone is left out."""
+    try:
+        return rows, docs, tok.encode_arrow(docs, eos=eos, parallel=parallel)
+    except TokenmillError as e:
+        error = e
+    # The core says what failed, not in which document: each one on its own.
+    bad: dict[int, str] = {}
+    for i in range(len(docs)):
+        try:
+            tok.encode_arrow(docs.slice(i, 1), eos=eos, parallel=False)
+        except TokenmillError as e:
+            bad[i] = str(e)
+            if on_skip is None:
+                break
+    if not bad:
+        raise error  # the batch's, not a document's
+    for i, reason in bad.items():
+        where = f"row {rows[i].as_py()}"
+        if on_skip is None:
+            raise TokenmillError(f"{shard}: {where}: {reason}") from None
+        on_skip({"row": rows[i].as_py(), "reason": f"{where}: {reason}", "documents": 1})
+    keep = pa.array([i not in bad for i in range(len(docs))])
+    rows, docs = rows.filter(keep), docs.filter(keep)
+    return rows, docs, tok.encode_arrow(docs, eos=eos, parallel=parallel)
 
 
 def source_column(config: Config) -> str | None:
