@@ -180,9 +180,10 @@ class Config:
                 "--superword-at does not go with --extend: a superword tokenizer is "
                 "trained from the bytes up, both stages in one run (drop --extend)"
             )
-        if self.superword_max_words < 0:
+        if not 0 <= self.superword_max_words < 2**32:
             raise TokenmillError(
-                f"--superword-max-words {self.superword_max_words}: want 1 or more (0: no limit)"
+                f"--superword-max-words {self.superword_max_words}: want a whole number from 1 "
+                f"to {2**32 - 1} (0: no limit)"
             )
         check_superword(self.superword_at, self.max_words, self.mode)
         if not 256 + specials <= self.superword_at <= self.vocab_size:

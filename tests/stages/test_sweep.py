@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import assert_usage_error
 
 from tokenmill.cli import main
 from tokenmill.config import Config
@@ -245,3 +246,14 @@ def test_a_held_out_document_that_does_not_read_fails_the_sweep_in_one_line(
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"Error: {tmp_path / 'one'}/{said}"), result.output
     assert result.output.count("\n") == 1
+
+
+def test_sample_with_held_out_is_a_usage_error(swept, tmp_path):
+    """Refused before any work, with status 2 and the help named, as the
+    README's exit table has it for options that do not go together: it was
+    status 1."""
+    _, _, out = swept
+    (tmp_path / "held.txt").write_text("held-out text\n", encoding="utf-8")
+    args = ["sweep", str(out), "--held-out", str(tmp_path / "held.txt"), "--sample", "5"]
+    result = CliRunner().invoke(main, args)
+    assert_usage_error(result, "--sample is for the run's documents: not with --held-out", "sweep")

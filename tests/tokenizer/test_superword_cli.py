@@ -80,6 +80,10 @@ def test_stage_commands_make_the_runs_tokenizer(cli, data, tmp_path):
         (["--superword-at", "256"], "--superword-at 256 is out of range: 257 (256 bytes + 1"),
         (["--superword-at", "500", "--mode", "char"], "--superword-at 500: superword tokens are"),
         (
+            ["--superword-at", "500", "--superword-max-words", str(2**32)],
+            f"--superword-max-words {2**32}: want a whole number from 1 to {2**32 - 1} (0: no",
+        ),
+        (
             ["--superword-at", "500", "--extend", "{base}"],
             "does not go with --extend: a superword tokenizer is trained from the bytes up",
         ),

@@ -229,6 +229,11 @@ def run_sweep(
 ) -> SweepResult:
     from tokenmill.tokenizer.superword import PATTERN as SUPERWORD_PATTERN
 
+    # Before any work: usage errors of the command line's options.
+    if sample is not None and sample < 1:
+        raise OptionError(f"--sample {sample}: want at least one document")
+    if held_out is not None and sample is not None:
+        raise OptionError("--sample is for the run's documents: not with --held-out")
     start = time.monotonic()
     out = location(out)
     shards = output_token_shards(out)
@@ -256,11 +261,7 @@ def run_sweep(
         # None past the size ordinary BPE reached (its pairs ran out): no number.
         plain = ordinary_bpe(out, tok, config)
         cut += [prefix(plain, v) if v <= plain.vocab_size else None for v in sizes]
-    if sample is not None and sample < 1:
-        raise TokenmillError(f"--sample {sample}: want at least one document")
     if held_out is not None:
-        if sample is not None:
-            raise TokenmillError("--sample is for the run's documents, not --held-out's")
         files = find_files(location(held_out), config.get("glob", "**/*"), exclude=(out,))
         inputs: list[tuple[AnyPath, str, np.ndarray | None]] = [
             (s.path, s.name, None) for s in files.shards
