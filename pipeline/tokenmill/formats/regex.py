@@ -9,18 +9,29 @@ way in either engine:
 | construct      | fancy-regex                  | Oniguruma (Ruby syntax)              |
 | -------------- | ---------------------------- | ------------------------------------ |
 | `X{n,m}+`      | possessive: `(?>X{n,m})`     | `(?:X{n,m})+` (repeat the interval)  |
+| `X{n}?`        | lazy, so `X{n}`              | optional: `(?:X{n})?`                |
 | `$`            | end of text: `\\z`            | end of a line: `(?m:$)`              |
 | `^`            | start of text: `\\A`          | start of a line: `(?m:^)`            |
 | `{,m}`         | (not accepted)               | `{0,m}`                              |
+| `a(?i)b\\|c`    | `a(?i:b)\\|(?i:c)`             | `a(?i:b\\|c)`: to the group's end     |
+| `(?i)\\p{Lu}`   | case-folded: `[\\p{Lu}]`      | not case-folded: `(?-i:\\p{Lu})`      |
+| `\\pL`          | `\\p{L}`                      | the letters `pL`                     |
+| `\\x7`          | (not accepted)               | `\\x{7}`                              |
+
+A Unicode property is written as `PROPERTIES` spells it (the engines'
+loose matching of names differs in corners), and only one of those.
 
 Constructs whose meaning differs and that have no simple rewrite (\\w, \\b,
-\\h, \\K, back-references, inline flags other than i, ...) raise
-TokenmillError rather than being approximated.
+\\h, \\K, back-references, inline flags other than i, \\p{Word}, \\p{Graph},
+\\p{Print}, case-insensitive characters Oniguruma folds to several: see
+`_Translation.fold`) raise TokenmillError rather than being approximated.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cache
 
 from tokenmill.errors import TokenmillError
 from tokenmill.tokenizer.ids import PATTERNS
@@ -31,10 +42,89 @@ ONIG = "oniguruma"
 
 # Escapes that mean the same in both engines (the letter after the backslash).
 _SAME_ESCAPES = set("sSdDnrtfvpPxuAz\\.^$|?*+()[]{}-/'\" #&~,:;<>=!@%`_")
+_CONTROLS = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v"}
 _INTERVAL = re.compile(r"\{(\d*)(,?)(\d*)\}")
+_HEX = re.compile(r"[0-9A-Fa-f]{0,2}")
+_DASH = "a-z"  # a class's dash among its characters, unlike any one character
 _GROUP_OPENERS = ("(?:", "(?=", "(?!", "(?<=", "(?<!", "(?>")
 _FLAG_GROUP = re.compile(r"\(\?(-?i)(:|\))")
 _NAMED_GROUP = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+
+# The Unicode properties Oniguruma (tokenizers 0.23) and fancy-regex (0.20,
+# Unicode 16) match on the same code points, compared over every one of
+# U+0000..U+10FFFF (tests/formats/test_regex_readings.py keeps comparing them,
+# over a sample). An allow-list, not a list of those known to differ (Word,
+# Graph, Print: fancy-regex reads \p{Word} as \w, which holds U+00B2;
+# Oniguruma's Graph holds U+00AD), so that a name neither was compared under
+# is refused, not guessed. General categories, POSIX-like names, binary
+# properties, scripts:
+PROPERTIES = """
+L LC Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So Z Zs Zl Zp C
+Cc Cf Cs Co Cn
+Cased_Letter Close_Punctuation Connector_Punctuation Control Currency_Symbol
+Dash_Punctuation Decimal_Number Enclosing_Mark Final_Punctuation Format Initial_Punctuation
+Letter Letter_Number Line_Separator Lowercase_Letter Mark Math_Symbol Modifier_Letter
+Modifier_Symbol Nonspacing_Mark Number Open_Punctuation Other Other_Letter Other_Number
+Other_Punctuation Other_Symbol Paragraph_Separator Private_Use Punctuation Separator
+Space_Separator Spacing_Mark Symbol Titlecase_Letter Unassigned Uppercase_Letter
+Alnum Alpha ASCII Any Blank Cntrl Digit Lower Punct Space Upper
+ASCII_Hex_Digit Alphabetic Bidi_Control Case_Ignorable Cased Changes_When_Casefolded
+Changes_When_Casemapped Changes_When_Lowercased Changes_When_Titlecased
+Changes_When_Uppercased Dash Default_Ignorable_Code_Point Deprecated Diacritic Emoji
+Emoji_Component Emoji_Modifier Emoji_Modifier_Base Emoji_Presentation Extended_Pictographic
+Extender Grapheme_Base Grapheme_Extend Grapheme_Link Hex_Digit Hyphen IDS_Binary_Operator
+IDS_Trinary_Operator IDS_Unary_Operator ID_Compat_Math_Continue ID_Compat_Math_Start
+ID_Continue ID_Start Ideographic Join_Control Logical_Order_Exception Lowercase Math
+Modifier_Combining_Mark Noncharacter_Code_Point Other_Alphabetic
+Other_Default_Ignorable_Code_Point Other_Grapheme_Extend Other_ID_Continue Other_ID_Start
+Other_Lowercase Other_Math Other_Uppercase Pattern_Syntax Pattern_White_Space
+Prepended_Concatenation_Mark Quotation_Mark Radical Regional_Indicator Sentence_Terminal
+Soft_Dotted Terminal_Punctuation Unified_Ideograph Uppercase Variation_Selector White_Space
+XID_Continue XID_Start
+Adlam Ahom Anatolian_Hieroglyphs Arabic Armenian Avestan Balinese Bamum Bassa_Vah Batak
+Bengali Bhaiksuki Bopomofo Brahmi Braille Buginese Buhid Canadian_Aboriginal Carian
+Caucasian_Albanian Chakma Cham Cherokee Chorasmian Common Coptic Cuneiform Cypriot
+Cypro_Minoan Cyrillic Deseret Devanagari Dives_Akuru Dogra Duployan Egyptian_Hieroglyphs
+Elbasan Elymaic Ethiopic Garay Georgian Glagolitic Gothic Grantha Greek Gujarati
+Gunjala_Gondi Gurmukhi Gurung_Khema Han Hangul Hanifi_Rohingya Hanunoo Hatran Hebrew
+Hiragana Imperial_Aramaic Inherited Inscriptional_Pahlavi Inscriptional_Parthian Javanese
+Kaithi Kannada Katakana Kawi Kayah_Li Kharoshthi Khitan_Small_Script Khmer Khojki Khudawadi
+Kirat_Rai Lao Latin Lepcha Limbu Linear_A Linear_B Lisu Lycian Lydian Mahajani Makasar
+Malayalam Mandaic Manichaean Marchen Masaram_Gondi Medefaidrin Meetei_Mayek Mende_Kikakui
+Meroitic_Cursive Meroitic_Hieroglyphs Miao Modi Mongolian Mro Multani Myanmar Nabataean
+Nag_Mundari Nandinagari New_Tai_Lue Newa Nko Nushu Nyiakeng_Puachue_Hmong Ogham Ol_Chiki
+Ol_Onal Old_Hungarian Old_Italic Old_North_Arabian Old_Permic Old_Persian Old_Sogdian
+Old_South_Arabian Old_Turkic Old_Uyghur Oriya Osage Osmanya Pahawh_Hmong Palmyrene
+Pau_Cin_Hau Phags_Pa Phoenician Psalter_Pahlavi Rejang Runic Samaritan Saurashtra Sharada
+Shavian Siddham SignWriting Sinhala Sogdian Sora_Sompeng Soyombo Sundanese Sunuwar
+Syloti_Nagri Syriac Tagalog Tagbanwa Tai_Le Tai_Tham Tai_Viet Takri Tamil Tangsa Tangut
+Telugu Thaana Thai Tibetan Tifinagh Tirhuta Todhri Toto Tulu_Tigalari Ugaritic Vai Vithkuqi
+Wancho Warang_Citi Yezidi Yi Zanabazar_Square
+""".split()
+
+
+def property_key(name: str) -> str:
+    """A property's name as both engines compare names: case, spaces, `_`
+    and `-` aside."""
+    return re.sub(r"[\s_-]", "", name).lower()
+
+
+@cache
+def _property_names() -> dict[str, str]:
+    return {property_key(name): name for name in PROPERTIES}
+
+
+@cache
+def _multi_folds() -> tuple[list[int], dict[str, str], int]:
+    """The characters whose full case folding is several characters (ß:
+    "ss"), as code points; each such folding with a character folding to it;
+    the longest folding's length. All are in the Basic Multilingual Plane."""
+    sources = [c for c in range(0x10000) if len(chr(c).casefold()) > 1]
+    targets: dict[str, str] = {}
+    for c in sources:
+        targets.setdefault(chr(c).casefold(), chr(c))
+    return sources, targets, max(map(len, targets))
+
 
 # The regex of tokenizers' ByteLevel(use_regex=true) (its byte_level.rs).
 BYTE_LEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -65,12 +155,12 @@ NOT_PRESETS = {
 
 def fancy_to_onig(pattern: str) -> str:
     """A fancy-regex pattern (tokenmill's, tiktoken's) as Oniguruma reads it."""
-    return _translate(pattern, FANCY)
+    return _Translation(pattern, FANCY).run()
 
 
 def onig_to_fancy(pattern: str) -> str:
     """An Oniguruma pattern (from a tokenizer.json) as fancy-regex reads it."""
-    return _translate(pattern, ONIG)
+    return _Translation(pattern, ONIG).run()
 
 
 def covering(pattern: str) -> str:
@@ -98,160 +188,368 @@ def _unsupported(what: str, pattern: str) -> TokenmillError:
     )
 
 
-def _escape_end(pattern: str, i: int) -> int:
-    """Index just past the escape sequence starting at pattern[i] == '\\'."""
-    if i + 1 >= len(pattern):
-        raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {quoted(pattern)}")
-    c = pattern[i + 1]
-    if c in "pPxu" and i + 2 < len(pattern) and pattern[i + 2] == "{":
-        close = pattern.find("}", i + 2)
+@dataclass
+class _Group:
+    start: int  # index in `out` of its opener (-1: the whole pattern)
+    case_insensitive: bool  # where it opens, and again after it closes
+    bare: int = 0  # groups opened for its bare flags, closed with it
+    flag: str = ""  # fancy-regex: the last bare flag, in force after a `|` too
+    restores: bool = True  # fancy-regex: whether its flags end with it (only (?:...) do)
+
+
+class _Translation:
+    """`pattern` of engine `source` as the other engine reads it (`run`)."""
+
+    def __init__(self, pattern: str, source: str) -> None:
+        self.pattern = pattern
+        self.source = source
+        self.out: list[
+            tuple[str, int]
+        ] = []  # the translation's parts, each with its index in pattern
+        self.atom: int | None = None  # index in `out` of the atom a quantifier applies to
+        self.groups = [_Group(-1, False)]
+        self.case_insensitive = False
+        self.folded = ""  # the case-insensitive characters just before, case-folded
+
+    def run(self) -> str:
+        p = self.pattern
+        i = 0
+        while i < len(p):
+            c = p[i]
+            if c == "\\":
+                i = self.escape(i)
+            elif c == "[":
+                i = self.char_class(i)
+            elif c == "(":
+                i = self.open_group(i)
+            elif c == ")":
+                self.close_group(i)
+                i += 1
+            elif c == "|":
+                self.alternative(i)
+                i += 1
+            elif c in "^$":
+                if self.source == FANCY:
+                    self.emit(r"\A" if c == "^" else r"\z", i)
+                else:
+                    self.emit(f"(?m:{c})", i)
+                self.atom = None
+                self.folded = ""
+                i += 1
+            elif c in "*+?" or (c == "{" and _INTERVAL.match(p, i)):
+                i = self.quantifier(i)
+            elif c == ".":
+                self.atom = len(self.out)
+                self.emit(c, i)
+                self.folded = ""
+                i += 1
+            else:
+                self.literal(c, c, i)
+                i += 1
+        if len(self.groups) > 1:
+            raise TokenmillError(f"unclosed ( in pre-tokenization pattern {quoted(p)}")
+        self.close_bare(self.groups[0], len(p))
+        return "".join(text for text, _ in self.out)
+
+    def emit(self, text: str, at: int) -> None:
+        self.out.append((text, at))
+
+    def literal(self, text: str, char: str, at: int) -> None:
+        if self.case_insensitive:
+            self.fold(char)
+        else:
+            self.folded = ""
+        self.atom = len(self.out)
+        self.emit(text, at)
+
+    def fold(self, char: str) -> None:
+        """Refuse case-insensitive text that Oniguruma folds to or from
+        several characters, as fancy-regex never does: `(?i)ß` matches "ss"
+        and `(?i)ss` matches "ß" in Oniguruma only. Its folding reaches
+        across literal characters, escaped ones and non-capturing groups
+        (`(?i)s(?:s)` matches "ß"), so every run of them is checked, across
+        groups and quantifiers too; a class, a `|` or any other atom ends
+        the run (`(?i)s[s]` and `(?i)s|s` match no "ß" in either engine)."""
+        folded = char.casefold()
+        if len(folded) > 1:
+            raise self.folds(char, folded)
+        _, targets, longest = _multi_folds()
+        self.folded = (self.folded + folded)[-longest:]
+        for k in range(2, len(self.folded) + 1):
+            if self.folded[-k:] in targets:
+                raise self.folds(self.folded[-k:], targets[self.folded[-k:]])
+
+    def folds(self, text: str, to: str) -> TokenmillError:
+        return _unsupported(
+            f"case-insensitive {text!r} (Oniguruma matches {to!r} to it too)", self.pattern
+        )
+
+    def escape(self, i: int) -> int:
+        end, kind, text, char = self.read_escape(i, in_class=False)
+        if kind == "literal":
+            self.literal(text, char, i)
+            return end
+        if kind == "property" and self.case_insensitive:
+            # Oniguruma leaves a property outside a class as it is under (?i)
+            # and folds one in a class; fancy-regex folds both.
+            if self.source == ONIG:
+                text = f"(?-i:{text})"
+            else:
+                text = f"[{'^' if text[1] == 'P' else ''}\\p{text[2:]}]"
+        self.atom = len(self.out)
+        self.emit(text, i)
+        self.folded = ""
+        return end
+
+    def read_escape(self, i: int, in_class: bool) -> tuple[int, str, str, str]:
+        """(the index past the escape at pattern[i], its kind: "literal",
+        "property" or "other", its translation, the character it stands for
+        if a literal)."""
+        p = self.pattern
+        if i + 1 >= len(p):
+            raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {quoted(p)}")
+        c = p[i + 1]
+        if c in "pP":
+            if p.startswith("{", i + 2):
+                end = self.brace_end(i + 2)
+                return end, "property", self.property(c, p[i + 3 : end - 1], p[i:end]), ""
+            if self.source == ONIG:  # Oniguruma reads \pL as the letters pL
+                return i + 2, "literal", c, c
+            if i + 2 >= len(p):
+                raise TokenmillError(f"pre-tokenization pattern ends with \\{c}: {quoted(p)}")
+            return i + 3, "property", self.property(c, p[i + 2], p[i : i + 3]), ""
+        if c == "x":
+            if p.startswith("{", i + 2):
+                end = self.brace_end(i + 2)
+                text, digits = p[i:end], p[i + 3 : end - 1]
+            elif self.source == ONIG:  # one or two digits, or none (NUL)
+                m = _HEX.match(p, i + 2)
+                assert m is not None  # it matches the empty string
+                end, digits = m.end(), m.group() or "0"
+                text = p[i:end] if len(m.group()) == 2 else f"\\x{{{digits}}}"
+            else:
+                end = i + 4
+                text, digits = p[i:end], p[i + 2 : end]
+            return end, *_hex_literal(text, digits)
+        if c == "u":
+            if p.startswith("{", i + 2):  # fancy-regex's; both read \x{...}
+                esc = p[i : self.brace_end(i + 2)]
+                raise _unsupported(f"the escape {esc} (write it \\x{esc[2:]})", p)
+            return i + 6, *_hex_literal(p[i : i + 6], p[i + 2 : i + 6])
+        esc = p[i : i + 2]
+        if c.isdigit():
+            raise _unsupported(f"the back-reference {esc}", p)
+        if c.isalnum() and c not in _SAME_ESCAPES:
+            raise _unsupported(f"the escape {esc}", p)
+        if c in "sSdDAz":
+            return i + 2, "other", esc, ""
+        return i + 2, "literal", esc, _CONTROLS.get(c, c)
+
+    def brace_end(self, i: int) -> int:
+        close = self.pattern.find("}", i)
         if close < 0:
-            raise TokenmillError(f"unclosed {{ in pre-tokenization pattern {quoted(pattern)}")
+            raise TokenmillError(f"unclosed {{ in pre-tokenization pattern {quoted(self.pattern)}")
         return close + 1
-    if c in "pP":
-        return i + 3
-    if c == "x":
-        return i + 4
-    if c == "u":
-        return i + 6
-    return i + 2
 
+    def property(self, c: str, name: str, esc: str) -> str:
+        if "=" in name:  # \p{Script=Greek}: Oniguruma knows \p{Greek} only
+            raise _unsupported(
+                f"the property {esc} (write it without its key: \\p{{Greek}})", self.pattern
+            )
+        negated = (c == "P") != name.startswith("^")
+        known = _property_names().get(property_key(name.removeprefix("^")))
+        if known is None:
+            raise TokenmillError(
+                f"pre-tokenization pattern uses the property {esc}, which is not one of those "
+                "Oniguruma (Hugging Face) and fancy-regex (tokenmill, tiktoken) are known to "
+                f"read alike: {quoted(self.pattern)}"
+            )
+        return f"\\{'P' if negated else 'p'}{{{known}}}"
 
-def _check_escape(esc: str, pattern: str) -> None:
-    c = esc[1]
-    if c in "pP" and "=" in esc:  # \p{Script=Greek}: Oniguruma knows \p{Greek} only
-        raise _unsupported(f"the property {esc} (write it without its key: \\p{{Greek}})", pattern)
-    if c == "u" and esc.startswith("\\u{"):  # fancy-regex's; both read \x{...}
-        raise _unsupported(f"the escape {esc} (write it \\x{esc[2:]})", pattern)
-    if c.isalnum() and c not in _SAME_ESCAPES:
-        raise _unsupported(f"the escape {esc}", pattern)
-    if c.isdigit():
-        raise _unsupported(f"the back-reference {esc}", pattern)
+    def char_class(self, i: int) -> int:
+        end, text, chars, ranges = self.read_class(i)
+        if self.case_insensitive:
+            for char in chars:
+                if len(char.casefold()) > 1:
+                    raise self.folds(char, char.casefold())
+            sources, _, _ = _multi_folds()
+            for lo, hi in ranges:
+                held = next((c for c in sources if lo <= c <= hi), None)
+                if held is not None:
+                    raise self.folds(chr(held), chr(held).casefold())
+        self.atom = len(self.out)
+        self.emit(text, i)
+        self.folded = ""
+        return end
 
-
-def _class_end(pattern: str, i: int) -> int:
-    """Index just past the character class starting at pattern[i] == '['."""
-    j = i + 1
-    if j < len(pattern) and pattern[j] == "^":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        j += 1  # a leading ] is a literal
-    while j < len(pattern):
-        c = pattern[j]
-        if c == "\\":
-            end = _escape_end(pattern, j)
-            _check_escape(pattern[j:end], pattern)
-            j = end
-        elif c == "[":
-            if pattern.startswith("[:", j):
-                raise _unsupported("a POSIX bracket class", pattern)
-            j = _class_end(pattern, j)
-        elif c == "]":
-            return j + 1
-        elif pattern.startswith(("--", "~~"), j):  # Rust's class difference; Oniguruma's ranges
-            raise _unsupported(f"the class operation {pattern[j : j + 2]}", pattern)
-        else:
+    def read_class(self, i: int) -> tuple[int, str, list[str], list[tuple[int, int]]]:
+        """(the index past the class at pattern[i], its translation, the
+        characters it names, the ranges of code points it names)."""
+        p = self.pattern
+        parts = ["["]
+        j = i + 1
+        if p.startswith("^", j):
+            parts.append("^")
             j += 1
-    raise TokenmillError(f"unclosed [ in pre-tokenization pattern {quoted(pattern)}")
+        if p.startswith("]", j):  # a leading ] is a literal
+            parts.append("]")
+            j += 1
+        # Its characters, _DASH for a dash between two (a range), "" for anything else.
+        items: list[str] = []
+        chars: list[str] = []
+        ranges: list[tuple[int, int]] = []
+        while j < len(p):
+            c = p[j]
+            if c == "\\":
+                end, kind, text, char = self.read_escape(j, in_class=True)
+                parts.append(text)
+                items.append(char if kind == "literal" else "")
+                j = end
+            elif c == "[":
+                if p.startswith("[:", j):
+                    raise _unsupported("a POSIX bracket class", p)
+                end, text, inner, inner_ranges = self.read_class(j)
+                parts.append(text)
+                chars += inner
+                ranges += inner_ranges
+                items.append("")
+                j = end
+            elif c == "]":
+                for k, item in enumerate(items):
+                    ends = items[k - 1 : k + 2 : 2] if k > 0 else []
+                    if item == _DASH and len(ends) == 2 and all(len(e) == 1 for e in ends):
+                        ranges.append((ord(items[k - 1]), ord(items[k + 1])))
+                chars += [item for item in items if len(item) == 1]
+                return j + 1, "".join([*parts, "]"]), chars, ranges
+            elif p.startswith(("--", "~~"), j):  # Rust's class difference; Oniguruma's ranges
+                raise _unsupported(f"the class operation {p[j : j + 2]}", p)
+            else:
+                parts.append(c)
+                items.append(_DASH if c == "-" else c)
+                j += 1
+        raise TokenmillError(f"unclosed [ in pre-tokenization pattern {quoted(p)}")
 
-
-def _translate(pattern: str, source: str) -> str:
-    out: list[str] = []
-    atom_start: int | None = None  # index in `out` of the atom a quantifier applies to
-    groups: list[int] = []  # indices in `out` of open groups
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            end = _escape_end(pattern, i)
-            esc = pattern[i:end]
-            _check_escape(esc, pattern)
-            atom_start = len(out)
-            out.append(esc)
-            i = end
-        elif c == "[":
-            end = _class_end(pattern, i)
-            atom_start = len(out)
-            out.append(pattern[i:end])
-            i = end
-        elif c == "(":
-            opener = next((o for o in _GROUP_OPENERS if pattern.startswith(o, i)), None)
-            flag = _FLAG_GROUP.match(pattern, i)
-            named = _NAMED_GROUP.match(pattern, i)
-            if opener:
-                text = opener
-            elif flag and flag.group(2) == ":":
-                text = flag.group(0)
-            elif flag:  # (?i) to the end of the enclosing group
-                out.append(flag.group(0))
-                atom_start = None
-                i = flag.end()
-                continue
-            elif named:
-                text = named.group(0)
-            elif pattern.startswith("(?", i):
-                raise _unsupported(f"the group syntax {pattern[i : i + 4]}...", pattern)
-            else:
-                text = "("
-            groups.append(len(out))
-            out.append(text)
-            atom_start = None
-            i += len(text)
-        elif c == ")":
-            if not groups:
-                raise TokenmillError(f"unbalanced ) in pre-tokenization pattern {quoted(pattern)}")
-            out.append(")")
-            atom_start = groups.pop()
-            i += 1
-        elif c == "|":
-            out.append(c)
-            atom_start = None
-            i += 1
-        elif c in "^$":
-            if source == FANCY:
-                out.append(r"\A" if c == "^" else r"\z")
-            else:
-                out.append(f"(?m:{c})")
-            atom_start = None
-            i += 1
-        elif c in "*+?" or (c == "{" and _INTERVAL.match(pattern, i)):
-            if atom_start is None:
-                raise TokenmillError(
-                    f"quantifier {c!r} follows nothing in pre-tokenization pattern "
-                    + quoted(pattern)
-                )
-            if c == "{":
-                m = _INTERVAL.match(pattern, i)
-                assert m is not None  # it matched just above
-                lo, comma, hi = m.groups()
-                if not lo and not hi:
-                    raise _unsupported(f"the interval {m.group(0)}", pattern)
-                quant = f"{{{lo or 0}{comma}{hi}}}"
-                i = m.end()
-                if i < n and pattern[i] == "+":
-                    atom = out[atom_start:]
-                    if source == FANCY:  # possessive interval
-                        out[atom_start:] = ["(?>", *atom, quant, ")"]
-                    else:  # the interval, repeated
-                        out[atom_start:] = ["(?:", *atom, quant, ")", "+"]
-                    i += 1
-                    atom_start = None
-                    continue
-            else:
-                quant = c
-                i += 1
-            if i < n and pattern[i] in "?+":  # lazy or possessive: same in both engines
-                quant += pattern[i]
-                i += 1
-            out.append(quant)
-            atom_start = None
+    def open_group(self, i: int) -> int:
+        p = self.pattern
+        opener = next((o for o in _GROUP_OPENERS if p.startswith(o, i)), None)
+        flag = _FLAG_GROUP.match(p, i)
+        named = _NAMED_GROUP.match(p, i)
+        if flag and flag.group(2) == ")":
+            # A bare flag holds to the end of its group. Oniguruma reads
+            # a(?i)b|c as a(?i:b|c), fancy-regex as a(?i:b)|(?i:c): written
+            # as such groups, either reads it as the other does. (fancy-regex
+            # ends it with a (?:...) group only: see `close_group`.)
+            group = self.groups[-1]
+            group.bare += 1
+            group.flag = flag.group(1)
+            self.emit(f"(?{group.flag}:", i)
+            self.case_insensitive = group.flag == "i"
+            self.atom = None
+            return flag.end()
+        if opener:
+            text = opener
+        elif flag:
+            text = flag.group(0)
+        elif named:
+            text = named.group(0)
+        elif p.startswith("(?", i):
+            raise _unsupported(f"the group syntax {p[i : i + 4]}...", p)
         else:
-            atom_start = len(out)
-            out.append(c)
+            text = "("
+        restores = text == "(?:" or bool(flag)
+        self.groups.append(_Group(len(self.out), self.case_insensitive, restores=restores))
+        self.emit(text, i)
+        if flag:
+            self.case_insensitive = flag.group(1) == "i"
+        self.atom = None
+        return i + len(text)
+
+    def close_group(self, i: int) -> None:
+        if len(self.groups) == 1:
+            raise TokenmillError(f"unbalanced ) in pre-tokenization pattern {quoted(self.pattern)}")
+        group = self.groups.pop()
+        if self.source == FANCY and not group.restores:
+            if self.case_insensitive != group.case_insensitive:
+                # fancy-regex keeps a bare flag in force past the end of
+                # a group other than (?:...): (a(?i)b)c matches "abC".
+                raise _unsupported(
+                    "a bare (?i) or (?-i) that a group other than (?:...) ends (fancy-regex "
+                    "keeps it in force after the group; write (?i:...) instead)",
+                    self.pattern,
+                )
+        self.close_bare(group, i)
+        self.emit(")", i)
+        self.case_insensitive = group.case_insensitive
+        self.atom = group.start
+
+    def close_bare(self, group: _Group, at: int) -> None:
+        if group.bare:
+            self.emit(")" * group.bare, at)
+            group.bare = 0
+
+    def alternative(self, i: int) -> None:
+        group = self.groups[-1]
+        if self.source == FANCY and group.bare:
+            self.close_bare(group, i)
+            self.emit(f"|(?{group.flag}:", i)
+            group.bare = 1
+        else:
+            self.emit("|", i)
+        self.atom = None
+        self.folded = ""
+
+    def quantifier(self, i: int) -> int:
+        p = self.pattern
+        c = p[i]
+        if self.atom is None:
+            raise TokenmillError(
+                f"quantifier {c!r} follows nothing in pre-tokenization pattern {quoted(p)}"
+            )
+        if c == "{":
+            m = _INTERVAL.match(p, i)
+            assert m is not None  # the caller matched it
+            lo, comma, hi = m.groups()
+            if not lo and not hi:
+                raise _unsupported(f"the interval {m.group(0)}", p)
+            quant = f"{{{lo or 0}{comma}{hi}}}"
+            after = p[m.end() : m.end() + 1]
+            if after == "+" and self.source == FANCY:  # possessive interval
+                self.wrap("(?>", quant + ")", i)
+            elif after == "+":  # the interval, repeated
+                self.wrap("(?:", quant + ")+", i)
+            elif after == "?" and not comma and self.source == ONIG:  # X{n}, optional
+                self.wrap("(?:", quant + ")?", i)
+            elif after == "?" and not comma:  # lazy, exactly n times: n times
+                self.emit(quant, i)
+            else:
+                lazy = after == "?"  # X{n,m}?: the same in both engines
+                self.emit(quant + "?" * lazy, i)
+                self.atom = None
+                return m.end() + lazy
+            self.atom = None
+            return m.end() + 1
+        quant = c
+        i += 1
+        if i < len(p) and p[i] in "?+":  # lazy or possessive: same in both engines
+            quant += p[i]
             i += 1
-    if groups:
-        raise TokenmillError(f"unclosed ( in pre-tokenization pattern {quoted(pattern)}")
-    return "".join(out)
+        self.emit(quant, i - len(quant))
+        self.atom = None
+        return i
+
+    def wrap(self, before: str, after: str, at: int) -> None:
+        assert self.atom is not None  # the caller checked it
+        self.out[self.atom : self.atom] = [(before, at)]
+        self.emit(after, at)
+
+
+def _hex_literal(text: str, digits: str) -> tuple[str, str, str]:
+    """(kind, translation, character) of a hexadecimal escape; kind "other"
+    where the digits are none (fancy-regex names the fault)."""
+    try:
+        return "literal", text, chr(int(digits, 16))
+    except ValueError:
+        return "other", text, ""
 
 
 def literal(text: str) -> str:
@@ -276,7 +574,7 @@ def why_not_preset(pattern: str) -> str | None:
     """Why a pattern imported from tokenizer.json (`covering` an Oniguruma
     pattern read by `onig_to_fancy`) is not the preset it looks like."""
     for spelling, why in NOT_PRESETS.items():
-        if pattern == covering(onig_to_fancy(spelling)):
+        if pattern == covering(_Translation(spelling, ONIG).run()):
             return f"it is {why}"
     return None
 
@@ -289,6 +587,6 @@ def preset_name(pattern: str) -> str | None:
     for name in PATTERNS:
         source = _native.preset_regex(name)
         assert source is not None  # every preset has its regex
-        if pattern in (name, source, onig_to_fancy(fancy_to_onig(source))):
+        if pattern in (name, source, _Translation(fancy_to_onig(source), ONIG).run()):
             return name
     return None
