@@ -336,6 +336,23 @@ def test_every_allowed_property_matches_the_same_code_points_in_both_engines(par
     assert differ == []
 
 
+def test_a_pattern_matching_empty_text_is_named_as_written(tmp_path):
+    # Not as tokenmill reads it ((?m:$)), nor with its backslashes doubled.
+    message = refused_import(
+        tmp_path, r"x$|\d*", r"Split pattern 'x$|\d*' matches the empty string"
+    )
+    assert "(?m:" not in message
+
+
+def test_a_pattern_fancy_regex_cannot_compile_is_named_as_written_with_its_positions(tmp_path):
+    # Oniguruma takes \x{} (a NUL); `$` is rewritten before it.
+    refused_import(
+        tmp_path,
+        r"a$\x{}",
+        r"invalid pre-tokenization pattern 'a$\x{}': Parsing error at position 4",
+    )
+
+
 @pytest.mark.parametrize("pattern", [r"x\x7", r"x\x7|b", r"\x41B", r"\xZ", r"[\x7-\x9]+"])
 def test_a_hex_escape_of_fewer_digits_reads_as_oniguruma_reads_it(tmp_path, pattern):
     text = "x\x07 xb AB \x00Z \x08\x09"

@@ -60,6 +60,7 @@ from tokenmill.tokenizer import (
     id_limit,
     show,
 )
+from tokenmill.tokenizer.pattern_errors import quoted
 
 # Stands for `</w>` in char-mode exports (see the module docstring). Python's
 # str.split() splits at it but Hugging Face's WhitespaceSplit does not, and a
@@ -670,5 +671,5 @@ def _pre_tokenizer_pattern(pre: dict | None, unsupported) -> str:
     if preset:  # the presets match every character: no unmatched text to keep
         return preset
     if regex.matches_empty(source, written):
-        raise unsupported(f"Split pattern {source!r} matches the empty string")
+        raise unsupported(f"Split pattern {quoted(written)} matches the empty string")
     return regex.covering(source)

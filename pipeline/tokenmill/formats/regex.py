@@ -159,8 +159,28 @@ def fancy_to_onig(pattern: str) -> str:
 
 
 def onig_to_fancy(pattern: str) -> str:
-    """An Oniguruma pattern (from a tokenizer.json) as fancy-regex reads it."""
-    return _Translation(pattern, ONIG).run()
+    """An Oniguruma pattern (from a tokenizer.json) as fancy-regex reads it;
+    TokenmillError naming `pattern` (positions counted in it) where
+    fancy-regex cannot compile that."""
+    from tokenmill import _native
+
+    translation = _Translation(pattern, ONIG)
+    fancy = translation.run()
+    # A first branch that matches any character: the core refuses a pattern
+    # that leaves text unmatched, and this one leaves none.
+    head = "[\\s\\S]|(?:"
+    compiled = f"{head}{fancy})"
+    try:
+        _native.pretokenize("", compiled)
+    except _native.NativeError as e:
+
+        def written(m: re.Match) -> str:
+            at = len(compiled.encode()[: int(m[2])].decode(errors="ignore")) - len(head)
+            return m[1] + str(len(pattern[: translation.origin(at)].encode()))
+
+        message = re.sub(r"(at position )(\d+)", written, str(e), count=1)
+        raise TokenmillError(pattern_message(message, pattern)) from None
+    return fancy
 
 
 def covering(pattern: str) -> str:
@@ -250,6 +270,16 @@ class _Translation:
             raise TokenmillError(f"unclosed ( in pre-tokenization pattern {quoted(p)}")
         self.close_bare(self.groups[0], len(p))
         return "".join(text for text, _ in self.out)
+
+    def origin(self, k: int) -> int:
+        """The index in the pattern of the translation's character `k`."""
+        end = 0
+        for text, at in self.out:
+            end += len(text)
+            if k < end:
+                start = end - len(text)
+                return at + max(k - start, 0) if self.pattern.startswith(text, at) else at
+        return len(self.pattern)
 
     def emit(self, text: str, at: int) -> None:
         self.out.append((text, at))
