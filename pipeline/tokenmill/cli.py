@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from tokenmill import memory
-from tokenmill.cli_group import Commands, UsageLine
+from tokenmill.cli_group import Commands, Failure, UsageLine
 from tokenmill.cli_options import (
     BIN_BOS_HELP,
     BIN_VAL_FRACTION_HELP,
@@ -77,7 +77,7 @@ from tokenmill.stages.results import (
 VERIFY_FAILED = 3  # exit status of `verify` when something differs
 
 
-class Killed(click.ClickException):
+class Killed(Failure):
     """A worker process was killed: the status of a run killed whole (the README's table)."""
 
     exit_code = 137

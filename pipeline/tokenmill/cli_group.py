@@ -17,16 +17,35 @@ HELP_ERRORS = tuple(
 )
 
 
+def said(line: str, file=None) -> None:
+    """An error's line on stderr. One that cannot be written (`2>/dev/full`)
+    goes nowhere, as a status line does: the exit status still says what
+    kind of error it was, which a failed write would turn into 1."""
+    from tokenmill.errors import silence
+
+    try:
+        click.echo(line, err=True, file=file)
+    except OSError:
+        silence(2)
+
+
 class UsageLine(click.UsageError):
     """A usage error on one line, naming where help is (click's own is three:
     the usage, the hint, then the error)."""
 
     def show(self, file=None) -> None:
         where = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"Error: {self.format_message()}{where}", err=True, file=file)
+        said(f"Error: {self.format_message()}{where}", file)
 
 
-class BadEnvironment(click.ClickException):
+class Failure(click.ClickException):
+    """An error of its own exit status, said on one line."""
+
+    def show(self, file=None) -> None:
+        said(f"Error: {self.format_message()}", file)
+
+
+class BadEnvironment(Failure):
     """A variable of the environment refused: a value refused, as a bad
     option's is (README's exit status table), though no help names it."""
 
@@ -40,7 +59,23 @@ def usage_on_one_line() -> Iterator[None]:
     except (UsageLine, *HELP_ERRORS):
         raise
     except click.UsageError as e:
-        raise UsageLine(e.format_message(), e.ctx) from None
+        # click lists a missing option's choices a line each.
+        message = " ".join(line.strip() for line in e.format_message().splitlines())
+        raise UsageLine(message, e.ctx) from None
+
+
+class Command(click.Command):
+    """A command whose usage errors name it: click's parser raises some
+    (an option's missing value, a value given to a flag) without the
+    command, which the line's pointer to its help needs."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if e.ctx is None:
+                e.ctx = ctx
+            raise
 
 
 @contextlib.contextmanager
@@ -74,6 +109,8 @@ def check_utf8(args: list[str]) -> None:
 
 
 class Commands(click.Group):
+    command_class = Command
+
     def invoke(self, ctx: click.Context):
         from tokenmill.environment import check_all
         from tokenmill.errors import TokenmillError
@@ -92,4 +129,9 @@ class Commands(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         check_utf8(args)
         with usage_on_one_line(), quiet_on_a_closed_pipe():
-            return super().parse_args(ctx, args)
+            try:
+                return super().parse_args(ctx, args)
+            except click.UsageError as e:
+                if e.ctx is None:  # as for a command's (Command)
+                    e.ctx = ctx
+                raise

@@ -36,6 +36,23 @@ def test_a_run_with_stderr_closed_makes_what_a_logged_run_makes(tmp_path):
     }
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args", [["--vocab-size", "5"], ["--bogus"], ["--mode", "char", "--pattern", "gpt2"]]
+)
+def test_a_usage_error_keeps_its_status_when_stderr_cannot_be_written(tmp_path, args):
+    """`2>/dev/full`: the line could not be written, and the failed write
+    turned status 2 into 1, which a job's wrapper reads as a bad input."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "tokenmill", "run", tmp_path, tmp_path / "out", *args],
+            stdout=subprocess.PIPE,
+            stderr=full,
+        )
+    assert result.returncode == 2 and result.stdout == b""
+    assert not (tmp_path / "out").exists()
+
+
 def test_stats_on_an_output_encoding_that_cannot_hold_the_text(tmp_path):
     """PYTHONIOENCODING=latin-1 and Cyrillic tokens: the whole report had been
     printed as an error 'not UTF-8'. Now escaped, as JSON escapes them."""

@@ -85,6 +85,16 @@ def test_a_fifo_or_device_as_tokenizer_or_job_is_refused_not_read_forever(cli, f
             "Invalid value for '--vocab-size': 'x' is not a valid integer range.",
             " run",
         ),
+        # click's parser said these without naming the command, so no help was named;
+        # and it listed a missing option's choices a line each.
+        (["run", "--vocab-size"], "Option '--vocab-size' requires an argument.", " run"),
+        (["stats", "o", "--json=1"], "Option '--json' does not take a value.", " stats"),
+        (["--version=1"], "Option '--version' does not take a value.", ""),
+        (
+            ["export", "a.json", "b.json"],
+            "Missing option '--format'. Choose from: hf, tiktoken, transformers",
+            " export",
+        ),
     ],
 )
 def test_a_usage_error_is_one_line_with_exit_status_2(cli, args, wanted, command):
