@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -670,7 +671,8 @@ def stdin_stream(argument: str) -> BinaryIO:
     is_flag=True,
     help="Show each token's text instead of the ids: on a terminal the text with each "
     "token on a background of its own colour, control characters escaped (\\x1b), else "
-    "one token a line (id, then its text as a JSON string). Bytes of a split character "
+    "(or with NO_COLOR set, or TERM=dumb) one token a line (id, then its text as a JSON "
+    "string). Bytes of a split character "
     "show as <0xe6>, char mode's end of word as </w>, a token's own < before /w> or 0x "
     "as <0x3c>.",
 )
@@ -704,7 +706,7 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     from tokenmill.pieces import token_pieces
 
     texts = token_pieces(tok, ids)
-    if sys.stdout.isatty():
+    if coloured():
         for k, piece in enumerate(texts):
             # Escaped: a token's own ESC or CR would recolour or rewrite the terminal.
             shown = escaped(piece)
@@ -716,6 +718,15 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
             # JSON escapes the C0 controls but leaves DEL as it is.
             shown = json.dumps(piece, ensure_ascii=False).replace("\x7f", "\\u007f")
             echo(f"{i}\t{shown}")
+
+
+def coloured() -> bool:
+    """Whether `tokenize --pieces` colours its tokens: on a terminal, unless
+    NO_COLOR is set, to anything but "" (https://no-color.org), or TERM is dumb (one
+    that shows escape codes as they are)."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
 
 
 def utf8_text(data: bytes, what: str) -> str:

@@ -103,13 +103,16 @@ def test_pieces_of_a_real_vocabulary_show_split_characters_as_bytes(cli):
     ).encode("東京")
 
 
-def on_terminal(tokenizer, text: str) -> tuple[str, str]:
-    """(stdout, stderr) of `tokenize --pieces TEXT` with stdout a terminal."""
+def on_terminal(tokenizer, text: str, **env: str) -> tuple[str, str]:
+    """(stdout, stderr) of `tokenize --pieces TEXT` with stdout a terminal, one
+    that takes colours (an xterm, no NO_COLOR) unless `env` says otherwise."""
     leader, follower = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenmill", "tokenize", "--tokenizer", tokenizer, "--pieces", text],
         stdout=follower,
         stderr=subprocess.PIPE,
+        env={**environ, "TERM": "xterm-256color", **env},
     )
     os.close(follower)
     chunks = []
@@ -131,6 +134,17 @@ def test_pieces_on_a_terminal_are_coloured(trained):
     assert "\x1b[" in shown  # ANSI colours
     assert re.sub(r"\x1b\[[0-9;]*m", "", shown).strip() == "ab cd"
     assert err.strip() == f"{len(load_any(trained).encode('ab cd'))} tokens"
+
+
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}], ids=["NO_COLOR", "dumb"])
+def test_pieces_on_a_terminal_without_colours_are_one_a_line(cli, trained, env):
+    """NO_COLOR (https://no-color.org) and a dumb terminal were coloured all the
+    same: shown as a pipe shows them, no escape code written."""
+    shown, _ = on_terminal(trained, "ab cd", **env)
+    assert "\x1b" not in shown
+    piped = cli("tokenize", "--tokenizer", trained, "--pieces", "ab cd").output
+    assert shown.splitlines() == piped.splitlines()
+    assert "NO_COLOR" in " ".join(cli("tokenize", "--help").output.split())
 
 
 CONTROLS = "red \x1b[31mRED\x1b[0m\rover\x7f\x07 tab\tend"
