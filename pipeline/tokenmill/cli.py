@@ -955,7 +955,8 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     "--data",
     type=EXISTING,
     default=None,
-    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
+    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json. "
+    "Not with --held-out, which reads none of them.",
 )
 @click.option(
     "--source-column",

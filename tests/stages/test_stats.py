@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_one_line_error
 from runs import manifest
 
 from tokenmill.stages.stats import run_stats
@@ -180,3 +181,15 @@ def test_stats_and_the_report_say_what_the_run_skipped_and_left_out(tmp_path, cl
     cli("report", out)
     page = (out / "report.html").read_text()
     assert skips in page and "<td>left out</td>" in page and ">0 of 1</td>" in page
+
+
+def test_data_given_that_is_not_there_or_not_the_inputs_says_so(tiny, cli, tmp_path):
+    """Given --data, the line said "the inputs are not there; give --data DATA"."""
+    result = cli("stats", tiny, "--data", tmp_path / "nodir", ok=False)
+    assert_one_line_error(result, f"Error: --data {tmp_path / 'nodir'}: no such file or folder")
+    assert result.exit_code == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    result = cli("stats", tiny, "--data", other, ok=False)
+    assert_one_line_error(result, f"--data {other} does not hold the inputs OUT was made from")
+    assert "give --data" not in result.output

@@ -257,3 +257,24 @@ def test_sample_with_held_out_is_a_usage_error(swept, tmp_path):
     args = ["sweep", str(out), "--held-out", str(tmp_path / "held.txt"), "--sample", "5"]
     result = CliRunner().invoke(main, args)
     assert_usage_error(result, "--sample is for the run's documents: not with --held-out", "sweep")
+
+
+def test_held_out_needs_none_of_the_runs_inputs_and_refuses_data(swept, tmp_path):
+    """With --held-out the run's documents are not read: the sweep failed when
+    DATA had moved ("the inputs are not there; give --data DATA"), and took
+    --data /etc without a word."""
+    _, data, out = swept
+    moved = tmp_path / "out"
+    shutil.copytree(out, moved)
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["data"] = str(tmp_path / "gone")
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    held = tmp_path / "held.txt"
+    held.write_text("held-out text, which the tokenizer never saw\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["sweep", str(moved), "--held-out", str(held)])
+    assert result.exit_code == 0, result.output
+    args = ["sweep", str(moved), "--held-out", str(held), "--data", str(data)]
+    result = CliRunner().invoke(main, args)
+    assert_usage_error(
+        result, "--data is where the run's documents are: not with --held-out", "sweep"
+    )

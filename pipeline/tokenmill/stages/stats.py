@@ -61,8 +61,10 @@ def token_text(tok: Tokenizer, i: int) -> str:
 
 
 def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict]:
-    """The input folder (DATA) of a `run` output folder, and its recorded config."""
+    """The input folder (DATA) of a `run` output folder, `data` where given
+    (--data), and its recorded config."""
     recorded = manifest_if_any(out)
+    given = data is not None
     if data is None:
         if "data" not in recorded:
             raise TokenmillError(
@@ -71,8 +73,15 @@ def find_inputs(out: AnyPath, data: AnyPath | str | None) -> tuple[AnyPath, dict
         data = recorded["data"]  # a local path or a URL (storage.resolved)
     data = location(data)
     if not data.exists():
+        if given:
+            raise TokenmillError(f"--data {data}: no such file or folder")
         raise TokenmillError(f"{data}: the inputs are not there; give --data DATA")
     return data, recorded.get("config", {})
+
+
+def recorded_config(out: AnyPath) -> dict:
+    """The config a `run` output folder's manifest records ({} without one)."""
+    return manifest_if_any(out).get("config", {})
 
 
 def output_token_shards(out: AnyPath) -> list[TokenShard]:
@@ -88,9 +97,16 @@ def output_token_shards(out: AnyPath) -> list[TokenShard]:
     )
 
 
-def input_path(data: AnyPath, shard: TokenShard) -> AnyPath:
+def input_path(data: AnyPath, shard: TokenShard, given: bool = False) -> AnyPath:
+    """The input of `shard` in the run's inputs `data` (the folder --data
+    names, where `given`)."""
     path = data if data.is_file() else data / shard.source
     if not path.is_file():
+        if given:
+            raise TokenmillError(
+                f"{path}: input shard of {shard.path} not found: --data {data} does not "
+                "hold the inputs OUT was made from"
+            )
         raise TokenmillError(f"{path}: input shard of {shard.path} not found; give --data DATA")
     return path
 
@@ -129,6 +145,7 @@ def corpus_stats(
     out = location(out)
     shards = output_token_shards(out)
     tok = shard_tokenizer(shards[0], tokenizer)
+    given = data is not None
     data, config = find_inputs(out, data)
     text_column = text_column or config.get("text_column", "text")
     # Manifests from before --txt-unit read every .txt shard a line a document.
@@ -142,7 +159,7 @@ def corpus_stats(
     any_source = False
     warnings: list[str] = []
     for shard in shards:
-        path = input_path(data, shard)
+        path = input_path(data, shard, given)
         doc_bytes, present = input_bytes(path, text_column, txt_unit)
         labels = None
         if source_column and has_column(path, source_column):

@@ -51,6 +51,7 @@ from tokenmill.stages.stats import (
     find_inputs,
     input_path,
     output_token_shards,
+    recorded_config,
     run_base,
 )
 from tokenmill.stages.tokens import TokenShard, shard_tokenizer
@@ -234,13 +235,23 @@ def run_sweep(
         raise OptionError(f"--sample {sample}: want at least one document")
     if held_out is not None and sample is not None:
         raise OptionError("--sample is for the run's documents: not with --held-out")
+    if held_out is not None and data is not None:
+        raise OptionError(
+            "--data is where the run's documents are: not with --held-out, whose documents "
+            "are encoded instead"
+        )
     start = time.monotonic()
     out = location(out)
     shards = output_token_shards(out)
     # OUT/tokenizer.json only if the shards were encoded with it, as stats
     # and report take it: another's numbers would be printed as OUT's.
     tok = shard_tokenizer(shards[0])
-    data, config = find_inputs(out, data)
+    given = data is not None
+    run_data = None
+    if held_out is None:
+        run_data, config = find_inputs(out, data)
+    else:  # the run's inputs are not read: only how it read them (text column, glob)
+        config = recorded_config(out)
     text_column = text_column or config.get("text_column", "text")
     txt_unit = txt_unit or config.get("txt_unit", "line")
     superword_at = config.get("superword_at") if tok.pattern == SUPERWORD_PATTERN else None
@@ -266,9 +277,9 @@ def run_sweep(
         inputs: list[tuple[AnyPath, str, np.ndarray | None]] = [
             (s.path, s.name, None) for s in files.shards
         ]
-    else:
+    elif run_data is not None:
         inputs = [
-            (input_path(data, shard), shard.source, wanted)
+            (input_path(run_data, shard, given), shard.source, wanted)
             for shard, wanted in zip(shards, sampled_rows(shards, sample), strict=True)
         ]
         refuse_changed_inputs(out, inputs)
