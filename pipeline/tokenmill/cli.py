@@ -376,20 +376,21 @@ def train(ctx, counts_file, tokenizer_file, superword_counts, **options):
     """Train a BPE tokenizer on the merged word table COUNTS_FILE and save it
     as TOKENIZER_FILE. Use the same --mode/--pattern/--lowercase as for count
     (with --extend: the base's)."""
-    from tokenmill.stages.train import load_base, run_train
+    from tokenmill.stages.train import check_superword_counts, load_base, run_train
     from tokenmill.tokenizer.options import refuse_numbered, refuse_ranks_name
 
     refuse_ranks_name(tokenizer_file, "TOKENIZER_FILE")
     if options["extend"] is not None:
         options["extend"] = str(options["extend"])
-    extend = options["extend"]  # a file, or a preset's name
-    reads = [counts_file, superword_counts, extend if extend and Path(extend).exists() else None]
-    output_file(tokenizer_file, reads, "TOKENIZER_FILE", options["force"])
     config = options_config(options)
     try:
         refuse_numbered(config.special_tokens)
     except TokenmillError as e:
         raise OptionError(str(e)) from None
+    check_superword_counts(config, superword_counts)
+    extend = options["extend"]  # a file, or a preset's name
+    reads = [counts_file, superword_counts, extend if extend and Path(extend).exists() else None]
+    output_file(tokenizer_file, reads, "TOKENIZER_FILE", options["force"])
     base, config = load_base(config, extend_pattern(ctx, options))
     echo_summary(run_train(counts_file, tokenizer_file, config, base, superword_counts))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import textbook as tb
+from conftest import assert_usage_error
 from hypothesis import example, given
 from hypothesis import strategies as st
 from test_differential import BYTE_TEXTS, SETTINGS, char_texts
@@ -369,7 +370,9 @@ def test_options_the_base_overrides_are_refused_not_dropped(tmp_path, cli):
     """`--extend` keeps the base's mode and lowercasing; `--mode char` on a byte
     base, or `--lowercase` on one that does not lowercase, trained a byte-mode,
     case-keeping tokenizer without a word. `--lowercase` in byte mode is
-    refused as well (it was dropped too); given where it applies, it trains."""
+    refused as well (it was dropped too); given where it applies, it trains.
+    Each is a pair of options that do not go together: a usage error (status
+    2), found before any work, by `run` and `train` alike."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("Hello World\nhello world\n" * 5)
@@ -377,18 +380,21 @@ def test_options_the_base_overrides_are_refused_not_dropped(tmp_path, cli):
     Tokenizer.train(["hello world"] * 5, num_merges=5).save(byte_base)
     char_base = tmp_path / "char.json"
     Tokenizer.train(["hello world"] * 5, mode="char", lowercase=True, num_merges=5).save(char_base)
-    cases = [  # known once the base is read (1), or from the options alone (2: usage)
-        (["--extend", byte_base, "--mode", "char"], "--mode char does not go with --extend", 1),
-        (["--extend", byte_base, "--lowercase"], "--lowercase does not go with --extend", 1),
-        (["--lowercase"], "--lowercase is char mode's (--mode char)", 2),
+    cases = [  # options that do not go together, the base read before any work: usage errors
+        (["--extend", byte_base, "--mode", "char"], "--mode char does not go with --extend"),
+        (["--extend", byte_base, "--lowercase"], "--lowercase does not go with --extend"),
+        (["--lowercase"], "--lowercase is char mode's (--mode char)"),
         # Refused once the corpus was counted and merged, before.
-        (["--extend", byte_base, "--vocab-size", "200"], "--vocab-size 200 is below the base's", 1),
+        (["--extend", byte_base, "--vocab-size", "200"], "--vocab-size 200 is below the base's"),
+        # Said by training, once the corpus was counted and merged (status 1), before.
+        (["--extend", byte_base, "--extend-alphabet"], "--extend-alphabet does not go with"),
     ]
-    for k, (args, message, status) in enumerate(cases):
-        result = cli("run", data, tmp_path / f"o{k}", "--vocab-size", "300", *args, ok=False)
-        assert result.exit_code == status
-        assert result.output.strip().splitlines()[-1].startswith(f"Error: {message}")
-        assert not (tmp_path / f"o{k}").exists()
+    cli("run", data, tmp_path / "counted", "--count-only")
+    for k, (args, message) in enumerate(cases):
+        for command, read in (("run", data), ("train", tmp_path / "counted" / "counts.parquet")):
+            written = tmp_path / f"{command}{k}"
+            result = cli(command, read, written, "--vocab-size", "300", *args, ok=False)
+            assert_usage_error(result, message, command, written)
     cli("run", data, tmp_path / "char", "--extend", char_base, "--lowercase", "--vocab-size", "40")
     assert Tokenizer.load(tmp_path / "char" / "tokenizer.json").lowercase
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_documents, write_shard
+from conftest import assert_one_line_error, assert_usage_error, make_documents, write_shard
 
 from tokenmill import Tokenizer
 from tokenmill.tokenizer.superword import PATTERN
@@ -114,17 +114,29 @@ def test_a_superword_tokenizer_is_not_extended(cli, data, tmp_path):
 
 def test_train_needs_both_tables(cli, data, tmp_path):
     """--superword-at without --superword-counts was told "--superword-counts goes with
-    --superword-at", as the opposite mistake is."""
+    --superword-at", as the opposite mistake is. Either is a usage error (status 2,
+    was 1), and so is the table with --superword-at 0, which switches it off; a
+    table that is not there is named as the option's."""
     cli("count", data, tmp_path / "c1")
     cli("merge", tmp_path / "c1", tmp_path / "c1.parquet")
     c1, tok = tmp_path / "c1.parquet", tmp_path / "tok.json"
     result = cli("train", c1, tok, "--vocab-size", 600, "--superword-at", 500, ok=False)
-    assert result.output.strip().splitlines() == [
+    message = (
         "Error: --superword-at 500 needs --superword-counts FILE: stage 2's word table, the "
-        "one `count --superword` counts (then `merge`)"
-    ]
-    result = cli("train", c1, tok, "--vocab-size", 600, "--superword-counts", c1, ok=False)
-    assert result.output.startswith("Error: --superword-counts goes with --superword-at")
+        "one `count --superword` counts (then `merge`) (see '"
+    )
+    assert_usage_error(result, message, "train", tok)
+    assert result.output.startswith(message)
+    for off in ([], ["--superword-at", 0]):
+        result = cli(
+            "train", c1, tok, "--vocab-size", 600, "--superword-counts", c1, *off, ok=False
+        )
+        assert_usage_error(result, "Error: --superword-counts goes with --superword-at", "train")
+    missing = tmp_path / "nofile"
+    args = ("--vocab-size", 600, "--superword-at", 500, "--superword-counts", missing)
+    result = cli("train", c1, tok, *args, ok=False)
+    assert_one_line_error(result, f"Error: --superword-counts {missing}: no such file")
+    assert result.exit_code == 1 and not tok.exists()
 
 
 @pytest.mark.parametrize("superword", [True, False])

@@ -10,7 +10,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from tokenmill.config import Config
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.faults import checkpoint
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import SPLIT_OPTIONS
@@ -47,25 +47,55 @@ def load_base(config: Config, pattern: str | None = None) -> tuple[Tokenizer | N
         )
     # An extended tokenizer keeps its base's mode and lowercasing: asked for
     # others (byte mode and no lowercasing are the defaults), they would be
-    # dropped without a word.
+    # dropped without a word. Options that do not go with the base: usage
+    # errors, known now, not after counting and merging the whole corpus.
     if config.mode != base.mode and config.mode != "byte":
-        raise TokenmillError(
+        raise OptionError(
             f"--mode {config.mode} does not go with --extend {config.extend}: it is a "
             f"{base.mode}-mode tokenizer, and an extended one keeps its base's mode"
         )
     if config.vocab_size is not None and config.vocab_size < base.vocab_size:
-        # Known now, not after counting and merging the whole corpus.
-        raise TokenmillError(
-            f"--vocab-size {config.vocab_size} is below the base's {base.vocab_size} ids"
+        raise OptionError(
+            f"--vocab-size {config.vocab_size} is below the base's {base.vocab_size} ids "
+            f"(--extend {config.extend})"
         )
     if config.lowercase and not base.lowercase:
-        raise TokenmillError(
+        raise OptionError(
             f"--lowercase does not go with --extend {config.extend}: it does not lowercase, "
             "and an extended tokenizer keeps its base's way of splitting"
+        )
+    if config.extend_alphabet and base.mode != "char":
+        raise OptionError(
+            f"--extend-alphabet does not go with --extend {config.extend}: it is a "
+            f"{base.mode}-mode tokenizer, which has every byte (the alphabet grows in char mode)"
         )
     return base, dataclasses.replace(
         config, mode=base.mode, pattern=base.pattern or config.pattern, lowercase=base.lowercase
     )
+
+
+def check_superword_counts(
+    config: Config, superword_counts: AnyPath | None, made: bool = True
+) -> None:
+    """Refuse train's --superword-at without the stage-2 word table
+    --superword-counts, or the table without it (usage errors), or a table
+    that is not there (`made`: one run merges while stage 1 trains is not yet)."""
+    if config.superword_at is not None and superword_counts is None:
+        raise OptionError(
+            f"--superword-at {config.superword_at} needs --superword-counts FILE: stage 2's "
+            "word table, the one `count --superword` counts (then `merge`)"
+        )
+    if superword_counts is not None and config.superword_at is None:
+        raise OptionError(
+            "--superword-counts goes with --superword-at: the stage-2 word table "
+            "(`tokenmill count --superword`, then `merge`)"
+        )
+    if made and superword_counts is not None and not location(superword_counts).is_file():
+        what = "not a file" if location(superword_counts).exists() else "no such file"
+        raise TokenmillError(
+            f"--superword-counts {superword_counts}: {what} (stage 2's word table: "
+            "`tokenmill count --superword`, then `merge`)"
+        )
 
 
 def check_split(counts_file: AnyPath, config: Config) -> None:
@@ -143,16 +173,7 @@ def run_train(
     start = time.monotonic()
     if config.extend and base is None:
         raise TypeError("run_train: config.extend needs its base tokenizer (load_base)")
-    if config.superword_at is not None and superword_counts is None:
-        raise TokenmillError(
-            f"--superword-at {config.superword_at} needs --superword-counts FILE: stage 2's "
-            "word table, the one `count --superword` counts (then `merge`)"
-        )
-    if superword_counts is not None and config.superword_at is None:
-        raise TokenmillError(
-            "--superword-counts goes with --superword-at: the stage-2 word table "
-            "(`tokenmill count --superword`, then `merge`)"
-        )
+    check_superword_counts(config, superword_counts, made=merge_superwords is None)
     counts_file = location(counts_file)
     check_split(counts_file, config)
     if superword_counts is not None and merge_superwords is None:  # else run merges it now
