@@ -127,11 +127,19 @@ def user_errors(f):
 
 
 def options_config(options: dict) -> Config:
-    """The command's Config: a value it refuses is a usage error."""
+    """The command's Config: a value it refuses, or an option given that
+    nothing else given acts on, is a usage error."""
     try:
-        return Config(**options)
+        config = Config(**options)
+        config.check_given(given_options(click.get_current_context(), options))
     except TokenmillError as e:
         raise OptionError(str(e)) from None
+    return config
+
+
+def given_options(ctx: click.Context, options: dict) -> set[str]:
+    """The names of `options` given on the command line (not left to their defaults)."""
+    return {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
 
 
 def os_error_line(e: OSError) -> str:
@@ -470,20 +478,20 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
     Rerunning keeps every finished output whose input and options are
     unchanged and redoes the rest, so an interrupted run resumes."""
     with memory.start_up():  # the stages' modules, as the CLI's own (entry.py)
-        from tokenmill.jobs import resolve_job
+        from tokenmill.jobs import job_error, resolve_job
         from tokenmill.plan import make_plan
         from tokenmill.stages.run import run_plan
 
     if options.get("extend") is not None:
         options["extend"] = str(options["extend"])
+    off = {name for name in OFF_SWITCHES if options.pop(f"no_{name}")}
+    given = given_options(ctx, options)
+    for name in sorted(off & given):  # before --mix's recipe is read: the pair is the error
+        raise OptionError(f"--{name} and --no-{name}: give one")
     if options.get("mix") is not None:
         from tokenmill.recipe import read_recipe
 
         options["mix"] = read_recipe(options["mix"], note=lambda line: tell(escaped(line)))
-    off = {name for name in OFF_SWITCHES if options.pop(f"no_{name}")}
-    given = {k for k in options if ctx.get_parameter_source(k) is ParameterSource.COMMANDLINE}
-    for name in sorted(off & given):
-        raise OptionError(f"--{name} and --no-{name}: give one")
     job = resolve_job(
         job_file,
         data,
@@ -502,18 +510,19 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         if job.load_pattern is not None:
             load_options["pattern"] = job.load_pattern
         if job.config.special_tokens:
-            load_options["special_tokens"] = parse_special_tokens(
-                ctx, None, job.config.special_tokens
-            )
-    plan = make_plan(
-        job.data,
-        job.out,
-        job.config,
-        steps=job.steps,
-        tokenizer=job.tokenizer,
-        load_options=load_options,
-        extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
-    )
+            load_options["special_tokens"] = job_special_tokens(ctx, job)
+    try:
+        plan = make_plan(
+            job.data,
+            job.out,
+            job.config,
+            steps=job.steps,
+            tokenizer=job.tokenizer,
+            load_options=load_options,
+            extend_pattern=extend_pattern(ctx, options) if job.config.extend else None,
+        )
+    except OptionError as e:
+        raise job_error(job, e) from None
     try:
         summary = run_plan(plan, echo_summary, tell)
     except NothingRead as e:
@@ -521,6 +530,19 @@ def run(ctx, data, out, job_file, tokenizer_file, count_only, **options):
         raise
     echo_summary(summary)
     echo_skips(summary)
+
+
+def job_special_tokens(ctx, job) -> dict[str, int] | None:
+    """The special tokens NAME=ID a run that encodes only reads a .tiktoken
+    tokenizer with: refused as --special-token's value, or as the job file's
+    key that set them."""
+    param = next(p for p in ctx.command.params if p.name == "special_tokens")
+    try:
+        return parse_special_tokens(ctx, param, job.config.special_tokens)
+    except click.BadParameter as e:
+        if "special_tokens" not in job.from_job:
+            raise
+        raise TokenmillError(f"{job.job_file}: special_tokens: {e.message}") from None
 
 
 @main.command()

@@ -329,7 +329,8 @@ def output_format_options(f):
         "--per-shard",
         is_flag=True,
         help="Write each --format layout as one set of files per token shard instead of "
-        "one merged set (per split). bin is always per shard, unless --val-fraction.",
+        "one merged set (per split): megatron, datatrove and olmo; bin is always per shard, "
+        "unless --val-fraction.",
     )(f)
     f = click.option(
         "--format",

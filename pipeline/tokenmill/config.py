@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 
 from tokenmill.errors import OptionError, TokenmillError
@@ -22,6 +22,9 @@ EXECUTORS = ("threads", "processes", "ray")  # see pipeline/tokenmill/executors.
 # --format: "parquet", the token shards (always written), and the training
 # layouts (tokenmill.layouts.FORMATS), in this order in a run's config.
 OUTPUT_FORMATS = ("parquet", "bin", "megatron", "datatrove", "olmo")
+# The layouts --per-shard acts on: bin writes a pair of arrays per token shard
+# anyway (one train and one val pair with --val-fraction, --per-shard or not).
+PER_SHARD_FORMATS = ("megatron", "datatrove", "olmo")
 TXT_UNITS = ("line", "paragraph", "file")  # what one document of a .txt shard is
 MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
@@ -167,10 +170,28 @@ class Config:
             raise TokenmillError(
                 f"--ray-address goes with --executor ray, not --executor {self.executor}"
             )
-        if self.per_shard and len(self.format) < 2:
-            raise TokenmillError(
-                "--per-shard goes with --format (a layout to write one set of files per shard of)"
+        if self.per_shard and not set(self.format) & set(PER_SHARD_FORMATS):
+            why = (
+                "--format bin writes a pair of arrays per shard already"
+                if "bin" in self.format
+                else "a layout to write one set of files per shard of"
             )
+            raise TokenmillError(
+                f"--per-shard goes with --format {', '.join(PER_SHARD_FORMATS[:-1])} or "
+                f"{PER_SHARD_FORMATS[-1]} ({why})"
+            )
+
+    def check_given(self, given: Collection[str]) -> None:
+        """Refuse an option of `given` (the fields set on the command line or
+        by a job file) that nothing else set acts on. Its value cannot tell:
+        `--mode char --pattern cl100k` gives the default pattern, which char
+        mode leaves alone where nobody asked for one."""
+        if "pattern" in given and self.mode != "byte" and not self.extend:
+            raise TokenmillError(
+                f"--pattern {self.pattern} is byte mode's: char mode splits at whitespace"
+            )
+        if "superword_max_words" in given and self.superword_at is None:
+            raise TokenmillError("--superword-max-words goes with --superword-at")
 
     def _check_superword(self, specials: int) -> None:
         if self.superword_at is None:
@@ -222,6 +243,7 @@ class Config:
             "val_fraction": self.val_fraction > 0,
             "bos": self.bos,
             "per_shard": self.per_shard,
+            "eos": not self.eos,  # --no-eos: encode appends no <|endoftext|>
         }
         return [key for key, on in given.items() if on]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from tokenmill.config import Config, option_name
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, is_remote, location
-from tokenmill.plan import STEPS
+from tokenmill.plan import BOS_UNREAD, STEPS
 from tokenmill.recipe import parse_recipe, read_recipe
 from tokenmill.tokenizer.options import refuse_numbered
 
@@ -52,6 +52,16 @@ TRAINING_KEYS = (
 TRAINED_KEYS = ("vocab_size", "special_tokens", "superword_max_words", "extend_alphabet")
 # Lists of strings in TOML; `format` may also be one string ("megatron,bin").
 LIST_KEYS = ("special_tokens", "format")
+# A job's setting that only another of its settings makes read (superword_max_words
+# is superword_at's), and which values of that one read it: where the command line
+# sets the other to a value that does not, the job's goes with the job's other one,
+# rather than fail a run that asked for nothing of it.
+GOES_WITH: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "superword_max_words": ("superword_at", lambda at: bool(at)),
+    "ray_address": ("executor", lambda executor: executor == "ray"),
+    "lowercase": ("mode", lambda mode: mode == "char"),
+    "pattern": ("mode", lambda mode: mode == "byte"),
+}
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,9 @@ class Job:
     # Encoding only: the --pattern given, for reading a .tiktoken tokenizer (a
     # preset or a regex); None: the tokenizer's own (the JSON beside the file).
     load_pattern: str | None = None
+    job_file: Path | None = None
+    # The Config fields whose value is the job file's (none given on the command line).
+    from_job: frozenset[str] = frozenset()
 
 
 def under_job(job_file: Path, value: str) -> Path:
@@ -148,6 +161,15 @@ def in_job(error: TokenmillError, job_file: Path, keys: list[str]) -> TokenmillE
     return error
 
 
+def job_error(job: Job, error: TokenmillError) -> TokenmillError:
+    """An error about the run's options found once its Config is made (its
+    tokenizers loaded): one about a setting of the job file names the file and
+    its key, as a bad job file (exit 1); others stay as they are."""
+    if job.job_file is None:
+        return error
+    return in_job(error, job.job_file, sorted(job.from_job))
+
+
 def refuse_unread(
     keys: tuple[str, ...], given: set[str], settings: dict, where: str, why: str, job_why: str
 ) -> None:
@@ -220,29 +242,36 @@ def resolve_job(
         refuse_unread(TRAINED_KEYS, given, settings, where, why, f"not with {counting}")
     values = {k: v for k, v in options.items() if k in CONFIG_KEYS}
     overridden = set(given)
-    if "superword_at" in given and options.get("superword_at") == 0:
-        # Switched off, the job's superword tokens take their word limit with them.
-        overridden.add("superword_max_words")
-    for key, value in settings.items():
-        if key in CONFIG_KEYS and key not in overridden:
-            values[key] = value
+    for key, (other, reads) in GOES_WITH.items():
+        # Switched off or changed, a job's setting takes what goes with it along
+        # (--superword-at 0 its word limit, --executor threads its ray_address).
+        if other in given and key not in given and not reads(options.get(other)):
+            overridden.add(key)
+    from_job = frozenset(k for k in settings if k in CONFIG_KEYS and k not in overridden)
+    for key in from_job:
+        values[key] = settings[key]
+    used = {*given, *from_job}
     load_pattern = None
-    if steps == "encode" and ("pattern" in given or "pattern" in settings):
+    if steps == "encode" and "pattern" in used:
         # Not a training option here: how to read the tokenizer (as for `encode`).
         load_pattern = values.pop("pattern")
+        used.discard("pattern")
     try:
         config = Config(**values)
+        config.check_given(used)
         if steps == "all":
             refuse_numbered(config.special_tokens)
     except TypeError as e:
         raise TokenmillError(f"{where}{e}") from None
     except TokenmillError as e:
-        named = in_job(e, job_file, [k for k in settings if k not in given]) if job_file else e
+        named = in_job(e, job_file, sorted(from_job)) if job_file else e
         raise OptionError(str(e)) if named is e else named from None
     if steps == "count" and job_file is not None:  # the job's own keys, named as such
         for key in config.token_shard_options():
-            if key in settings and key not in given:
+            if key in from_job:
                 raise TokenmillError(f"{where}{key} acts on token shards: not with steps = 'count'")
+    if steps == "encode" and "bos" in from_job and config.bos and not config.layouts:
+        raise TokenmillError(f"{where}bos {BOS_UNREAD}")
     return Job(
         location(data),
         location(out),
@@ -250,4 +279,6 @@ def resolve_job(
         steps,
         location(tokenizer) if tokenizer else None,
         load_pattern,
+        job_file,
+        from_job,
     )

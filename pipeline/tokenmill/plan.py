@@ -18,6 +18,12 @@ from tokenmill.io.storage import AnyPath, location
 from tokenmill.tokenizer import BOS, Tokenizer
 
 STEPS = ("all", "count", "encode")
+# --bos of a run that encodes only: the layouts would put <|bos|> in, and there
+# is no training to reserve it in.
+BOS_UNREAD = (
+    "goes with --pack or --format when encoding only (a tokenizer given): <|bos|> goes "
+    "into their layouts, and no training reserves it"
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,10 @@ def make_plan(
             raise OptionError(
                 "a mix ([mix], --mix, --shuffle) is made of token shards: not with --count-only"
             )
-        raise OptionError(f"{option_name(options[0])} acts on token shards: not with --count-only")
+        shown = "--no-eos" if options[0] == "eos" else option_name(options[0])
+        raise OptionError(f"{shown} acts on token shards: not with --count-only")
+    if steps == "encode" and config.bos and not config.layouts:
+        raise OptionError(f"--bos {BOS_UNREAD}")
     base, config = load_base(config, extend_pattern)
     tokenizer_file = None
     if tokenizer is not None and not isinstance(tokenizer, Tokenizer):

@@ -11,6 +11,7 @@ import pytest
 from conftest import assert_one_line_error, assert_usage_error
 from runs import copy_sample, manifest, output_files, tokenmill_here
 
+from tokenmill.config import Config
 from tokenmill.jobs import load_job
 from tokenmill.tokenizer import Tokenizer
 
@@ -140,6 +141,14 @@ def test_count_only_and_encode_only_jobs(tmp_path):
             'inputs = "d"\noutput = "o"\nsteps = "count"\nvocab_size = 500\n',
             "bad.toml: vocab_size trains: not with steps = 'count'",
         ),
+        # Settings nothing reads, named as the job's keys whatever their value.
+        (
+            'inputs = "d"\noutput = "o"\nsteps = "count"\neos = false\n',
+            "bad.toml: eos acts on token shards: not with steps = 'count'",
+        ),
+        ('inputs = "d"\noutput = "o"\nmode = "char"\npattern = "cl100k"\n', "bad.toml: pattern"),
+        ('inputs = "d"\noutput = "o"\nsuperword_max_words = 4\n', "bad.toml: superword_max_words"),
+        ('inputs = "d"\noutput = "o"\nformat = "bin"\nper_shard = true\n', "bad.toml: per_shard"),
     ],
 )
 def test_bad_job_is_a_one_line_error(tmp_path, cli, text, needle):
@@ -243,3 +252,44 @@ def test_no_extend_switches_off_a_jobs_base_and_its_alphabet_option(tmp_path, cl
     assert trained.vocab_size == 400 and trained.mode == "char"
     cli("run", "--job", job)
     assert manifest(tmp_path / "out")["config"]["extend_alphabet"] is True
+
+
+@pytest.mark.parametrize(
+    ("settings", "args", "dropped"),
+    [
+        ('executor = "ray"\nray_address = "h:6379"\n', ["--executor", "threads"], "ray_address"),
+        ('mode = "char"\nlowercase = true\n', ["--mode", "byte"], "lowercase"),
+        ('pattern = "gpt2"\n', ["--mode", "char"], "pattern"),
+    ],
+)
+def test_a_jobs_setting_goes_with_the_one_the_command_line_changes(
+    tmp_path, cli, settings, args, dropped
+):
+    """A job's ray_address is its executor's, lowercase and pattern its mode's:
+    the command line changing those left them behind, and the run failed
+    (`ray_address goes with --executor ray`), as if the job were at fault."""
+    job = sample_job(tmp_path, settings)
+    cli("run", "--job", job, *args)
+    config = manifest(tmp_path / "out")["config"]
+    assert config[dropped] == Config.__dataclass_fields__[dropped].default
+    assert config[args[0].removeprefix("--")] == args[1]
+    # Given on the command line too, the setting is the run's, and refused.
+    given = {"ray_address": ["--ray-address", "h:1"], "lowercase": ["--lowercase"]}
+    given["pattern"] = ["--pattern", "gpt2"]
+    result = cli("run", "--job", job, *args, *given[dropped], ok=False)
+    assert_usage_error(result, f"--{dropped.replace('_', '-')}", "run")
+
+
+def test_options_that_do_not_go_with_a_jobs_base_name_the_job(tmp_path, cli):
+    """Found once the base is read, before any work: the job's key, status 1;
+    given on the command line, a usage error."""
+    base = tmp_path / "jobs" / "base.json"
+    base.parent.mkdir(parents=True)
+    Tokenizer.train(["a small base of words"] * 3, vocab_size=280).save(base)
+    for settings, key in (('mode = "char"\n', "mode"), ("extend_alphabet = true\n", "ext")):
+        job = sample_job(tmp_path, f'extend = "base.json"\n{settings}')
+        result = cli("run", "--job", job, ok=False)
+        assert_one_line_error(result, f"{job}: {key}")
+        assert "does not go with --extend" in result.output and result.exit_code == 1
+    result = cli("run", "--job", job, "--mode", "char", "--extend", base, ok=False)
+    assert_usage_error(result, "--mode char does not go with --extend", "run")
