@@ -44,9 +44,12 @@ EXISTING = Location()
 
 PRESET_OR_REGEX = f"a preset ({', '.join(PATTERNS)}, tiktoken's, per encoding) or a regex"
 TIKTOKEN_PATTERN = "tiktoken's for its own files (gpt2, r50k_base, cl100k_base, o200k_base)"
+# KNOWN_SPECIALS (formats/tiktoken.py): a public encoding is its number of ranks
+# read with its own pattern; read with another, the file is no encoding tiktoken has.
 TIKTOKEN_SPECIALS = (
-    "default: the JSON beside the file, else tiktoken's for a public vocabulary (gpt2, "
-    "cl100k, o200k), else none"
+    "default: the JSON beside the file, else tiktoken's for a public vocabulary read with "
+    "its own pattern (50256 ranks with gpt2, 100256 with cl100k, 199998 with o200k), "
+    "else none"
 )
 PATTERN_HELP = (
     f"Byte mode's pre-tokenization pattern: {PRESET_OR_REGEX}. Training takes a preset; for "

@@ -44,3 +44,20 @@ def test_pack_and_bin_describe_their_own_options_not_runs(cli, command):
         for foreign in ("--pack", "--format", "Packed sequences", "run:", "DATA", "split column"):
             assert foreign not in text, (option, text)
     assert "another DATA in OUT" in option_help(cli, "run", "--force")
+
+
+@pytest.mark.parametrize("command", ["decode", "run"])
+def test_the_default_special_tokens_of_a_ranks_file_are_said_as_they_are_picked(cli, command):
+    """Help said "tiktoken's for a public vocabulary"; they are picked by the
+    number of ranks and the pattern read with, which name the encoding: gpt2's
+    ranks read with o200k's pattern are no encoding tiktoken has, and get none."""
+    from realtext import GPT2_FILE
+
+    said = option_help(cli, command, "--special-token")
+    assert "for a public vocabulary read with its own pattern (50256 ranks with gpt2, " in said
+    assert "100256 with cl100k, 199998 with o200k), else none" in said
+    if command == "decode":
+        args = ("decode", "--tokenizer", GPT2_FILE, "50256", "--pattern")
+        assert cli(*args, "gpt2").output == "<|endoftext|>"
+        result = cli(*args, "o200k", ok=False)
+        assert result.exit_code == 1 and "id 50256 is not in the vocabulary" in result.output
