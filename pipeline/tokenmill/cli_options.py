@@ -13,6 +13,7 @@ from tokenmill.config import (
     ON_ERROR,
     OUTPUT_FORMATS,
     TXT_UNITS,
+    VAL_FRACTION_RANGE,
     WORKERS_PER_CORE,
 )
 from tokenmill.errors import NoSuchPath, TokenmillError
@@ -188,10 +189,30 @@ BIN_VAL_FRACTION_HELP = (
 )
 
 
+class Fraction(click.ParamType):
+    """--val-fraction's share, from 0 to below 1: click's FloatRange lets nan
+    through (no comparison with it is false), which split nothing, or failed
+    where a hash bound was made of it."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        try:
+            fraction = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not 0 <= fraction < 1:
+            self.fail(f"{value} is out of range: {VAL_FRACTION_RANGE}", param, ctx)
+        return fraction
+
+
+FRACTION = Fraction()
+
+
 def val_fraction_option(help_text: str = VAL_FRACTION_HELP):
     return click.option(
         "--val-fraction",
-        type=click.FloatRange(min=0, max=1, max_open=True),
+        type=FRACTION,
         default=0.0,
         show_default=True,
         metavar="F",

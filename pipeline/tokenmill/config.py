@@ -30,6 +30,8 @@ MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
 WORKERS_PER_CORE = 8  # more threads than this per core only add switching
 MAX_RAY_WORKERS = 100_000
+# --val-fraction's range, said alike by every command that takes it.
+VAL_FRACTION_RANGE = "0 (no split) to below 1"
 # `run` options not spelled as their Config field with - for _.
 OPTION_NAMES = {"special_tokens": "--special-token"}
 
@@ -137,7 +139,7 @@ class Config:
             )
         if not 0 <= self.val_fraction < 1:
             raise TokenmillError(
-                f"--val-fraction {self.val_fraction} is out of range: 0 (no split) to below 1"
+                f"--val-fraction {self.val_fraction} is out of range: {VAL_FRACTION_RANGE}"
             )
         if self.lowercase and self.mode == "byte" and not self.extend:
             raise TokenmillError(

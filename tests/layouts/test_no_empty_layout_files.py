@@ -50,6 +50,23 @@ def test_a_val_fraction_that_holds_out_nothing_is_refused(cli, tmp_path):
     assert not (tmp_path / "out" / "bin").exists()
 
 
+def test_pack_and_bin_refuse_a_val_fraction_that_holds_out_nothing_as_run_does(cli, tmp_path):
+    """They wrote a val/ of no rows, or no val.bin, and ended 0."""
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", make_documents(50, seed=1))
+    cli("run", data, tmp_path / "out", "--vocab-size", "300")
+    tokens = tmp_path / "out" / "tokens"
+    for fraction, side in (("1e-300", "in val (every one in train)"), ("0.9999999999", "in train")):
+        for command, extra in (("pack", ["--seq-len", "64"]), ("bin", [])):
+            target = tmp_path / f"{command}-{fraction}"
+            result = cli(command, tokens, target, *extra, "--val-fraction", fraction, ok=False)
+            assert result.exit_code == 1
+            assert_one_line_error(
+                result, f"--val-fraction {fraction} puts none of the 50 documents {side}"
+            )
+            assert not target.exists()
+
+
 def test_check_names_an_empty_layout_file_an_older_version_wrote(cli, tmp_path):
     """Before, a shard with no ids in a split got a 0-byte .bin, listed in the
     manifest with its (empty) sha256: verify passes such a folder, so check

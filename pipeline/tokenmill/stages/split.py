@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
+from tokenmill.config import VAL_FRACTION_RANGE
 from tokenmill.errors import TokenmillError
 
 if TYPE_CHECKING:
@@ -126,16 +127,22 @@ def split_token_shards(
     tokens_dir: AnyPath, fraction: float, names: list[str] | None = None
 ) -> list[TokenShard]:
     """The token shards of `tokens_dir` (or those `names`) for a standalone pack
-    or bin to split by `fraction`, refused unless encode (or the mix) split
-    them so: rows that record their split (encode's --val-fraction) must be
-    those `fraction` gives, and a mixture's parts must be split as the mix
-    was, or validation documents would go into training data, or be split
-    anew (which would put one copy of a repeated document in each split)."""
+    or bin to split by `fraction`, refused when it puts none of their
+    documents on a side, or unless encode (or the mix) split them so: rows
+    that record their split (encode's --val-fraction) must be those
+    `fraction` gives, and a mixture's parts must be split as the mix was, or
+    validation documents would go into training data, or be split anew
+    (which would put one copy of a repeated document in each split)."""
     import pyarrow.compute as pc
 
     from tokenmill.stages.tokens import token_shards
 
+    if not 0 <= fraction < 1:  # nan too, which no hash is below
+        raise TokenmillError(f"--val-fraction {fraction} is out of range: {VAL_FRACTION_RANGE}")
     shards = token_shards(tokens_dir, names)
+    # The documents on each side, to refuse a fraction that leaves one empty
+    # before any write, as a run refuses it once encode has split.
+    documents = {TRAIN: 0, VAL: 0}
     for shard in shards:
         if shard.mixed:
             recorded = mix_fraction(shard)
@@ -153,14 +160,22 @@ def split_token_shards(
                 )
             if recorded != fraction:
                 refuse_split(shard.path, "the mix", fraction)
+            documents[shard.split or TRAIN] += shard.documents
             continue
-        if not shard.split_column:
+        if not shard.split_column and not fraction:
             continue
-        for batch in shard.batches(columns=("row", "split")):
+        columns = ("row", "split") if shard.split_column else ("row",)
+        for batch in shard.batches(columns=columns):
             rows = batch.column("row").to_numpy()
-            recorded = pc.equal(batch.column("split"), VAL).to_numpy(zero_copy_only=False)
-            if not np.array_equal(recorded, shard_is_val(shard, rows, fraction)):
-                refuse_split(shard.path, "encode", fraction)
+            val = shard_is_val(shard, rows, fraction)
+            if shard.split_column:
+                recorded = pc.equal(batch.column("split"), VAL).to_numpy(zero_copy_only=False)
+                if not np.array_equal(recorded, val):
+                    refuse_split(shard.path, "encode", fraction)
+            documents[VAL] += int(val.sum())
+            documents[TRAIN] += len(val) - int(val.sum())
+    if fraction:
+        check_split_holds({side: {"documents": n} for side, n in documents.items()}, fraction)
     return shards
 
 
