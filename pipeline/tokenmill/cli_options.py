@@ -9,6 +9,7 @@ import click
 
 from tokenmill.config import (
     EXECUTORS,
+    MAX_MIN_COUNT,
     MAX_RAY_WORKERS,
     ON_ERROR,
     OUTPUT_FORMATS,
@@ -223,7 +224,7 @@ def val_fraction_option(help_text: str = VAL_FRACTION_HELP):
 def min_count_option(f):
     return click.option(
         "--min-count",
-        type=int,
+        type=click.IntRange(min=1, max=MAX_MIN_COUNT),
         default=1,
         show_default=True,
         help="Drop words seen fewer times than this before training.",

@@ -28,6 +28,7 @@ PER_SHARD_FORMATS = ("megatron", "datatrove", "olmo")
 TXT_UNITS = ("line", "paragraph", "file")  # what one document of a .txt shard is
 MAX_VOCAB = MAX_VOCAB_SIZE  # ids are uint32
 MAX_SEQ_LEN = 2**32 - 1  # a packed row's n_tokens is uint32
+MAX_MIN_COUNT = 2**63 - 1  # a word table's counts are int64
 WORKERS_PER_CORE = 8  # more threads than this per core only add switching
 MAX_RAY_WORKERS = 100_000
 # --val-fraction's range, said alike by every command that takes it.
@@ -122,8 +123,10 @@ class Config:
             raise TokenmillError(
                 f"--vocab-size {self.vocab_size} is out of range: 1 to {MAX_VOCAB} (ids are uint32)"
             )
-        if not 1 <= self.min_count < 2**63:
-            raise TokenmillError(f"--min-count must be at least 1, not {self.min_count}")
+        if not 1 <= self.min_count <= MAX_MIN_COUNT:
+            raise TokenmillError(
+                f"--min-count {self.min_count} is out of range: 1 to {MAX_MIN_COUNT}"
+            )
         specials = len(self.train_special_tokens)
         # Byte mode's base is known up front, so a hopeless size fails before any work.
         # (With --extend the mode and the base are the base tokenizer's: `extend` checks.)

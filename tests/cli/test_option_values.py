@@ -5,7 +5,7 @@ value itself is wrong, whatever input it would have met."""
 from __future__ import annotations
 
 import pytest
-from conftest import assert_usage_error, make_documents, write_shard
+from conftest import assert_one_line_error, assert_usage_error, make_documents, write_shard
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +32,32 @@ def test_a_val_fraction_out_of_range_nan_too_is_a_usage_error(cli, made, command
     result = cli(*args, "--val-fraction", value, ok=False)
     assert_usage_error(result, "is out of range: 0 (no split) to below 1", command, target)
     assert "--val-fraction" in result.output and value in result.output
+
+
+@pytest.mark.parametrize("value", ["0", "-5", str(2**63), str(2**64)])
+@pytest.mark.parametrize("command", ["merge", "run"])
+def test_a_min_count_out_of_range_is_a_usage_error_naming_the_bounds(cli, made, command, value):
+    """merge took 2**64 and wrote an empty table, and refused 0 as a bad
+    input (status 1); run said 2**64 "must be at least 1"."""
+    source = made / ("out/counts" if command == "merge" else "data")
+    target = made / f"{command}-target"
+    result = cli(command, source, target, "--min-count", value, ok=False)
+    assert_usage_error(result, f"{value} is not in the range 1<=x<={2**63 - 1}", command, target)
+
+
+def test_a_min_count_that_drops_every_word_says_so(cli, made, tmp_path):
+    """Not "the word table is empty (empty corpus?)" once count and merge had
+    run, nor an empty table written by merge and status 0."""
+    import pyarrow.parquet as pq
+
+    most = max(pq.read_table(made / "out" / "counts.parquet").column("count").to_pylist())
+    said = f"--min-count {2**63 - 1} dropped every word: the most frequent one is seen {most} times"
+    for args in (
+        ["merge", made / "out" / "counts", tmp_path / "m.parquet"],
+        ["run", made / "data", tmp_path / "out", "--vocab-size", "300"],
+    ):
+        result = cli(*args, "--min-count", str(2**63 - 1), ok=False)
+        assert result.exit_code == 1
+        assert_one_line_error(result, said)
+    assert not (tmp_path / "m.parquet").exists()
+    assert not (tmp_path / "out" / "counts.parquet").exists()

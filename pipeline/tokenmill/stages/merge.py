@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
+from tokenmill.config import MAX_MIN_COUNT
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.io.files import known_sha256
 from tokenmill.io.metadata import count_table_source
@@ -183,15 +184,35 @@ def merge_tables(
                     done.unlink()
             level = summed_level
         last = summed(scan_tables(level), min_count)
-        if not keep:
+        frame = None
+        if keep:
+            frame = last.collect(engine="streaming").rechunk()
+            sink(frame.lazy(), dest)
+        else:
             sink(last, dest)
-            return None
-        frame = last.collect(engine="streaming").rechunk()
-        sink(frame.lazy(), dest)
+        if min_count > 1:
+            if frame is not None:
+                words = frame.height
+            else:  # `dest` is local: atomic_path's temporary, or a store's scratch file
+                words = pl.scan_parquet(dest).select(pl.len()).collect().item()
+            if not words:
+                refuse_dropping_all(level, min_count)
         return frame
     finally:
         for part in made:
             part.unlink(missing_ok=True)
+
+
+def refuse_dropping_all(tables: list[AnyPath], min_count: int) -> None:
+    """Refuse a `min_count` that left no word of the tables' (at most FAN_IN,
+    so summed again at little cost): training would find the table empty
+    and blame the corpus."""
+    most = summed(scan_tables(tables)).select(pl.col("count").max()).collect().item()
+    if most:
+        raise TokenmillError(
+            f"--min-count {min_count} dropped every word: the most frequent one is seen "
+            f"{most} time{'s' if most > 1 else ''}"
+        )
 
 
 def run_merge(
@@ -208,8 +229,8 @@ def run_merge(
     `keep`: a table merged now is also returned, as the result's `table`
     (word and count), for a caller that would read it back at once."""
     start = time.monotonic()
-    if min_count < 1:
-        raise TokenmillError(f"--min-count must be at least 1, not {min_count}")
+    if not 1 <= min_count <= MAX_MIN_COUNT:
+        raise TokenmillError(f"--min-count {min_count} is out of range: 1 to {MAX_MIN_COUNT}")
     if files is None:
         tables = count_tables(counts_dir)
     elif files:
