@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tokenmill.config import Config, option_name
 from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.io.storage import AnyPath, location
-from tokenmill.tokenizer import BOS, Tokenizer
+from tokenmill.tokenizer import Tokenizer
 
 STEPS = ("all", "count", "encode")
 # --bos of a run that encodes only: the layouts would put <|bos|> in, and there
@@ -75,9 +75,7 @@ def make_plan(
         tokenizer_file = location(tokenizer)
         tokenizer = load_any(tokenizer_file, **(load_options or {}))
     if tokenizer is not None and config.bos and config.layouts:
-        if BOS not in tokenizer.special_tokens:
-            raise TokenmillError(
-                f"--bos: the tokenizer has no {BOS} special token "
-                f"(train it with --bos or --special-token '{BOS}')"
-            )
+        from tokenmill.layouts.rows import bos_id
+
+        bos_id(tokenizer)  # refused before any work, not once encode is done
     return Plan(location(data), location(out), config, steps, tokenizer, tokenizer_file, base)

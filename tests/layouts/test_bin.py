@@ -140,3 +140,42 @@ def test_numpys_reading_of_a_folder_on_object_storage_is_one_line():
     with pytest.raises(TokenmillError, match=r"^s3://bucket/out/bin: numpy maps local files only$"):
         LAYOUT.framework_read("s3://bucket/out/bin", False)
     assert LAYOUT.local_only
+
+
+def test_bos_with_a_tokenizer_lacking_it_is_the_same_line_in_every_command(tmp_path):
+    """bin said "tokenizer has no special token '<|bos|>'", naming no option."""
+    data = tmp_path / "data"
+    write_shard(data / "a.jsonl", make_documents(20, seed=3))
+    out = tmp_path / "out"
+    tokenmill_here("run", data, out, "--vocab-size", "300")
+    wanted = (
+        f"Error: --bos: the tokenizer has no {BOS} special token (train it with --bos or "
+        f"--special-token '{BOS}')\n"
+    )
+    for args in (
+        ["bin", out / "tokens", tmp_path / "b", "--bos"],
+        ["pack", out / "tokens", tmp_path / "p", "--seq-len", "64", "--bos"],
+        [
+            "run",
+            data,
+            tmp_path / "r",
+            "--tokenizer",
+            out / "tokenizer.json",
+            "--bos",
+            "--pack",
+            "64",
+        ],
+        [
+            "run",
+            data,
+            tmp_path / "r",
+            "--tokenizer",
+            out / "tokenizer.json",
+            "--bos",
+            "--format",
+            "bin",
+        ],
+    ):
+        refused = tokenmill_here(*args, check=False)
+        assert (refused.returncode, refused.stderr) == (1, wanted), args
+    assert not [p for p in tmp_path.iterdir() if p.name in ("b", "p", "r")]

@@ -50,6 +50,7 @@ from tokenmill.io.files import parse_json
 from tokenmill.io.storage import AnyPath, is_remote, location
 from tokenmill.io.writers import atomic_path, write_json
 from tokenmill.layouts import Document, LayoutJob, LayoutResult
+from tokenmill.layouts.rows import bos_id
 from tokenmill.stages.results import plural
 from tokenmill.stages.split import (
     SPLITS,
@@ -61,7 +62,7 @@ from tokenmill.stages.split import (
     split_token_shards,
 )
 from tokenmill.stages.tokens import TokenShard, list_ids, shard_tokenizer
-from tokenmill.tokenizer import BOS, Tokenizer
+from tokenmill.tokenizer import Tokenizer
 
 INDEX = "index.json"
 FORMAT = "tokenmill-bin"
@@ -79,7 +80,7 @@ class Bin:
         return name == INDEX or name.endswith(SUFFIXES)
 
     def write(self, job: LayoutJob) -> LayoutResult:
-        bos = job.tokenizer.special_id(BOS) if job.bos else None
+        bos = bos_id(job.tokenizer) if job.bos else None
         return write_bin(
             job.shards,
             job.folder,
@@ -427,5 +428,5 @@ def run_bin(
         shards = split_token_shards(tokens_dir, val_fraction)
     # A tokenizer given is checked even when --bos does not use it.
     tok = bin_tokenizer(shards, tokenizer) if bos or tokenizer is not None else None
-    bos_id = tok.special_id(BOS) if bos and tok is not None else None
-    return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_id)
+    bos_token = bos_id(tok) if bos and tok is not None else None
+    return write_bin(shards, bin_dir, workers=workers, val_fraction=val_fraction, bos=bos_token)

@@ -25,12 +25,19 @@ from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts.packed_plan import PackTask, Spec, Tail, document_lengths, plan
 from tokenmill.layouts.packed_shuffle import BUCKETS, Scatter, with_orders, write_files
-from tokenmill.layouts.rows import Packer, Pieces, cut_pieces, document_stream, select_documents
+from tokenmill.layouts.rows import (
+    Packer,
+    Pieces,
+    bos_id,
+    cut_pieces,
+    document_stream,
+    select_documents,
+)
 from tokenmill.stages.results import PackResult
 from tokenmill.stages.shuffle import remove_buckets
 from tokenmill.stages.split import TRAIN, VAL, shard_is_val
 from tokenmill.stages.tokens import ROW_IDS, TokenShard, list_ids
-from tokenmill.tokenizer import BOS, ENDOFTEXT, Tokenizer
+from tokenmill.tokenizer import ENDOFTEXT, Tokenizer
 
 
 def read_tails(tails: list[Tail]) -> list[pa.Array]:
@@ -187,15 +194,10 @@ def pack_shards(
         raise TokenmillError(f"--pack/--seq-len must be at least 1, not {seq_len}")
     if ENDOFTEXT not in tok.special_tokens:
         raise TokenmillError(f"the tokenizer has no {ENDOFTEXT} to separate documents with")
-    if bos and BOS not in tok.special_tokens:
-        raise TokenmillError(
-            f"--bos: the tokenizer has no {BOS} special token "
-            f"(train it with --bos or --special-token '{BOS}')"
-        )
     spec = Spec(
         seq_len=seq_len,
         eos=tok.eos_id,
-        bos=tok.special_id(BOS) if bos else None,
+        bos=bos_id(tok) if bos else None,
         wide=tok._wide_ids,
         sha256=tok.sha256,
         vocab_size=tok.vocab_size,

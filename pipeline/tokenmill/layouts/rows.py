@@ -7,9 +7,16 @@ cutting (`Packer`, `cut_pieces`), kept apart from the packed files' writing
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+from tokenmill.errors import TokenmillError
+from tokenmill.tokenizer.ids import BOS
+
+if TYPE_CHECKING:
+    from tokenmill.tokenizer import Tokenizer
 
 # A packed row's pieces of documents (layouts/packed.py's `documents` column).
 PIECE = pa.struct(
@@ -21,6 +28,17 @@ PIECE = pa.struct(
         ("length", pa.uint32()),
     ]
 )
+
+
+def bos_id(tok: Tokenizer) -> int:
+    """The id --bos puts before each document, in every layout and command
+    alike; refused in one line naming the option when the tokenizer lacks it."""
+    if BOS not in tok.special_tokens:
+        raise TokenmillError(
+            f"--bos: the tokenizer has no {BOS} special token "
+            f"(train it with --bos or --special-token '{BOS}')"
+        )
+    return tok.special_id(BOS)
 
 
 def document_stream(

@@ -48,10 +48,10 @@ from tokenmill.io.metadata import STATE
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.layouts import LayoutJob, LayoutResult
-from tokenmill.layouts.rows import document_stream
+from tokenmill.layouts.rows import bos_id, document_stream
 from tokenmill.stages.split import SPLITS, VAL, in_split, shard_is_val
 from tokenmill.stages.tokens import TokenShard, list_ids
-from tokenmill.tokenizer import BOS, ENDOFTEXT
+from tokenmill.tokenizer import ENDOFTEXT
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,7 @@ def frame(job: LayoutJob, dtype: np.dtype) -> Frame:
     tok = job.tokenizer
     if ENDOFTEXT not in tok.special_tokens:
         raise TokenmillError(f"the tokenizer has no {ENDOFTEXT} to end documents with")
-    if job.bos and BOS not in tok.special_tokens:
-        raise TokenmillError(
-            f"--bos: the tokenizer has no {BOS} special token "
-            f"(train it with --bos or --special-token '{BOS}')"
-        )
-    bos = tok.special_id(BOS) if job.bos else None
+    bos = bos_id(tok) if job.bos else None
     return Frame(tok.eos_id, bos, np.dtype(dtype).newbyteorder("<"))
 
 
