@@ -136,6 +136,13 @@ class Config:
                 f"+ {specials} special token{'s' if specials > 1 else ''}"
             )
         object.__setattr__(self, "format", output_formats(self.format))
+        if not self.text_column:
+            # An unset variable's value, most likely: no input has a nameless text
+            # column, and the run would fail at its first row. A dotted name that is
+            # no path (".", "a..b") may still be a column's or key's own name.
+            raise TokenmillError(
+                "--text-column is empty: give the column or JSON field holding the text"
+            )
         if self.txt_unit not in TXT_UNITS:
             raise TokenmillError(
                 f"--txt-unit must be one of {', '.join(TXT_UNITS)}, not {self.txt_unit!r}"

@@ -61,3 +61,31 @@ def test_a_min_count_that_drops_every_word_says_so(cli, made, tmp_path):
         assert_one_line_error(result, said)
     assert not (tmp_path / "m.parquet").exists()
     assert not (tmp_path / "out" / "counts.parquet").exists()
+
+
+@pytest.mark.parametrize("command", ["count", "encode", "run"])
+def test_an_empty_text_column_is_refused_before_any_work(cli, made, command):
+    """It ran, then failed at the first row: "no '' field; use --text-column"."""
+    target = made / f"{command}-target"
+    tokenizer = ["--tokenizer", made / "out" / "tokenizer.json"] if command == "encode" else []
+    result = cli(command, made / "data", target, *tokenizer, "--text-column", "", ok=False)
+    assert_usage_error(result, "--text-column is empty: give the column or JSON field", command)
+    assert not target.exists()
+
+
+def test_a_jobs_empty_text_column_names_its_key(cli, made, tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text(f'inputs = "{made / "data"}"\noutput = "out"\ntext_column = ""\n')
+    result = cli("run", "--job", job, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, f"{job}: text_column is empty: give the column")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_text_column_that_is_no_path_still_reads_a_key_so_named(cli, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{".": "a dot named it", "a..b": "x"}\n{".": "again"}\n')
+    cli("run", data, tmp_path / "out", "--vocab-size", "270", "--text-column", ".")
+    result = cli("decode", "--shard", tmp_path / "out" / "tokens" / "a.jsonl.parquet", "--row", "1")
+    assert result.output == "again"
