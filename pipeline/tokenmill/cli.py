@@ -22,6 +22,7 @@ from tokenmill.cli_options import (
     EXISTING,
     FILE_FORCE_HELP,
     LAYOUT_FORCE_HELP,
+    LOCAL_FILE,
     OFF_SWITCHES,
     PACK_BOS_HELP,
     PACK_SHUFFLE_HELP,
@@ -442,7 +443,7 @@ def encode(data, tokens_dir, tokenizer_file, pattern, special_tokens, **options)
 @click.option(
     "--job",
     "job_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=LOCAL_FILE,
     callback=lambda ctx, param, value: regular_file(value, "--job"),
     help="A job file (TOML: inputs, output and any of these options, with _ for -); "
     "options given here override it.",

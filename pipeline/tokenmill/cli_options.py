@@ -22,6 +22,16 @@ from tokenmill.tokenizer import MODES, PATTERNS
 from tokenmill.tokenizer.options import numbered
 
 
+def refuse_empty(value, param, ctx) -> None:
+    """An empty path would name the current folder: from a cron line whose
+    variable is unset (`tokenmill run "$DATA" OUT`), a run would read or
+    write wherever it was started, as a job's `inputs = ""` is refused for."""
+    if isinstance(value, str) and not value.strip():
+        raise click.BadParameter(
+            f"{value!r} is no path: give one ('.' names this folder)", ctx, param
+        )
+
+
 class Location(click.ParamType):
     """A local path, or a URL (s3://bucket/prefix, any fsspec filesystem): io/storage.py."""
 
@@ -30,6 +40,7 @@ class Location(click.ParamType):
     def convert(self, value, param, ctx):
         from tokenmill.io.storage import location
 
+        refuse_empty(value, param, ctx)
         try:
             return location(value)
         except NoSuchPath as e:  # exit 1, as a local path that does not exist
@@ -39,6 +50,20 @@ class Location(click.ParamType):
 
 
 EXISTING = Location()
+
+
+class LocalFile(click.ParamType):
+    """A local file to read (a job file, a recipe): one that does not exist
+    is named when it is read, with status 1, as a missing DATA or --tokenizer."""
+
+    name = "file"
+
+    def convert(self, value, param, ctx):
+        refuse_empty(value, param, ctx)
+        return Path(value)
+
+
+LOCAL_FILE = LocalFile()
 
 
 # Options shared by several commands, each defined once with one meaning.
@@ -499,7 +524,7 @@ def mix_options(f):
     f = shuffle_option(SHUFFLE_HELP)(f)
     return click.option(
         "--mix",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        type=LOCAL_FILE,
         default=None,
         metavar="FILE",
         help="A data recipe: the [mix] table of FILE (a job file, say) gives each source a "

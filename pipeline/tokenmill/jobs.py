@@ -116,6 +116,9 @@ def load_job(
                 raw[key] = location(raw[key])  # a URL is where it says, not under the job
             else:
                 raw[key] = under_job(path, raw[key])
+    for key in (*STRING_PATH_KEYS, "mix"):
+        if isinstance(raw.get(key), str) and not raw[key].strip():
+            raise TokenmillError(f"{path}: {key} is empty (give a path)")
     for key in STRING_PATH_KEYS:
         if isinstance(raw.get(key), str) and not is_remote(location(raw[key])):
             raw[key] = str(under_job(path, raw[key]))

@@ -89,3 +89,65 @@ def test_a_text_column_that_is_no_path_still_reads_a_key_so_named(cli, tmp_path)
     cli("run", data, tmp_path / "out", "--vocab-size", "270", "--text-column", ".")
     result = cli("decode", "--shard", tmp_path / "out" / "tokens" / "a.jsonl.parquet", "--row", "1")
     assert result.output == "again"
+
+
+EMPTY_PATHS = [
+    (["run", "", "{o}"], "'[DATA]'"),
+    (["run", "{d}", ""], "'[OUT]'"),
+    (["count", "", "{o}"], "'DATA'"),
+    (["encode", "{d}", "{o}", "--tokenizer", ""], "'--tokenizer'"),
+    (["run", "{d}", "{o}", "--extend", ""], "'--extend'"),
+    (["run", "--job", ""], "'--job'"),
+    (["run", "{d}", "{o}", "--mix", ""], "'--mix'"),
+    (["sweep", "{r}", "--held-out", " "], "'--held-out'"),
+    (["stats", "{r}", "--data", ""], "'--data'"),
+]
+
+
+@pytest.mark.parametrize(("args", "named"), EMPTY_PATHS, ids=[" ".join(a) for a, _ in EMPTY_PATHS])
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(cli, made, tmp_path, args, named):
+    """`run "$DATA" OUT` from a cron line with DATA unset read the folder it was
+    started in; --tokenizer '' named '.'."""
+    places = {"d": made / "data", "o": tmp_path / "out", "r": made / "out"}
+    result = cli(*[a.format(**places) for a in args], ok=False)
+    assert_usage_error(result, f"Invalid value for {named}: ", args[0], tmp_path / "out")
+    assert "is no path: give one ('.' names this folder)" in result.output
+
+
+@pytest.mark.parametrize("key", ["inputs", "extend", "mix"])
+def test_a_jobs_empty_path_names_its_key(cli, made, tmp_path, key):
+    job = tmp_path / "job.toml"
+    settings = {"inputs": str(made / "data"), "output": "out", key: ""}
+    job.write_text("".join(f'{k} = "{v}"\n' for k, v in settings.items()))
+    result = cli("run", "--job", job, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, f"{job}: {key} is empty (give a path)")
+    assert not (tmp_path / "out").exists()
+
+
+MISSING = [
+    (["run", "{x}", "{o}"], "{x}: no such file or directory"),
+    (["run", "--job", "{x}"], "{x}: cannot read job (No such file or directory)"),
+    (["run", "{d}", "{o}", "--mix", "{x}"], "{x}: cannot read recipe (No such file or directory)"),
+    (["encode", "{d}", "{o}", "--tokenizer", "{x}"], "{x}: cannot read tokenizer (No such file"),
+    (["run", "{d}", "{o}", "--extend", "{x}"], "{x}: cannot read tokenizer (No such file"),
+    (["sweep", "{r}", "--held-out", "{x}"], "{x}: no such file or directory"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"), MISSING, ids=[" ".join(a[:1] + a[-2:-1]) for a, _ in MISSING]
+)
+def test_a_path_that_does_not_exist_is_status_1_whichever_names_it(cli, made, tmp_path, args, said):
+    """--job and --mix were click's usage errors (status 2), every other path a
+    missing input (1): the README's table counts a path that is not there as 1."""
+    places = {
+        "d": made / "data",
+        "o": tmp_path / "out",
+        "r": made / "out",
+        "x": tmp_path / "nofile",
+    }
+    result = cli(*[a.format(**places) for a in args], ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, said.format(**places))
+    assert not (tmp_path / "out").exists()
