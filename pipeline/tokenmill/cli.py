@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from tokenmill import memory
-from tokenmill.cli_group import Commands, Failure, UsageLine
+from tokenmill.cli_group import Commands, Failure, TextCommand, UsageLine, not_utf8
 from tokenmill.cli_options import (
     BIN_BOS_HELP,
     BIN_VAL_FRACTION_HELP,
@@ -105,11 +105,9 @@ def user_errors(f):
         except RecursionError:
             raise click.ClickException("input nested too deeply to read") from None
         except UnicodeEncodeError as e:
-            # Text that is not UTF-8 where it must be: an option tokenize takes as it is.
-            from tokenmill.io.inputs import printable
-
-            shown = printable(e.object) if isinstance(e.object, str) else repr(e.object)
-            raise click.ClickException(f"{shown}: not UTF-8, where UTF-8 is needed") from None
+            # Text that is not UTF-8 where it must be, said as of an argument (cli_group.py).
+            shown = e.object if isinstance(e.object, str) else repr(e.object)
+            raise click.ClickException(not_utf8(shown)) from None
         except MemoryError:
             raise click.ClickException("out of memory") from None
         except KeyboardInterrupt:
@@ -688,7 +686,7 @@ def stdin_stream(argument: str) -> BinaryIO:
     return sys.stdin.buffer
 
 
-@main.command()
+@main.command(cls=TextCommand)
 @tokenizer_options("Tokenizer file (any format `encode` reads).")
 @click.option(
     "--pieces",
@@ -709,10 +707,6 @@ def tokenize(tokenizer_file, pattern, special_tokens, pieces, text):
     from tokenmill.formats import load_any
 
     standard_output()
-    for argument in (pattern or "", *special_tokens):
-        # Refused as the arguments of every other command are (cli_group.py,
-        # which leaves tokenize's to it for TEXT's sake): as the bytes given.
-        argument.encode("utf-8")
     tok = load_any(tokenizer_file, **load_options(pattern, special_tokens))
     if text is None or text == "-":
         text = utf8_text(stdin_stream("TEXT").read(), "standard input")

@@ -1,5 +1,6 @@
 """The `tokenmill` command group: every failure is one line, a usage error
-too, and an argument that is not UTF-8 is refused before any work."""
+too, and an argument that is not UTF-8 is refused before any work, naming
+the option or argument it is."""
 
 from __future__ import annotations
 
@@ -90,22 +91,81 @@ def quiet_on_a_closed_pipe() -> Iterator[None]:
         exit_pipe_closed()
 
 
-def check_utf8(args: list[str]) -> None:
+NOT_UTF8 = "not UTF-8; names, options and patterns must be UTF-8"
+
+
+def not_utf8(value: str, where: str | None = None) -> str:
+    """The line saying `value` (of the argument or option `where`) is not
+    UTF-8: its bytes as Python hands them over, lone surrogates, shown as
+    \\xNN escapes."""
+    from tokenmill.io.inputs import printable
+
+    return f"{where + ' ' if where else ''}{printable(value)}: {NOT_UTF8}"
+
+
+def is_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_utf8(command: click.Command, ctx: click.Context, args: list[str]) -> None:
     """Python hands a non-UTF-8 argument over with its bytes as lone
     surrogates, which no file name, option or pattern tokenmill writes may
-    hold: refused before any work (`tokenize` says so of its TEXT itself)."""
-    if args[:1] == ["tokenize"]:
-        return
-    for arg in args:
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            from tokenmill.io.inputs import printable
+    hold: refused before any work as a usage error, naming the option or
+    argument it is the value of (walked as click parses them: an option's
+    value follows it or its =). The command's `as_given` arguments are its
+    own to check (tokenize's TEXT)."""
+    takes_value = {}
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                takes_value[name] = not (param.is_flag or param.count)
+    arguments = [p for p in command.params if isinstance(p, click.Argument)]
+    position = 0
+    options_end = False
+    values = iter(args)
+    for arg in values:
+        where: str | None = None
+        value = arg
+        if not options_end and arg == "--":
+            options_end = True
+            continue
+        if not options_end and arg.startswith("-") and arg != "-":
+            option, equals, given = arg.partition("=")
+            if equals and takes_value.get(option):
+                where, value = option, given
+            elif takes_value.get(arg):
+                where, value = arg, next(values, "")
+        elif position < len(arguments):
+            param = arguments[position]
+            position += param.nargs != -1
+            if param.name in getattr(command, "as_given", ()):
+                continue
+            where = param.human_readable_name
+        if not is_utf8(value):
+            raise click.UsageError(not_utf8(value, where), ctx)
 
-            raise click.ClickException(
-                f"{printable(arg)}: argument is not UTF-8; names, options and patterns "
-                "must be UTF-8"
-            ) from None
+
+class Command(click.Command):
+    """A tokenmill command: an argument that is not UTF-8 is refused before
+    click converts it (a path that is not there would be said so instead)."""
+
+    # Arguments taken as given, which the command checks itself.
+    as_given: tuple[str, ...] = ()
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        check_utf8(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class TextCommand(Command):
+    """tokenize: its TEXT is encoded as given, and said not to be UTF-8 as
+    text is (standard input's too), not as an option."""
+
+    as_given = ("text",)
 
 
 class Commands(click.Group):
@@ -126,8 +186,15 @@ class Commands(click.Group):
         with usage_on_one_line(), quiet_on_a_closed_pipe():
             return super().invoke(ctx)
 
+    command_class = Command
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        check_utf8(args)
+        # Up to the command's name: what follows it is the command's to check.
+        for arg in args:
+            if arg in self.commands:
+                break
+            if not is_utf8(arg):
+                raise UsageLine(not_utf8(arg), ctx)
         with usage_on_one_line(), quiet_on_a_closed_pipe():
             try:
                 return super().parse_args(ctx, args)

@@ -151,3 +151,38 @@ def test_a_path_that_does_not_exist_is_status_1_whichever_names_it(cli, made, tm
     assert result.exit_code == 1
     assert_one_line_error(result, said.format(**places))
     assert not (tmp_path / "out").exists()
+
+
+BAD = "x\udcff"  # the byte 0xff of an argument, as Python hands it over
+NOT_UTF8 = [
+    (["run", "{d}", "{o}", "--text-column", BAD], "--text-column x\\xff"),
+    (["count", "{d}", "{o}", f"--glob={BAD}"], "--glob x\\xff"),
+    (["run", "{d}", "{o}", "--format", BAD], "--format x\\xff"),
+    (["run", "{d}", "{o}", "--special-token", BAD], "--special-token x\\xff"),
+    (["count", "{d}", "{o}", "--pattern", BAD], "--pattern x\\xff"),
+    (["tokenize", "--tokenizer", "{t}", "--pattern", BAD, "hi"], "--pattern x\\xff"),
+    (["tokenize", "--tokenizer", "{t}", "--special-token", BAD, "hi"], "--special-token x\\xff"),
+    (["encode", "{d}", BAD, "--tokenizer", "{t}"], "TOKENS_DIR x\\xff"),
+    (["run", "{d}", "{o}", "--", BAD], "x\\xff"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"), NOT_UTF8, ids=[" ".join(a[:1] + a[-2:-1]) for a, _ in NOT_UTF8]
+)
+def test_a_value_that_is_not_utf8_is_a_usage_error_naming_its_option(
+    cli, made, tmp_path, args, named
+):
+    """It was status 1, naming the bytes alone ("\\xff: argument is not UTF-8"),
+    and tokenize said it otherwise ("not UTF-8, where UTF-8 is needed")."""
+    places = {"d": made / "data", "o": tmp_path / "out", "t": made / "out" / "tokenizer.json"}
+    result = cli(*[a.format(**places) for a in args], ok=False)
+    line = f"{named}: not UTF-8; names, options and patterns must be UTF-8"
+    assert_usage_error(result, line, args[0], tmp_path / "out")
+    assert f"Error: {line} (see" in result.output
+
+
+def test_tokenizes_text_that_is_not_utf8_is_said_as_text(cli, made):
+    result = cli("tokenize", "--tokenizer", made / "out" / "tokenizer.json", BAD, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, "TEXT is not UTF-8 text: byte 0xff at offset 1")

@@ -207,8 +207,11 @@ def test_a_closed_stdin_or_a_pattern_that_is_not_utf8_is_one_line(trained):
          "--pattern", b"(\xe9", "x"],
         capture_output=True,
     )  # fmt: skip
-    assert pattern.returncode == 1 and pattern.stdout == b""
-    assert pattern.stderr.decode().strip() == "Error: (\\xe9: not UTF-8, where UTF-8 is needed"
+    assert pattern.returncode == 2 and pattern.stdout == b""
+    assert pattern.stderr.decode().strip() == (
+        "Error: --pattern (\\xe9: not UTF-8; names, options and patterns must be UTF-8 "
+        "(see 'python -m tokenmill tokenize --help')"
+    )
 
 
 def test_a_closed_stdout_is_an_error_not_a_silent_success(trained):

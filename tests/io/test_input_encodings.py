@@ -54,16 +54,17 @@ def test_an_input_named_in_latin1_is_refused_in_one_printable_line(tmp_path, on_
 
 def test_data_whose_path_is_not_utf8_is_refused_in_one_printable_line(tmp_path):
     # The manifest records DATA's path, so it is refused as every argument
-    # that is not UTF-8 is, before any work. os.fsdecode: a name as Python holds it.
+    # that is not UTF-8 is, before any work: a value refused, a usage error
+    # (README, Exit status). os.fsdecode: a name as Python holds it.
     folder = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"d\xe9"))
     os.mkdir(folder)
     Path(folder, "good.txt").write_text("a document\n")
     for i, data in enumerate((folder, Path(folder, "good.txt"))):
         result = tokenmill_here("run", data, tmp_path / f"out{i}", *RUN, check=False)
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 2, result.stderr
         assert last_line(result) == (
-            f"Error: {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: argument is "
-            "not UTF-8; names, options and patterns must be UTF-8"
+            f"Error: DATA {tmp_path}/d\\xe9{'' if data == folder else '/good.txt'}: "
+            "not UTF-8; names, options and patterns must be UTF-8 (see 'main run --help')"
         )
         assert not (tmp_path / f"out{i}").exists()
 
@@ -176,19 +177,20 @@ def test_an_option_that_is_not_utf8_is_refused_before_any_work(tmp_path):
     result = tokenmill_here(
         "run", data, tmp_path / "out", *RUN, "--special-token", token, check=False
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result) == (
-        "Error: <|\\xe9|>: argument is not UTF-8; names, options and patterns must be UTF-8"
+        "Error: --special-token <|\\xe9|>: not UTF-8; names, options and patterns must be "
+        "UTF-8 (see 'main run --help')"
     )
     assert not (tmp_path / "out").exists()
 
 
 def test_a_tokenizer_name_that_is_not_utf8_is_shown_by_its_bytes():
-    """tokenize takes its TEXT as given, so its options are not refused for
-    bytes that are not UTF-8 up front: the file's error showed them as
+    """tokenize takes its TEXT as given, but its options are refused as every
+    command's are, up front, by their bytes: the file's error showed them as
     Python's surrogates (t\\udcff.json)."""
     from runs import tokenmill_here
 
     result = tokenmill_here("tokenize", "--tokenizer", "t\udcff.json", "hello", check=False)
-    assert result.returncode == 1
-    assert result.stderr.startswith("Error: t\\xff.json: "), result.stderr
+    assert result.returncode == 2
+    assert result.stderr.startswith("Error: --tokenizer t\\xff.json: not UTF-8; "), result.stderr
