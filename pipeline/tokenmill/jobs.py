@@ -173,6 +173,19 @@ def job_error(job: Job, error: TokenmillError) -> TokenmillError:
     return in_job(error, job.job_file, sorted(job.from_job))
 
 
+def check_job_pattern(job_file: Path | None, pattern: str) -> None:
+    """A job's `pattern` for reading its .tiktoken `tokenizer`, refused as
+    the job's key (`--pattern` on the command line is a usage error)."""
+    from tokenmill.formats.tiktoken import check_pattern
+
+    try:
+        check_pattern(pattern)
+    except TokenmillError as e:
+        message = str(e).removeprefix("pattern=")
+        said = f"{job_file}: pattern{'' if message != str(e) else ':'} {message}"
+        raise TokenmillError(said) from None
+
+
 def refuse_unread(
     keys: tuple[str, ...], given: set[str], settings: dict, where: str, why: str, job_why: str
 ) -> None:
@@ -259,6 +272,8 @@ def resolve_job(
         # Not a training option here: how to read the tokenizer (as for `encode`).
         load_pattern = values.pop("pattern")
         used.discard("pattern")
+        if "pattern" not in given:  # the job's, named as its key, not as a usage error
+            check_job_pattern(job_file, load_pattern)
     try:
         config = Config(**values)
         config.check_given(used)

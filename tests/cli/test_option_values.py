@@ -186,3 +186,69 @@ def test_tokenizes_text_that_is_not_utf8_is_said_as_text(cli, made):
     result = cli("tokenize", "--tokenizer", made / "out" / "tokenizer.json", BAD, ok=False)
     assert result.exit_code == 1
     assert_one_line_error(result, "TEXT is not UTF-8 text: byte 0xff at offset 1")
+
+
+def test_an_empty_pattern_for_a_tiktoken_file_is_said_empty(cli):
+    from realtext import GPT2_FILE
+
+    result = cli("tokenize", "--tokenizer", GPT2_FILE, "--pattern", "", "hi", ok=False)
+    assert_usage_error(result, "--pattern '' is empty: give a preset (gpt2, cl100k", "tokenize")
+    assert "want a str" not in result.output
+
+
+@pytest.mark.parametrize("command", ["count", "run"])
+def test_a_pattern_training_does_not_take_is_shown_as_given(cli, made, tmp_path, command):
+    """repr showed '\\\\w+', a pattern other than the one given."""
+    out = tmp_path / "out"
+    result = cli(command, made / "data", out, "--pattern", r"\w+", ok=False)
+    assert_usage_error(result, r"--pattern must be one of gpt2, cl100k, o200k, not '\w+'", command)
+
+
+TIKTOKEN_READS = [
+    ["tokenize", "--tokenizer", "{g}", "x"],
+    ["encode", "{d}", "{o}", "--tokenizer", "{g}"],
+    ["run", "{d}", "{o}", "--tokenizer", "{g}"],
+    ["export", "{g}", "{o}", "--format", "hf"],
+]
+
+
+@pytest.mark.parametrize("args", TIKTOKEN_READS, ids=[a[0] for a in TIKTOKEN_READS])
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        (r"(\d", r"invalid pre-tokenization pattern '(\d': Parsing error"),
+        (r"\w+", r"pre-tokenization pattern '\w+' leaves text such as"),
+        ("gpt4", "--pattern 'gpt4' is not a preset"),
+    ],
+)
+def test_a_pattern_a_tiktoken_file_cannot_be_read_with_is_a_usage_error(
+    cli, made, tmp_path, args, pattern, said
+):
+    """Status 1, as a bad file, where other refused --pattern values are 2."""
+    from realtext import GPT2_FILE
+
+    places = {"d": made / "data", "o": tmp_path / "out", "g": GPT2_FILE}
+    result = cli(*[a.format(**places) for a in args], "--pattern", pattern, ok=False)
+    assert_usage_error(result, said, args[0], tmp_path / "out")
+    assert f"Error: {GPT2_FILE}: " in result.output
+
+
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        (r"(\\d", r"pattern: invalid pre-tokenization pattern '(\d': Parsing error"),
+        ("", "pattern '' is empty: give a preset"),
+    ],
+)
+def test_a_jobs_pattern_for_its_tiktoken_file_names_its_key(cli, made, tmp_path, pattern, said):
+    from realtext import GPT2_FILE
+
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'inputs = "{made / "data"}"\noutput = "out"\ntokenizer = "{GPT2_FILE}"\n'
+        f'pattern = "{pattern}"\n'
+    )
+    result = cli("run", "--job", job, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(result, f"{job}: {said}")
+    assert not (tmp_path / "out").exists()

@@ -19,8 +19,9 @@ ENDING = r"end the pattern with |[\s\S] to make"
 
 
 def refusal(cli, pattern: str) -> str:
+    """A --pattern given is a value refused: a usage error (README, Exit status)."""
     result = cli("tokenize", "--tokenizer", GPT2_FILE, "--pattern", pattern, "x", ok=False)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     [line] = result.output.splitlines()
     assert line.startswith(f"Error: {GPT2_FILE}: ")
     return line

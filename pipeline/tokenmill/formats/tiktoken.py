@@ -41,14 +41,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
 from tokenmill import _native
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import OptionError, TokenmillError
 from tokenmill.formats import prefetch, regex
 from tokenmill.io.files import parse_json, read_bytes
 from tokenmill.io.storage import AnyPath, location
 from tokenmill.io.writers import atomic_path
 from tokenmill.tokenizer import Tokenizer, id_limit
 from tokenmill.tokenizer.ids import check_special_ids, show
-from tokenmill.tokenizer.options import refuse_bare_name
+from tokenmill.tokenizer.options import check_utf8, refuse_bare_name
+from tokenmill.tokenizer.pattern_errors import refuse_pattern
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -266,6 +267,18 @@ def ranks_tokenizer(
     return tok._checked(source)
 
 
+def check_pattern(pattern: str) -> None:
+    """A pattern to read a .tiktoken file with: a preset, or a regex that
+    splits byte-mode text (refused in one line: empty, a bare word that is
+    no preset, no regex, one that leaves text unmatched)."""
+    if not pattern:
+        raise TokenmillError("pattern='' is empty: give a preset (gpt2, cl100k, o200k) or a regex")
+    check_utf8(pattern, "pattern")  # before the core, which would raise UnicodeEncodeError
+    refuse_bare_name(pattern)
+    if regex.preset_name(pattern) is None:
+        refuse_pattern(pattern)
+
+
 def load(
     path: AnyPath,
     pattern: str | None = None,
@@ -284,7 +297,7 @@ def load(
             f"{path}: special_tokens= wants a dict of each token's id, "
             f"not a {type(special_tokens).__name__}"
         )
-    if pattern is not None and (not isinstance(pattern, str) or not pattern):
+    if pattern is not None and not isinstance(pattern, str):
         # Else read as no pattern at all: "pattern 5: byte mode needs a pattern".
         raise TokenmillError(
             f"{path}: pattern={show(pattern)}: want a str, a preset (gpt2, cl100k, o200k) "
@@ -292,9 +305,11 @@ def load(
         )
     if pattern is not None:
         try:
-            refuse_bare_name(pattern)
+            check_pattern(pattern)
         except TokenmillError as e:
-            raise TokenmillError(f"{path}: {e}") from None
+            # The caller's mistake, not the file's (the JSON beside it is not
+            # checked here): the CLI's usage error, before the table is read.
+            raise OptionError(f"{path}: {e}") from None
     if special_tokens is not None:
         # A NumPy integer is an id as an int is (as counts are to train_from_word_counts).
         special_tokens = {

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import TokenmillError, escaped
 from tokenmill.tokenizer.ids import (
     ENDOFTEXT,
     MAX_VOCAB_SIZE,
@@ -63,7 +63,8 @@ def check_options(mode: str, pattern: str | None, *, cli: bool = False) -> None:
     if mode != "byte":
         return
     if cli and pattern not in PATTERNS:
-        raise TokenmillError(f"--pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+        shown = f"'{escaped(pattern)}'" if isinstance(pattern, str) else show(pattern)
+        raise TokenmillError(f"--pattern must be one of {', '.join(PATTERNS)}, not {shown}")
     if pattern is not None and (not isinstance(pattern, str) or not pattern):
         raise TokenmillError(
             f"pattern={show(pattern)}: want a preset ({', '.join(PATTERNS)}), a regex, "

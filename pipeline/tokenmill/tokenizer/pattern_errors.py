@@ -12,7 +12,7 @@ invalid pre-tokenization pattern '(\d': Parsing error
 from __future__ import annotations
 
 from tokenmill import _native
-from tokenmill.errors import escaped
+from tokenmill.errors import TokenmillError, escaped
 
 _HEAD = 'pre-tokenization pattern "'
 ADVICE = r"end the pattern with |[\s\S] to make each such character a piece of its own"
@@ -65,6 +65,17 @@ def _or_any_character_covers(pattern: str) -> bool:
     except _native.NativeError:
         return False
     return not pattern.endswith(r"|[\s\S]")  # else it missed text despite the branch
+
+
+def refuse_pattern(pattern: str) -> None:
+    """Refuse a custom pattern the core cannot split byte-mode text with (no
+    regex, or one that leaves text unmatched), in `pattern_message`'s words,
+    before a tokenizer is built with it: a caller's bad argument is told
+    apart from a bad file."""
+    try:
+        _native.Counter.byte(pattern)  # compiles it, and tries it on a probe text
+    except _native.NativeError as e:
+        raise TokenmillError(pattern_message(str(e), pattern)) from None
 
 
 def pattern_message(message: str, written: str | None = None) -> str:
