@@ -135,6 +135,8 @@ def load_job(
             expected = type(getattr(defaults, key))
             expected = str if key in ("ray_address", "extend") else expected
             expected = int if key in ("shuffle", "superword_at") else expected
+            if expected is float and type(value) is int:  # val_fraction = 0, as TOML writes it
+                raw[key] = value = float(value)
             if type(value) is not expected:
                 raise TokenmillError(
                     f"{path}: {key} must be {expected.__name__}, not {type(value).__name__}"

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error, assert_usage_error
+from conftest import assert_one_line_error, assert_usage_error, make_documents, write_shard
 from runs import copy_sample, manifest, output_files, tokenmill_here
 
 from tokenmill.config import Config
@@ -293,3 +293,23 @@ def test_options_that_do_not_go_with_a_jobs_base_name_the_job(tmp_path, cli):
         assert "does not go with --extend" in result.output and result.exit_code == 1
     result = cli("run", "--job", job, "--mode", "char", "--extend", base, ok=False)
     assert_usage_error(result, "--mode char does not go with --extend", "run")
+
+
+def test_a_float_key_takes_a_whole_number_as_toml_writes_it(tmp_path, cli):
+    """`val_fraction = 0` (no split) was refused: "val_fraction must be float, not int"."""
+    write_shard(tmp_path / "d" / "a.jsonl", make_documents(30, seed=2))
+    job = write_job(
+        tmp_path / "j.toml", 'inputs = "d"\noutput = "o"\nvocab_size = 300\nval_fraction = 0\n'
+    )
+    cli("run", "--job", job)
+    assert manifest(tmp_path / "o")["config"]["val_fraction"] == 0.0
+    job = write_job(tmp_path / "k.toml", 'inputs = "d"\noutput = "o"\nval_fraction = 1\n')
+    result = cli("run", "--job", job, ok=False)
+    assert result.exit_code == 1
+    assert_one_line_error(
+        result, f"{job}: val_fraction 1.0 is out of range: 0 (no split) to below 1"
+    )
+    job = write_job(tmp_path / "b.toml", 'inputs = "d"\noutput = "o"\nval_fraction = true\n')
+    assert_one_line_error(
+        cli("run", "--job", job, ok=False), "val_fraction must be float, not bool"
+    )
