@@ -65,20 +65,6 @@ def usage_on_one_line() -> Iterator[None]:
         raise UsageLine(message, e.ctx) from None
 
 
-class Command(click.Command):
-    """A command whose usage errors name it: click's parser raises some
-    (an option's missing value, a value given to a flag) without the
-    command, which the line's pointer to its help needs."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            if e.ctx is None:
-                e.ctx = ctx
-            raise
-
-
 @contextlib.contextmanager
 def quiet_on_a_closed_pipe() -> Iterator[None]:
     """Click's own output (help, --version) to a reader that closed the pipe
@@ -151,14 +137,22 @@ def check_utf8(command: click.Command, ctx: click.Context, args: list[str]) -> N
 
 class Command(click.Command):
     """A tokenmill command: an argument that is not UTF-8 is refused before
-    click converts it (a path that is not there would be said so instead)."""
+    click converts it (a path that is not there would be said so instead),
+    and its usage errors name it: click's parser raises some (an option's
+    missing value, a value given to a flag) without the command, which the
+    line's pointer to its help needs."""
 
     # Arguments taken as given, which the command checks itself.
     as_given: tuple[str, ...] = ()
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         check_utf8(self, ctx, args)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if e.ctx is None:
+                e.ctx = ctx
+            raise
 
 
 class TextCommand(Command):
@@ -185,8 +179,6 @@ class Commands(click.Group):
         for_the_command_line()
         with usage_on_one_line(), quiet_on_a_closed_pipe():
             return super().invoke(ctx)
-
-    command_class = Command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Up to the command's name: what follows it is the command's to check.
