@@ -19,6 +19,7 @@ from tokenmill.cli_group import Commands, Failure, TextCommand, UsageLine, not_u
 from tokenmill.cli_options import (
     BIN_BOS_HELP,
     BIN_VAL_FRACTION_HELP,
+    DATA_HELP,
     EXISTING,
     FILE_FORCE_HELP,
     LAYOUT_FORCE_HELP,
@@ -28,7 +29,9 @@ from tokenmill.cli_options import (
     PACK_SHUFFLE_HELP,
     PACK_VAL_FRACTION_HELP,
     RUN_FORCE_HELP,
+    SWEEP_DATA_HELP,
     bos_option,
+    data_option,
     eos_option,
     extend_option,
     force_option,
@@ -565,12 +568,7 @@ def verify(out):
 
 @main.command()
 @click.argument("out", type=EXISTING)
-@click.option(
-    "--data",
-    type=EXISTING,
-    default=None,
-    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
-)
+@data_option(DATA_HELP)
 @number_option(
     "--decode",
     100,
@@ -969,13 +967,7 @@ def parse_sizes(ctx, param, value: str | None) -> list[int] | None:
     help="Encode this many documents (the same ones every time: fixed by a hash of shard "
     "and row), not all.",
 )
-@click.option(
-    "--data",
-    type=EXISTING,
-    default=None,
-    help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json. "
-    "Not with --held-out, which reads none of them.",
-)
+@data_option(SWEEP_DATA_HELP)
 @click.option(
     "--source-column",
     default="source",

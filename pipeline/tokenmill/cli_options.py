@@ -457,12 +457,16 @@ def output_folder_options(f):
         "The tokenizer of OUT/tokens (default: OUT/tokenizer.json; checked by sha256). A "
         ".tiktoken file needs no pattern: the one the shards were encoded with is found."
     )(f)
-    return click.option(
-        "--data",
-        type=EXISTING,
-        default=None,
-        help="The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json.",
-    )(f)
+    return data_option(DATA_HELP)(f)
+
+
+DATA_HELP = "The inputs OUT was made from. Default: the folder recorded in OUT/manifest.json."
+SWEEP_DATA_HELP = f"{DATA_HELP} Not with --held-out, which reads none of them."
+
+
+def data_option(help_text: str):
+    """--data: the inputs of a run, for the commands that read OUT."""
+    return click.option("--data", type=EXISTING, default=None, help=help_text)
 
 
 def json_option(f):

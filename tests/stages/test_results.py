@@ -114,6 +114,8 @@ OWN_HELP = {
         cli_options.LAYOUT_FORCE_HELP,
     ),
     "bos": (cli_options.BOS_HELP, cli_options.PACK_BOS_HELP, cli_options.BIN_BOS_HELP),
+    # sweep --held-out reads none of the run's inputs.
+    "data": (cli_options.DATA_HELP, cli_options.SWEEP_DATA_HELP),
     "val_fraction": (
         cli_options.VAL_FRACTION_HELP,
         cli_options.PACK_VAL_FRACTION_HELP,
