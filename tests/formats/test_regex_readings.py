@@ -6,6 +6,7 @@ a tokenmill pattern exported, either so that both engines split text alike
 from __future__ import annotations
 
 import json
+import sys
 from functools import cache
 
 import pytest
@@ -367,3 +368,92 @@ def test_the_characters_folding_to_several_are_those_oniguruma_folds_so():
     alternatives = "|".join(rf"\x{{{ord(c):X}}}" for c in folds)
     whole = onig_pieces(f"(?i:{alternatives})", text)
     assert [p for p in whole if p != " "] == [c.casefold() for c in folds]
+
+
+# Inside a look-behind fancy-regex misreads an atomic group or a possessive
+# quantifier: (?<!a*+)b matches the b of "xb" there, nowhere in Oniguruma.
+LOOKBEHIND_POSSESSIVES = [
+    (r"(?<!a*+)b", "xb", "the quantifier '*+'"),
+    (r"(?<!(?>a*))b", "xb", "an atomic group (?>...)"),
+    (r"(?<=p++)(?<=p++)", "p", "the quantifier '++'"),
+    (r"(?<=p?+)q", "pq", "the quantifier '?+'"),
+    (r"(?<=a{1,2}+)b", "ab", "the quantifier '{1,2}+'"),
+]
+
+
+@pytest.mark.parametrize("pattern, text, needle", LOOKBEHIND_POSSESSIVES)
+def test_an_atomic_group_or_possessive_quantifier_in_a_look_behind_is_refused(
+    tmp_path, pattern, text, needle
+):
+    if pattern.startswith("(?<!"):
+        assert onig_pieces(pattern, text) != fancy_pieces(pattern, text)
+    refused_import(tmp_path, pattern, needle, "inside a look-behind")
+    refused_export(pattern, needle, "inside a look-behind")
+
+
+# fancy-regex takes these; Oniguruma refuses them, so that an export would
+# write a file tokenizers cannot load.
+ONIG_REFUSES = [
+    (r"a\z?|[\s\S]", "a quantifier '?' on an anchor"),
+    (r"a\A{2}|[\s\S]", "a quantifier '{2}' on an anchor"),
+    (r"(?:^)*a|[\s\S]", "a quantifier '*' on an anchor"),
+    (r"(?:a|\z)?b|[\s\S]", "a quantifier '?' on an anchor"),
+    (r"(?:|\z)?b|[\s\S]", "a quantifier '?' on an anchor"),
+    (r"(?:(?=a)|b)?a|[\s\S]", "a quantifier '?' on an anchor or a look-around"),
+    (r"(?<=a\z+)|[\s\S]", r"\z inside a look-behind"),
+    (r"(?<!(a))b+|[\s\S]", "a capture group inside a negative look-behind"),
+    (r"(?<!(?P<n>a))b+|[\s\S]", "a capture group inside a negative look-behind"),
+    (r"[a-z]+(?<!x|$)|[\s\S]", "the end of the text $ inside a look-behind"),
+    (r"(?<=a(?=b))b|[\s\S]", "a look-ahead (?=...) inside a look-behind"),
+    (r"(?<=(?<!a))b|[\s\S]", "a negative look-behind inside a look-behind (?<=...)"),
+]
+
+
+@pytest.mark.parametrize("pattern, needle", ONIG_REFUSES)
+def test_export_refuses_what_oniguruma_refuses(pattern, needle):
+    _native.pretokenize("ab", pattern)  # which tokenmill takes
+    refused_export(pattern, needle, "which Oniguruma (Hugging Face tokenizers) refuses")
+
+
+# ... and these Oniguruma takes (a group that is no (?:...) may be repeated).
+ONIG_TAKES = [
+    r"(a|\z)?b|[\s\S]",
+    r"(?i:\z)?b|[\s\S]",
+    r"(?:a\z)?b|[\s\S]",
+    r"(?:(?i)\z)?a|[\s\S]",
+    r"(?<=^)a|[\s\S]",
+    r"(?<=(?P<n>a))b|[\s\S]",
+    r"(?<!(?:a|b))b|[\s\S]",
+    r"(?P<word>[a-z]+)|[\s\S]",
+]
+
+
+@pytest.mark.parametrize("pattern", ONIG_TAKES)
+def test_export_writes_what_oniguruma_takes_and_splits_alike(pattern):
+    text = "ab ba aab\nxab b"
+    assert onig_pieces(regex.fancy_to_onig(pattern), text) == fancy_pieces(pattern, text)
+
+
+def test_a_named_group_is_exported_as_oniguruma_names_it(tmp_path):
+    pattern, text = r"(?P<word>[a-z]+)|[\s\S]", "ab ba aab"
+    assert regex.fancy_to_onig(pattern) == r"(?<word>[a-z]+)|[\s\S]"
+    tok = Tokenizer.train([text] * 10, pattern=pattern, vocab_size=270)
+    export(tok, tmp_path / "tokenizer.json", "hf")
+    theirs = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert theirs.encode(text).ids == tok.encode(text)
+
+
+def test_export_refuses_a_translation_oniguruma_does_not_compile(tmp_path):
+    # Oniguruma repeats at most 100000 times; fancy-regex takes more.
+    pattern = r"a{100001}|[\s\S]"
+    refused_export(pattern, f"'{pattern}' is one that Oniguruma", "too big number for repeat")
+    tok = Tokenizer.train(["ab"] * 10, pattern=pattern, vocab_size=258)
+    with pytest.raises(TokenmillError, match="too big number for repeat"):
+        export(tok, tmp_path / "tokenizer.json", "hf")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_tokenizers_export_translates_with_its_own_refusals(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers fails
+    assert regex.fancy_to_onig(r"a{100001}|[\s\S]") == r"a{100001}|[\s\S]"
+    refused_export(r"a\z?|[\s\S]", "a quantifier '?' on an anchor")

@@ -33,8 +33,15 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pipeline" / "tokenmill"
 VERSION = tomllib.loads((ROOT / "native" / "Cargo.toml").read_text())["package"]["version"]
 # The optional imports of the package, each with the extra that brings it (the one its
-# error message names; fsspec comes with universal-pathlib).
-OPTIONAL = {"ray": "ray", "upath": "cloud", "fsspec": "cloud", "tiktoken": "interop"}
+# error message names; fsspec comes with universal-pathlib; tokenizers, where installed,
+# checks that Oniguruma compiles an exported pattern).
+OPTIONAL = {
+    "ray": "ray",
+    "upath": "cloud",
+    "fsspec": "cloud",
+    "tiktoken": "interop",
+    "tokenizers": "interop",
+}
 # The trainers' readers `tokenmill check` uses where the user has them installed
 # (layouts' framework_read), else tokenmill's own: no extra brings them (torch).
 TRAINERS = {"megatron", "datatrove", "olmo_core"}

@@ -17,6 +17,7 @@ way in either engine:
 | `(?i)\\p{Lu}`   | case-folded: `[\\p{Lu}]`      | not case-folded: `(?-i:\\p{Lu})`      |
 | `\\pL`          | `\\p{L}`                      | the letters `pL`                     |
 | `\\x7`          | (not accepted)               | `\\x{7}`                              |
+| `(?P<n>X)`     | a named group                | (not accepted): `(?<n>X)`            |
 
 A Unicode property is written as `PROPERTIES` spells it (the engines'
 loose matching of names differs in corners), and only one of those.
@@ -24,7 +25,12 @@ loose matching of names differs in corners), and only one of those.
 Constructs whose meaning differs and that have no simple rewrite (\\w, \\b,
 \\h, \\K, back-references, inline flags other than i, \\p{Word}, \\p{Graph},
 \\p{Print}, case-insensitive characters Oniguruma folds to several: see
-`_Translation.fold`) raise TokenmillError rather than being approximated.
+`_Translation.fold`; an atomic group or a possessive quantifier inside a look-behind,
+which fancy-regex misreads) raise TokenmillError rather than being
+approximated. So, on export, do constructs fancy-regex takes and Oniguruma
+refuses (a repeated anchor or look-around, `$` or a look-ahead inside a
+look-behind, a capture group inside a negative one), and, where tokenizers
+is installed to ask, any translation its Oniguruma does not compile.
 """
 
 from __future__ import annotations
@@ -154,8 +160,31 @@ NOT_PRESETS = {
 
 
 def fancy_to_onig(pattern: str) -> str:
-    """A fancy-regex pattern (tokenmill's, tiktoken's) as Oniguruma reads it."""
-    return _Translation(pattern, FANCY).run()
+    """A fancy-regex pattern (tokenmill's, tiktoken's) as Oniguruma reads it;
+    TokenmillError where Oniguruma cannot read it alike, or (where
+    tokenizers is installed to ask) cannot compile the translation."""
+    onig = _Translation(pattern, FANCY).run()
+    _compiles_in_oniguruma(pattern, onig)
+    return onig
+
+
+def _compiles_in_oniguruma(pattern: str, onig: str) -> None:
+    """Refuse a translation that tokenizers' Oniguruma does not compile: an
+    export would write a file that tokenizers cannot load. tokenizers is an
+    optional dependency; without it the translation's own refusals stand."""
+    try:
+        import tokenizers
+    except ImportError:
+        return
+    try:
+        tokenizers.Regex(onig)
+    except Exception as e:  # tokenizers raises Exception itself
+        reason = " ".join(str(e).split())
+        written = "" if onig == pattern else f", written {quoted(onig)} for Oniguruma,"
+        raise TokenmillError(
+            f"pre-tokenization pattern {quoted(pattern)}{written} is one that Oniguruma "
+            f"(Hugging Face tokenizers) refuses ({reason})"
+        ) from None
 
 
 def onig_to_fancy(pattern: str) -> str:
@@ -208,6 +237,13 @@ def _unsupported(what: str, pattern: str) -> TokenmillError:
     )
 
 
+def _not_oniguruma(what: str, pattern: str) -> TokenmillError:
+    return TokenmillError(
+        f"pre-tokenization pattern uses {what}, which Oniguruma (Hugging Face tokenizers) "
+        f"refuses: {quoted(pattern)}"
+    )
+
+
 @dataclass
 class _Group:
     start: int  # index in `out` of its opener (-1: the whole pattern)
@@ -215,6 +251,13 @@ class _Group:
     bare: int = 0  # groups opened for its bare flags, closed with it
     flag: str = ""  # fancy-regex: the last bare flag, in force after a `|` too
     restores: bool = True  # fancy-regex: whether its flags end with it (only (?:...) do)
+    opener: str = ""  # as written: "(?:", "(?<=", "(" ...
+    behind: str = ""  # the look-behinds it is in, its own too: "=" or "!" each
+    # Oniguruma refuses to repeat an assertion (an anchor, a look-around), or
+    # a (?:...) group one of whose alternatives is one assertion alone:
+    atoms: int = 0  # the atoms of its current alternative so far
+    assertion: bool = False  # whether the last of them is an assertion
+    asserts: bool = False  # whether one of its alternatives is one assertion alone
 
 
 class _Translation:
@@ -249,17 +292,12 @@ class _Translation:
                 self.alternative(i)
                 i += 1
             elif c in "^$":
-                if self.source == FANCY:
-                    self.emit(r"\A" if c == "^" else r"\z", i)
-                else:
-                    self.emit(f"(?m:{c})", i)
-                self.atom = None
-                self.folded = ""
+                self.anchor(c, i)
                 i += 1
             elif c in "*+?" or (c == "{" and _INTERVAL.match(p, i)):
                 i = self.quantifier(i)
             elif c == ".":
-                self.atom = len(self.out)
+                self.mark_atom(len(self.out))
                 self.emit(c, i)
                 self.folded = ""
                 i += 1
@@ -284,13 +322,31 @@ class _Translation:
     def emit(self, text: str, at: int) -> None:
         self.out.append((text, at))
 
+    def mark_atom(self, index: int, assertion: bool = False) -> None:
+        """The atom a quantifier would apply to starts at `index` in `out`."""
+        group = self.groups[-1]
+        group.atoms += 1
+        group.assertion = assertion
+        self.atom = index
+
     def literal(self, text: str, char: str, at: int) -> None:
         if self.case_insensitive:
             self.fold(char)
         else:
             self.folded = ""
-        self.atom = len(self.out)
+        self.mark_atom(len(self.out))
         self.emit(text, at)
+
+    def anchor(self, c: str, at: int) -> None:
+        if self.source == ONIG:
+            text = f"(?m:{c})"
+        elif c == "$" and self.groups[-1].behind:  # \z, which Oniguruma refuses there
+            raise _not_oniguruma("the end of the text $ inside a look-behind", self.pattern)
+        else:
+            text = r"\A" if c == "^" else r"\z"
+        self.mark_atom(len(self.out), assertion=True)
+        self.emit(text, at)
+        self.folded = ""
 
     def fold(self, char: str) -> None:
         """Refuse case-insensitive text that Oniguruma folds to or from
@@ -326,7 +382,9 @@ class _Translation:
                 text = f"(?-i:{text})"
             else:
                 text = f"[{'^' if text[1] == 'P' else ''}\\p{text[2:]}]"
-        self.atom = len(self.out)
+        if text == r"\z" and self.groups[-1].behind:
+            raise _not_oniguruma(r"\z inside a look-behind", self.pattern)
+        self.mark_atom(len(self.out), assertion=text in (r"\A", r"\z"))
         self.emit(text, i)
         self.folded = ""
         return end
@@ -407,7 +465,7 @@ class _Translation:
                 held = next((c for c in sources if lo <= c <= hi), None)
                 if held is not None:
                     raise self.folds(chr(held), chr(held).casefold())
-        self.atom = len(self.out)
+        self.mark_atom(len(self.out))
         self.emit(text, i)
         self.folded = ""
         return end
@@ -464,35 +522,63 @@ class _Translation:
         opener = next((o for o in _GROUP_OPENERS if p.startswith(o, i)), None)
         flag = _FLAG_GROUP.match(p, i)
         named = _NAMED_GROUP.match(p, i)
+        parent = self.groups[-1]
         if flag and flag.group(2) == ")":
             # A bare flag holds to the end of its group. Oniguruma reads
             # a(?i)b|c as a(?i:b|c), fancy-regex as a(?i:b)|(?i:c): written
             # as such groups, either reads it as the other does. (fancy-regex
             # ends it with a (?:...) group only: see `close_group`.)
-            group = self.groups[-1]
-            group.bare += 1
-            group.flag = flag.group(1)
-            self.emit(f"(?{group.flag}:", i)
-            self.case_insensitive = group.flag == "i"
+            parent.bare += 1
+            parent.flag = flag.group(1)
+            self.emit(f"(?{parent.flag}:", i)
+            self.case_insensitive = parent.flag == "i"
+            self.mark_atom(len(self.out) - 1)  # a group to Oniguruma, never an assertion
             self.atom = None
             return flag.end()
+        end = i
         if opener:
             text = opener
         elif flag:
             text = flag.group(0)
         elif named:
-            text = named.group(0)
+            # fancy-regex takes (?P<name>...), Oniguruma (Ruby syntax) only (?<name>...).
+            text, end = f"(?<{named.group(1)}>", named.end()
         elif p.startswith("(?", i):
             raise _unsupported(f"the group syntax {p[i : i + 4]}...", p)
         else:
             text = "("
+        end = max(end, i + len(text))
+        if parent.behind:
+            self.check_in_lookbehind(text, parent.behind)
+        behind = parent.behind + {"(?<=": "=", "(?<!": "!"}.get(text, "")
         restores = text == "(?:" or bool(flag)
-        self.groups.append(_Group(len(self.out), self.case_insensitive, restores=restores))
+        self.groups.append(
+            _Group(
+                len(self.out), self.case_insensitive, restores=restores, opener=text, behind=behind
+            )
+        )
         self.emit(text, i)
         if flag:
             self.case_insensitive = flag.group(1) == "i"
         self.atom = None
-        return i + len(text)
+        return end
+
+    def check_in_lookbehind(self, opener: str, behind: str) -> None:
+        """Refuse a group inside a look-behind that fancy-regex misreads, or
+        (on export: Oniguruma already refused it in a tokenizer.json) that
+        Oniguruma refuses there."""
+        p = self.pattern
+        if opener == "(?>":  # fancy-regex: (?<!(?>a*))b does not match "xb"
+            raise _unsupported("an atomic group (?>...) inside a look-behind", p)
+        if self.source == ONIG:
+            return
+        if opener in ("(?=", "(?!"):
+            raise _not_oniguruma(f"a look-ahead {opener}...) inside a look-behind", p)
+        if opener == "(?<!" and "=" in behind:
+            raise _not_oniguruma("a negative look-behind inside a look-behind (?<=...)", p)
+        capture = opener == "(" or (opener.startswith("(?<") and opener[3] not in "=!")
+        if capture and "!" in behind:
+            raise _not_oniguruma("a capture group inside a negative look-behind", p)
 
     def close_group(self, i: int) -> None:
         if len(self.groups) == 1:
@@ -510,7 +596,9 @@ class _Translation:
         self.close_bare(group, i)
         self.emit(")", i)
         self.case_insensitive = group.case_insensitive
-        self.atom = group.start
+        group.asserts |= group.atoms == 1 and group.assertion
+        look_around = group.opener in ("(?=", "(?!", "(?<=", "(?<!")
+        self.mark_atom(group.start, look_around or group.opener == "(?:" and group.asserts)
 
     def close_bare(self, group: _Group, at: int) -> None:
         if group.bare:
@@ -519,6 +607,10 @@ class _Translation:
 
     def alternative(self, i: int) -> None:
         group = self.groups[-1]
+        group.asserts |= group.atoms == 1 and group.assertion
+        # After a bare flag each alternative is in a group of the flag's (fancy-regex's
+        # reading), or in one group with the rest (Oniguruma's): none is an assertion alone.
+        group.atoms, group.assertion = min(group.bare, 1), False
         if self.source == FANCY and group.bare:
             self.close_bare(group, i)
             self.emit(f"|(?{group.flag}:", i)
@@ -535,14 +627,24 @@ class _Translation:
             raise TokenmillError(
                 f"quantifier {c!r} follows nothing in pre-tokenization pattern {quoted(p)}"
             )
-        if c == "{":
-            m = _INTERVAL.match(p, i)
-            assert m is not None  # the caller matched it
+        group = self.groups[-1]
+        m = _INTERVAL.match(p, i) if c == "{" else None
+        written = m.group(0) if m else c
+        after = p[i + len(written) : i + len(written) + 1]
+        if group.assertion:
+            raise _not_oniguruma(
+                f"a quantifier {written!r} on an anchor or a look-around (or on a (?:...) group "
+                "with one as an alternative)",
+                p,
+            )
+        if after == "+" and group.behind:  # fancy-regex: (?<=p++) matches after "pp"
+            raise _unsupported(f"the quantifier {written + after!r} inside a look-behind", p)
+        group.assertion = False
+        if m:
             lo, comma, hi = m.groups()
             if not lo and not hi:
                 raise _unsupported(f"the interval {m.group(0)}", p)
             quant = f"{{{lo or 0}{comma}{hi}}}"
-            after = p[m.end() : m.end() + 1]
             if after == "+" and self.source == FANCY:  # possessive interval
                 self.wrap("(?>", quant + ")", i)
             elif after == "+":  # the interval, repeated
@@ -617,6 +719,7 @@ def preset_name(pattern: str) -> str | None:
     for name in PATTERNS:
         source = _native.preset_regex(name)
         assert source is not None  # every preset has its regex
-        if pattern in (name, source, _Translation(fancy_to_onig(source), ONIG).run()):
+        onig = _Translation(source, FANCY).run()  # tokenizers loads every preset
+        if pattern in (name, source, _Translation(onig, ONIG).run()):
             return name
     return None
