@@ -346,7 +346,7 @@ def test_a_pattern_matching_empty_text_is_named_as_written(tmp_path):
 
 
 def test_a_pattern_fancy_regex_cannot_compile_is_named_as_written_with_its_positions(tmp_path):
-    # Oniguruma takes \x{} (a NUL); `$` is rewritten before it.
+    # Oniguruma takes \x{} (the letters x{}); `$` is rewritten before it.
     refused_import(
         tmp_path,
         r"a$\x{}",
@@ -368,6 +368,53 @@ def test_the_characters_folding_to_several_are_those_oniguruma_folds_so():
     alternatives = "|".join(rf"\x{{{ord(c):X}}}" for c in folds)
     whole = onig_pieces(f"(?i:{alternatives})", text)
     assert [p for p in whole if p != " "] == [c.casefold() for c in folds]
+
+
+# \x or \u without digits: a NUL to Oniguruma, but the letter where it ends
+# the pattern.
+@pytest.mark.parametrize("pattern", [r"a\x", r"\x", r"a\u", r"a\x|b", r"(a\x)", r"a\x+", r"[a\x]+"])
+def test_a_hex_escape_without_digits_reads_as_oniguruma_reads_it(tmp_path, pattern):
+    text = "zaxz za\0z axx a\0\0 ub au xb"
+    assert imported_pieces(tmp_path, pattern, text) == onig_pieces(pattern, text)
+
+
+def test_an_escape_without_digits_ending_the_pattern_is_the_letter():
+    assert onig_pieces(r"a\x", "zaxz") == ["z", "ax", "z"]
+    assert regex.onig_to_fancy(r"a\x") == "ax"
+    assert regex.onig_to_fancy(r"a\x|b") == r"a\x{0}|b"
+
+
+# \< and \>: the characters to Oniguruma, word boundaries to fancy-regex
+# (outside a class).
+@pytest.mark.parametrize("pattern", [r"a\<b", r"a\>b|\<", r"[\<\>]+", r"\>"])
+def test_an_escaped_angle_bracket_reads_as_oniguruma_reads_it(tmp_path, pattern):
+    text = "xa<b ab a<b a>b <> x"
+    assert onig_pieces(r"a\<b", text) != fancy_pieces(r"a\<b", text)
+    assert imported_pieces(tmp_path, pattern, text) == onig_pieces(pattern, text)
+
+
+def test_an_escaped_angle_bracket_is_refused_on_export_outside_a_class():
+    refused_export(r"\<[a-z]+|[\s\S]", r"the escape \<", "read differently")
+    refused_export(r"[a-z]+\>|[\s\S]", r"the escape \>")
+    pattern, text = r"[\<>]+|[\s\S]", "ab <cab> <"
+    assert onig_pieces(regex.fancy_to_onig(pattern), text) == fancy_pieces(pattern, text)
+
+
+# Oniguruma's ^ is the text's start, or follows a newline, but not at the
+# text's end: `\n^` matches no text's last newline.
+CARETS = [r"\n^", r"\D^", r"[\r\n]^", r"(?<=\n^)b", r"(?<!^)a|\n", r"(?<=^)\n", r"\n^|\S+"]
+
+
+@pytest.mark.parametrize("pattern", CARETS)
+def test_a_caret_reads_as_oniguruma_reads_it(tmp_path, pattern):
+    for text in ["ab\n", "a\r\n", "\n", "\nb", "b\n\n", "ab\n\na\nb\n"]:
+        assert imported_pieces(tmp_path, pattern, text) == onig_pieces(pattern, text), text
+
+
+def test_a_caret_is_not_a_multi_line_one_at_the_texts_end():
+    assert onig_pieces(r"\n^", "ab\n") == ["ab\n"]
+    assert fancy_pieces(r"\n(?m:^)", "ab\n") == ["ab", "\n"]
+    assert regex.onig_to_fancy(r"\n^") == r"\n(?:\A|(?m:^)(?!\z))"
 
 
 # Inside a look-behind fancy-regex misreads an atomic group or a possessive

@@ -11,12 +11,15 @@ way in either engine:
 | `X{n,m}+`      | possessive: `(?>X{n,m})`     | `(?:X{n,m})+` (repeat the interval)  |
 | `X{n}?`        | lazy, so `X{n}`              | optional: `(?:X{n})?`                |
 | `$`            | end of text: `\\z`            | end of a line: `(?m:$)`              |
-| `^`            | start of text: `\\A`          | start of a line: `(?m:^)`            |
+| `^`            | start of text: `\\A`          | start of a line, not the text's end: |
+|                |                              | `(?:\\A\\|(?m:^)(?!\\z))`              |
 | `{,m}`         | (not accepted)               | `{0,m}`                              |
 | `a(?i)b\\|c`    | `a(?i:b)\\|(?i:c)`             | `a(?i:b\\|c)`: to the group's end     |
 | `(?i)\\p{Lu}`   | case-folded: `[\\p{Lu}]`      | not case-folded: `(?-i:\\p{Lu})`      |
 | `\\pL`          | `\\p{L}`                      | the letters `pL`                     |
 | `\\x7`          | (not accepted)               | `\\x{7}`                              |
+| `a\\x`          | (not accepted)               | `ax`: the letter, ending the pattern |
+| `\\<`, `\\>`     | a word's start, end (refused)| the characters `<`, `>`              |
 | `(?P<n>X)`     | a named group                | (not accepted): `(?<n>X)`            |
 
 A Unicode property is written as `PROPERTIES` spells it (the engines'
@@ -47,7 +50,8 @@ FANCY = "fancy-regex"
 ONIG = "oniguruma"
 
 # Escapes that mean the same in both engines (the letter after the backslash).
-_SAME_ESCAPES = set("sSdDnrtfvpPxuAz\\.^$|?*+()[]{}-/'\" #&~,:;<>=!@%`_")
+# (Not \< and \>: word boundaries to fancy-regex, the characters to Oniguruma.)
+_SAME_ESCAPES = set("sSdDnrtfvpPxuAz\\.^$|?*+()[]{}-/'\" #&~,:;=!@%`_")
 _CONTROLS = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v"}
 _INTERVAL = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _HEX = re.compile(r"[0-9A-Fa-f]{0,2}")
@@ -339,7 +343,9 @@ class _Translation:
 
     def anchor(self, c: str, at: int) -> None:
         if self.source == ONIG:
-            text = f"(?m:{c})"
+            # Oniguruma's ^ is the text's start, or follows a newline but not
+            # at the text's end (`\n^` matches no text's last newline).
+            text = r"(?:\A|(?m:^)(?!\z))" if c == "^" else "(?m:$)"
         elif c == "$" and self.groups[-1].behind:  # \z, which Oniguruma refuses there
             raise _not_oniguruma("the end of the text $ inside a look-behind", self.pattern)
         else:
@@ -397,6 +403,13 @@ class _Translation:
         if i + 1 >= len(p):
             raise TokenmillError(f"pre-tokenization pattern ends with a backslash: {quoted(p)}")
         c = p[i + 1]
+        if c in "xu" and i + 2 == len(p) and self.source == ONIG:
+            return i + 2, "literal", c, c  # Oniguruma reads one that ends the pattern as the letter
+        if c in "<>":  # to fancy-regex a word boundary, to Oniguruma the character
+            if self.source == ONIG:
+                return i + 2, "literal", c, c
+            if not in_class:  # (in a class the character to both)
+                raise _unsupported(f"the escape {p[i : i + 2]}", p)
         if c in "pP":
             if p.startswith("{", i + 2):
                 end = self.brace_end(i + 2)
