@@ -232,25 +232,31 @@ def cased_text() -> str:
 # Oniguruma leaves a property outside a class unfolded under (?i), folding
 # one in a class; fancy-regex folds both.
 CASEDPROPERTIES = [
-    r"(?i)\p{Lu}+",
     r"(?i)\P{Lu}+",
     r"(?i)\p{^Lu}+",
+    r"(?i)\p{M}+",
+    r"(?i)[^\p{Lu}\s]+",
+]
+# Exported, these are classes holding a character that folds to several
+# (ẞ, ß, ﬁ, ΐ, ᾈ...), which Oniguruma matches to that folding's text too.
+CASEDPROPERTIES_IMPORTED = [
+    r"(?i)\p{Lu}+",
     r"(?i)\p{Upper}+",
     r"(?i)\p{Uppercase}+",
     r"(?i)\p{Ll}+|\p{Lt}",
     r"(?i)\p{Greek}+",
     r"(?i)\p{L}+",
-    r"(?i)\p{M}+",
-    r"(?i)[\p{Lu}]+",
-    r"(?i)[^\p{Lu}\s]+",
 ]
 
 
-@pytest.mark.parametrize("pattern", CASEDPROPERTIES)
+@pytest.mark.parametrize("pattern", CASEDPROPERTIES + CASEDPROPERTIES_IMPORTED)
 def test_a_case_insensitive_property_splits_as_tokenizers_does(tmp_path, pattern):
     text = cased_text()
     assert imported_pieces(tmp_path, pattern, text) == onig_pieces(pattern, text)
-    assert onig_pieces(regex.fancy_to_onig(pattern), text) == fancy_pieces(pattern, text)
+    if pattern in CASEDPROPERTIES_IMPORTED:
+        refused_export(pattern, ", to Oniguruma a class holding", "Oniguruma matches")
+    else:
+        assert onig_pieces(regex.fancy_to_onig(pattern), text) == fancy_pieces(pattern, text)
 
 
 def test_a_case_insensitive_property_outside_a_class_is_read_otherwise_by_each():
@@ -258,6 +264,73 @@ def test_a_case_insensitive_property_outside_a_class_is_read_otherwise_by_each()
     assert fancy_pieces(r"(?i)\p{Lu}+", "abcDEF") == ["abcDEF"]
     assert regex.onig_to_fancy(r"(?i)\p{Lu}+") == r"(?i:(?-i:\p{Lu})+)"
     assert regex.fancy_to_onig(r"(?i)\P{Lu}+") == r"(?i:[^\p{Lu}]+)"
+
+
+# Under (?i) Oniguruma builds a class (its &&, its negated parts) and then
+# case-folds it; fancy-regex folds each of its parts first.
+CLASS_FOLDS = [
+    (r"(?i)[A-Z&&a-z]", "the class intersection &&"),
+    (r"(?i)[\P{Lu}]", r"the negated property \P{Lu} in a class"),
+    (r"(?i)[\p{^Lu}]", r"the negated property \p{^Lu} in a class"),
+    (r"(?i)[\P{Ll}]", r"the negated property \P{Ll} in a class"),
+    (r"(?i)[^\P{Lu}]", r"the negated property \P{Lu} in a class"),
+    (r"(?i)[d-k[^Z-t]]", "a negated class [^...] in a class"),
+]
+
+
+@pytest.mark.parametrize("pattern, needle", CLASS_FOLDS)
+def test_a_case_insensitive_class_folded_otherwise_by_each_is_refused(tmp_path, pattern, needle):
+    text = "aAbB1ßẞ zZ dD kK tT ſ \u212a x"
+    assert onig_pieces(pattern, text) != fancy_pieces(pattern, text)
+    refused_import(tmp_path, pattern, needle, "under (?i)", "read differently")
+    refused_export(pattern, needle, "under (?i)")
+    # Case-sensitive, each engine reads it alike.
+    sensitive = pattern.removeprefix("(?i)")
+    assert imported_pieces(tmp_path, sensitive, text) == onig_pieces(sensitive, text)
+    assert onig_pieces(regex.fancy_to_onig(sensitive), text) == fancy_pieces(sensitive, text)
+
+
+# Under (?i) a class holding a character that folds to several (ß, ẞ: "ss";
+# ﬁ: "fi") matches that folding's text too in Oniguruma, where the one
+# character fails; fancy-regex never does. Properties and escapes hold them.
+CLASS_MULTI_FOLDS = [
+    (r"(?i)[\p{Ll}]#", "fi# x", "'ß'"),
+    (r"(?i)[\p{L}]-", "ss- ss-", "'ß'"),
+    (r"(?i)[\p{Lu}]#", "ss# x", "'İ'"),  # and ẞ
+    (r"(?i)[\S]-", "ss- ss-", "'ß'"),
+    (r"(?i)[\D]-", "ss- ss-", "'ß'"),
+    (r"(?i)[\s\S]#", "ss#", "'ß'"),
+    (r"(?i)[\p{Lu}]+", "ss SS", "'İ'"),
+]
+
+
+@pytest.mark.parametrize("pattern, text, held", CLASS_MULTI_FOLDS)
+def test_a_case_insensitive_class_holding_a_character_folding_to_several_is_refused(
+    tmp_path, pattern, text, held
+):
+    if not pattern.endswith("+"):
+        assert onig_pieces(pattern, text) != fancy_pieces(pattern, text)
+    needles = ("the case-insensitive class [", f"], holding {held}", "Oniguruma matches")
+    refused_import(tmp_path, pattern, *needles)
+    refused_export(pattern, *needles)
+
+
+def test_a_case_insensitive_property_exported_as_a_class_holding_such_a_character_is_refused():
+    pattern, text = r"(?i)\p{Ll}#|[a-z]+|[\s\S]", "i# i# fi fi fi#"
+    # As a class (Oniguruma folds no property outside one), it reads otherwise.
+    assert onig_pieces(r"(?i:[\p{Ll}]#|[a-z]+|[\s\S])", text) != fancy_pieces(pattern, text)
+    refused_export(pattern, r"case-insensitive \p{Ll}, to Oniguruma a class holding 'ß'")
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(?i)[^a]#", r"(?i)[^\s]#", r"(?i)[^\p{Lu}]#", r"(?i)\S#", r"(?i).#"]
+)
+def test_case_insensitive_negated_classes_and_escapes_fold_to_single_characters(tmp_path, pattern):
+    # Oniguruma matches no folding's text to a negated class, nor to an
+    # escape or a dot outside a class.
+    text = "ss# fi# ß# ﬁ# SS# x# ẞ#"
+    assert imported_pieces(tmp_path, pattern, text) == onig_pieces(pattern, text)
+    assert onig_pieces(regex.fancy_to_onig(pattern), text) == fancy_pieces(pattern, text)
 
 
 # \pL: Oniguruma's "pL", fancy-regex's \p{L}.

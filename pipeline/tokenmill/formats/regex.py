@@ -15,7 +15,7 @@ way in either engine:
 |                |                              | `(?:\\A\\|(?m:^)(?!\\z))`              |
 | `{,m}`         | (not accepted)               | `{0,m}`                              |
 | `a(?i)b\\|c`    | `a(?i:b)\\|(?i:c)`             | `a(?i:b\\|c)`: to the group's end     |
-| `(?i)\\p{Lu}`   | case-folded: `[\\p{Lu}]`      | not case-folded: `(?-i:\\p{Lu})`      |
+| `(?i)\\P{Lu}`   | case-folded: `[^\\p{Lu}]`     | not case-folded: `(?-i:\\P{Lu})`      |
 | `\\pL`          | `\\p{L}`                      | the letters `pL`                     |
 | `\\x7`          | (not accepted)               | `\\x{7}`                              |
 | `a\\x`          | (not accepted)               | `ax`: the letter, ending the pattern |
@@ -28,7 +28,9 @@ loose matching of names differs in corners), and only one of those.
 Constructs whose meaning differs and that have no simple rewrite (\\w, \\b,
 \\h, \\K, back-references, inline flags other than i, \\p{Word}, \\p{Graph},
 \\p{Print}, case-insensitive characters Oniguruma folds to several: see
-`_Translation.fold`; an atomic group or a possessive quantifier inside a look-behind,
+`_Translation.fold`; a case-insensitive class holding one, or holding `&&`
+or a negated part, which Oniguruma folds once built and fancy-regex part by
+part; an atomic group or a possessive quantifier inside a look-behind,
 which fancy-regex misreads) raise TokenmillError rather than being
 approximated. So, on export, do constructs fancy-regex takes and Oniguruma
 refuses (a repeated anchor or look-around, `$` or a look-ahead inside a
@@ -248,6 +250,29 @@ def _not_oniguruma(what: str, pattern: str) -> TokenmillError:
     )
 
 
+@cache
+def _multi_fold_held(cls: str) -> str | None:
+    """A character folding to several (ß: "ss") that the fancy-regex class
+    `cls` holds, case-insensitively; None if none (or if fancy-regex cannot
+    compile it, which the caller reports)."""
+    from tokenmill import _native
+
+    sources, _, _ = _multi_folds()
+    # Each character then a NUL: `cls` then a NUL matches both where it holds
+    # the character, and nothing else matches two characters.
+    text = "".join(f"{chr(c)}\0" for c in sources)
+    # As written first, to name a character it holds itself.
+    for flags in ("", "i"):
+        try:
+            pieces = _native.pretokenize(text, f"(?{flags}:{cls})\\x00|[\\s\\S]")
+        except _native.NativeError:
+            return None
+        held = next((piece[0] for piece in pieces if len(piece) == 2), None)
+        if held is not None:
+            return held
+    return None
+
+
 @dataclass
 class _Group:
     start: int  # index in `out` of its opener (-1: the whole pattern)
@@ -386,14 +411,30 @@ class _Translation:
             # and folds one in a class; fancy-regex folds both.
             if self.source == ONIG:
                 text = f"(?-i:{text})"
+            elif text[1] == "P":  # a negated class: Oniguruma folds none to several
+                text = f"[^\\p{text[2:]}]"
             else:
-                text = f"[{'^' if text[1] == 'P' else ''}\\p{text[2:]}]"
+                self.check_multi_folds(f"{text}, to Oniguruma a class holding", text)
+                text = f"[{text}]"
         if text == r"\z" and self.groups[-1].behind:
             raise _not_oniguruma(r"\z inside a look-behind", self.pattern)
         self.mark_atom(len(self.out), assertion=text in (r"\A", r"\z"))
         self.emit(text, i)
         self.folded = ""
         return end
+
+    def check_multi_folds(self, what: str, fancy: str) -> None:
+        """Refuse a case-insensitive class (not negated) holding a character
+        that folds to several: Oniguruma matches that folding's text to it
+        too (`(?i)[\\p{Ll}]#` matches "fi#", as ﬁ folds to "fi"), trying it
+        where the one character fails; fancy-regex never does."""
+        held = _multi_fold_held(fancy)
+        if held is not None:
+            raise _unsupported(
+                f"the case-insensitive {what} {held!r} (Oniguruma matches "
+                f"{held.casefold()!r} to it too)",
+                self.pattern,
+            )
 
     def read_escape(self, i: int, in_class: bool) -> tuple[int, str, str, str]:
         """(the index past the escape at pattern[i], its kind: "literal",
@@ -446,6 +487,13 @@ class _Translation:
             return i + 2, "other", esc, ""
         return i + 2, "literal", esc, _CONTROLS.get(c, c)
 
+    def folds_class(self, what: str, pattern: str) -> TokenmillError:
+        return _unsupported(
+            f"{what} under (?i) (Oniguruma case-folds a class once it is built, fancy-regex "
+            "each of its parts)",
+            pattern,
+        )
+
     def brace_end(self, i: int) -> int:
         close = self.pattern.find("}", i)
         if close < 0:
@@ -478,18 +526,26 @@ class _Translation:
                 held = next((c for c in sources if lo <= c <= hi), None)
                 if held is not None:
                     raise self.folds(chr(held), chr(held).casefold())
+            if not self.pattern.startswith("[^", i):  # properties, \S, nested classes...
+                written = self.pattern[i:end]
+                fancy = text if self.source == ONIG else written
+                self.check_multi_folds(f"class {written}, holding", fancy)
         self.mark_atom(len(self.out))
         self.emit(text, i)
         self.folded = ""
         return end
 
-    def read_class(self, i: int) -> tuple[int, str, list[str], list[tuple[int, int]]]:
+    def read_class(
+        self, i: int, nested: bool = False
+    ) -> tuple[int, str, list[str], list[tuple[int, int]]]:
         """(the index past the class at pattern[i], its translation, the
         characters it names, the ranges of code points it names)."""
         p = self.pattern
         parts = ["["]
         j = i + 1
         if p.startswith("^", j):
+            if nested and self.case_insensitive:
+                raise self.folds_class(f"a negated class {p[i : j + 1]}...] in a class", p)
             parts.append("^")
             j += 1
         if p.startswith("]", j):  # a leading ] is a literal
@@ -503,13 +559,15 @@ class _Translation:
             c = p[j]
             if c == "\\":
                 end, kind, text, char = self.read_escape(j, in_class=True)
+                if kind == "property" and text[1] == "P" and self.case_insensitive:
+                    raise self.folds_class(f"the negated property {p[j:end]} in a class", p)
                 parts.append(text)
                 items.append(char if kind == "literal" else "")
                 j = end
             elif c == "[":
                 if p.startswith("[:", j):
                     raise _unsupported("a POSIX bracket class", p)
-                end, text, inner, inner_ranges = self.read_class(j)
+                end, text, inner, inner_ranges = self.read_class(j, nested=True)
                 parts.append(text)
                 chars += inner
                 ranges += inner_ranges
@@ -524,6 +582,8 @@ class _Translation:
                 return j + 1, "".join([*parts, "]"]), chars, ranges
             elif p.startswith(("--", "~~"), j):  # Rust's class difference; Oniguruma's ranges
                 raise _unsupported(f"the class operation {p[j : j + 2]}", p)
+            elif p.startswith("&&", j) and self.case_insensitive:
+                raise self.folds_class("the class intersection &&", p)
             else:
                 parts.append(c)
                 items.append(_DASH if c == "-" else c)
