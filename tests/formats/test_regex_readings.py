@@ -13,7 +13,7 @@ import pytest
 
 from tokenmill import _native
 from tokenmill.errors import TokenmillError
-from tokenmill.formats import export, hf, load_any, regex
+from tokenmill.formats import export, hf, load_any, regex, regex_sets
 from tokenmill.tokenizer import Tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -391,15 +391,15 @@ def sample_text() -> str:
 
 
 def test_the_allowed_properties_are_each_one_name():
-    keys = {regex.property_key(name) for name in regex.PROPERTIES}
-    assert len(keys) == len(regex.PROPERTIES)
+    keys = {regex_sets.property_key(name) for name in regex_sets.PROPERTIES}
+    assert len(keys) == len(regex_sets.PROPERTIES)
 
 
 @pytest.mark.parametrize("part", range(4))
 def test_every_allowed_property_matches_the_same_code_points_in_both_engines(part):
     text = sample_text()
     differ = []
-    for name in regex.PROPERTIES[part::4]:
+    for name in regex_sets.PROPERTIES[part::4]:
         cls = rf"\p{{{name}}}"
         remove = tokenizers.normalizers.Replace(tokenizers.Regex(f"(?:{cls})+"), "")
         pieces = _native.pretokenize(text, f"(?:{cls})+|(?:(?!{cls})[\\s\\S])+")
