@@ -109,6 +109,14 @@ def test_a_pattern_given_in_char_mode_is_refused_whatever_it_is(cli, tmp_path, c
         assert_usage_error(cli(*args, ok=False), "--superword-max-words goes with", "train", out)
 
 
+def lines_job(tmp_path: Path, setting: str) -> Path:
+    """tmp_path/job.toml: sample_data/lines.txt into tmp_path/o, and `setting`."""
+    job = tmp_path / "job.toml"
+    data = Path("sample_data/lines.txt").resolve()
+    job.write_text(f'inputs = "{data}"\noutput = "o"\n{setting}\n')
+    return job
+
+
 def test_bos_when_encoding_only_without_a_layout_is_refused(cli, tmp_path):
     """With a tokenizer given, nothing is trained to reserve <|bos|> in, and no
     layout puts it before a document: the run ended 0, its manifest saying bos."""
@@ -117,9 +125,7 @@ def test_bos_when_encoding_only_without_a_layout_is_refused(cli, tmp_path):
     out = tmp_path / "out"
     result = cli("run", "sample_data/lines.txt", out, "--tokenizer", tok, "--bos", ok=False)
     assert_usage_error(result, "--bos goes with --pack or --format when encoding only", "run", out)
-    job = tmp_path / "job.toml"
-    data = Path("sample_data/lines.txt").resolve()
-    job.write_text(f'inputs = "{data}"\noutput = "o"\nbos = true\n')
+    job = lines_job(tmp_path, "bos = true")
     result = cli("run", "--job", job, "--tokenizer", tok, ok=False)
     assert_one_line_error(result, f"{job}: bos goes with --pack or --format when encoding only")
     assert result.exit_code == 1 and not (tmp_path / "o").exists()
@@ -138,9 +144,7 @@ def test_a_special_token_read_with_a_tokenizer_names_its_option_or_job_key(cli, 
     args = ("run", "sample_data/lines.txt", out, "--tokenizer", tok, "--special-token", "pad")
     result = cli(*args, ok=False)
     assert_usage_error(result, "Invalid value for '--special-token': 'pad' is not NAME=ID", "run")
-    job = tmp_path / "job.toml"
-    data = Path("sample_data/lines.txt").resolve()
-    job.write_text(f'inputs = "{data}"\noutput = "o"\nspecial_tokens = ["<|pad|>"]\n')
+    job = lines_job(tmp_path, 'special_tokens = ["<|pad|>"]')
     result = cli("run", "--job", job, "--tokenizer", tok, ok=False)
     assert_one_line_error(result, f"{job}: special_tokens: '<|pad|>' is not NAME=ID")
     assert result.exit_code == 1 and not (tmp_path / "o").exists()

@@ -155,26 +155,10 @@ def test_bos_with_a_tokenizer_lacking_it_is_the_same_line_in_every_command(tmp_p
     for args in (
         ["bin", out / "tokens", tmp_path / "b", "--bos"],
         ["pack", out / "tokens", tmp_path / "p", "--seq-len", "64", "--bos"],
-        [
-            "run",
-            data,
-            tmp_path / "r",
-            "--tokenizer",
-            out / "tokenizer.json",
-            "--bos",
-            "--pack",
-            "64",
-        ],
-        [
-            "run",
-            data,
-            tmp_path / "r",
-            "--tokenizer",
-            out / "tokenizer.json",
-            "--bos",
-            "--format",
-            "bin",
-        ],
+        *(
+            ["run", data, tmp_path / "r", "--tokenizer", out / "tokenizer.json", "--bos", *layout]
+            for layout in (["--pack", "64"], ["--format", "bin"])
+        ),
     ):
         refused = tokenmill_here(*args, check=False)
         assert (refused.returncode, refused.stderr) == (1, wanted), args

@@ -46,7 +46,7 @@ from tokenmill import _native
 from tokenmill.errors import TokenmillError, one_line
 from tokenmill.formats import regex
 from tokenmill.formats.bytelevel import from_byte_level, to_byte_level
-from tokenmill.formats.tiktoken import check_derived, ranks_tokenizer
+from tokenmill.formats.tiktoken import check_table_derived, ranks_tokenizer
 from tokenmill.io.files import parse_json, read_json
 from tokenmill.io.storage import AnyPath
 from tokenmill.io.writers import atomic_path
@@ -362,7 +362,7 @@ def from_dict(d: dict, source: str = "tokenizer.json", parsed: Parsed | None = N
             ranks = table.as_ranks() if whole_words else None
             if ranks is None:
                 _refuse_merge_order(fault, table.merges(), table.token, source)
-            check_derived(ranks.n_tokens, ranks.n_merges, ranks.byte_ids() is not None, source)
+            check_table_derived(ranks, source)
             table = ranks
         tok = Tokenizer._imported(
             table,

@@ -345,7 +345,7 @@ def load(
         merges, merge_ids, byte_ids = _native.derive_merges(vocab)
         tables = (byte_ids, merge_ids)
         return ranks_tokenizer(vocab, merges, pattern, special_tokens, str(path), tables)
-    check_derived(table.n_tokens, table.n_merges, table.byte_ids() is not None, path)
+    check_table_derived(table, path)
     if special_tokens is None:
         special_tokens = KNOWN_SPECIALS.get((pattern, table.n_tokens), {})
     specials = dict(special_tokens)
@@ -371,6 +371,11 @@ def check_derived(n_tokens: int, n_merges: int, every_byte: bool, path: AnyPath 
             "tokens merged (a rank missing below them?): tiktoken would reach them by other "
             "pairs, tokenmill's merges would not, and the ids would differ"
         )
+
+
+def check_table_derived(table: _native.Vocabulary, path: AnyPath | str) -> None:
+    """`check_derived` of a table the native core holds, its merges derived."""
+    check_derived(table.n_tokens, table.n_merges, table.byte_ids() is not None, path)
 
 
 def read_sidecar(path: AnyPath) -> dict:
