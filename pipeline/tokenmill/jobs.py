@@ -61,6 +61,7 @@ GOES_WITH: dict[str, tuple[str, Callable[[object], bool]]] = {
     "ray_address": ("executor", lambda executor: executor == "ray"),
     "lowercase": ("mode", lambda mode: mode == "char"),
     "pattern": ("mode", lambda mode: mode == "byte"),
+    "extend_alphabet": ("extend", lambda base: base is not None),
 }
 
 
@@ -219,8 +220,9 @@ def resolve_job(
     settings = load_job(job_file, {*given, *off}, note) if job_file else {}
     for key in off:
         settings.pop(key, None)
-        if key == "extend":  # its alphabet option goes with it
-            settings.pop("extend_alphabet", None)
+        for follower, (leader, _) in GOES_WITH.items():
+            if leader == key:  # --no-extend: the job's extend_alphabet goes with it
+                settings.pop(follower, None)
     where = f"{job_file}: " if job_file else ""
     data = data if data is not None else settings.pop("inputs", None)
     out = out if out is not None else settings.pop("output", None)
